@@ -1,0 +1,14 @@
+// Tests run TypeScript sources directly through SWC (type checking is `tsc -b`,
+// run separately by `npm test`). Workspace packages are mapped to their sources
+// so that a test never depends on a stale build in dist/.
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: "node",
+  transform: { "^.+\\.ts$": ["@swc/jest"] },
+  testMatch: ["<rootDir>/packages/*/test/**/*.test.ts", "<rootDir>/e2e/**/*.test.ts"],
+  moduleNameMapper: {
+    "^@metropolis/([a-z-]+)$": "<rootDir>/packages/$1/src/index.ts",
+    "^@metropolis/([a-z-]+)/([a-z-]+)$": "<rootDir>/packages/$1/src/$2.ts",
+  },
+  testTimeout: 30000,
+};

@@ -1,0 +1,164 @@
+/**
+ * The public types of the supervision tree: what a runnable sees (RunContext),
+ * how a child is supervised (ChildOptions), and what the owner of a tree can
+ * observe (Supervisor, NodeStatus, Transition).
+ */
+import type { Logger } from "winston";
+
+/**
+ * A supervised unit of work. It runs until its work is done (it then calls
+ * `ctx.done()` and returns) or until `ctx.signal` aborts. Any other way of
+ * ending — a rejection, a synchronous throw, a return without `done()` — is a
+ * failure, after which the supervisor restarts it with backoff.
+ */
+export type Runnable = (ctx: RunContext) => Promise<void>;
+
+/** What a runnable gets from its supervisor. One context belongs to one run. */
+export interface RunContext {
+  /** Aborted when this run must stop: its parent stops, a group sibling died, or the tree stops. */
+  readonly signal: AbortSignal;
+  /** Distinguished name of this runnable, e.g. `root.cluster.consensus`. */
+  readonly dn: string;
+  /** A winston logger bound to this DN; its lines also go to the log tree. */
+  readonly logger: Logger;
+  /** Starts a supervised child named `name`. Only legal before `healthy()`. */
+  run(name: string, runnable: Runnable, opts?: ChildOptions): void;
+  /**
+   * Starts children as a one-for-all group: when one of them dies, all of them
+   * are aborted and restarted together. Only legal before `healthy()`.
+   */
+  runGroup(children: Record<string, Runnable>, opts?: ChildOptions): void;
+  /** Declares this runnable healthy: it has started all its children and is serving. */
+  healthy(): void;
+  /** Declares this runnable done: it will return and must not be restarted. */
+  done(): void;
+  /** A logger at `<dn>.<name>`. Reserves `name`: no child can take it afterwards. */
+  subLogger(name: string): Logger;
+  /** Resolves after `ms`, or rejects with the abort reason when `signal` aborts. */
+  sleep(ms: number): Promise<void>;
+}
+
+/**
+ * OTP restart types.
+ * - `permanent`: always restarted after it ends, except after `done()`.
+ * - `transient`: a clean return (with or without `done()`) ends it for good; only failures restart it.
+ * - `temporary`: never restarted; its death does not affect its group siblings.
+ */
+export type RestartType = "permanent" | "transient" | "temporary";
+
+/** Exponential backoff between restarts of a failed runnable. */
+export interface BackoffOptions {
+  /** First delay. Default 500 ms. */
+  initialMs?: number;
+  /** Factor applied after every restart. Default 1.5. */
+  multiplier?: number;
+  /** Randomisation factor: a delay d becomes d × (1 ± jitter). Default 0.5. */
+  jitter?: number;
+  /** Cap of the (unrandomised) delay. Default 60 s. */
+  maxMs?: number;
+}
+
+/**
+ * Restart intensity: more than `maxRestarts` restarts within `periodMs` and the
+ * child is given up on; its failure escalates to its parent.
+ */
+export interface IntensityOptions {
+  maxRestarts: number;
+  periodMs: number;
+}
+
+/** How a child is supervised. */
+export interface ChildOptions {
+  /** Default `permanent`. */
+  restart?: RestartType;
+  /** Default: unlimited restarts. */
+  intensity?: IntensityOptions;
+  /** Default: the supervisor's backoff. */
+  backoff?: BackoffOptions;
+}
+
+/** Notified on every state transition of every node of a tree. */
+export interface SupervisorMetrics {
+  onTransition(transition: Transition): void;
+}
+
+/** Options of a supervision tree. */
+export interface SupervisorOptions {
+  /** Default backoff of every node. */
+  backoff?: BackoffOptions;
+  /** How the root runnable itself is supervised (default: permanent, unlimited). */
+  root?: ChildOptions;
+  /** Root winston logger; a console logger by default. */
+  logger?: Logger;
+  /** Lines kept per DN in the log tree. Default 1000. */
+  logBufferLines?: number;
+  metrics?: SupervisorMetrics;
+}
+
+/**
+ * - `new`: running, not yet healthy.
+ * - `healthy`: running and declared healthy.
+ * - `done`: finished its work; not restarted unless aborted.
+ * - `dead`: failed; will be restarted once its subtree has settled (unless given up).
+ * - `canceled`: ended because it was aborted.
+ */
+export type NodeState = "new" | "healthy" | "done" | "dead" | "canceled";
+
+/** A state change of one node. */
+export interface Transition {
+  dn: string;
+  from: NodeState | undefined;
+  to: NodeState;
+  /** Milliseconds since the epoch. */
+  at: number;
+  /** The failure, for transitions to `dead`. */
+  error?: Error;
+}
+
+/** A snapshot of one node of the tree. */
+export interface NodeStatus {
+  dn: string;
+  state: NodeState;
+  /** When the node entered `state` (milliseconds since the epoch). */
+  since: number;
+  /** How many times this node has been restarted. */
+  restarts: number;
+  lastError?: string;
+  /** Set while a restart is scheduled. */
+  nextRestartInMs?: number;
+  /** True when the node failed too often and will not be restarted. */
+  givenUp?: boolean;
+}
+
+/** One line of the log tree. */
+export interface LogEntry {
+  dn: string;
+  level: string;
+  message: string;
+  /** Milliseconds since the epoch. */
+  time: number;
+  /** Structured fields logged with the line, other than level and message. */
+  meta?: Record<string, unknown>;
+}
+
+/** Result of `Supervisor.stop()`. */
+export interface StopReport {
+  /** True when every runnable settled before the timeout. */
+  clean: boolean;
+  /** DNs of runnables still running when the timeout passed. */
+  laggards: string[];
+}
+
+/** A running supervision tree. */
+export interface Supervisor {
+  /** Settles when the whole tree has ended; rejects when a failure escalates past the root. */
+  readonly done: Promise<void>;
+  /** Aborts everything; resolves when all runnables settled or `timeoutMs` (default 5 s) passed. */
+  stop(opts?: { timeoutMs?: number }): Promise<StopReport>;
+  /** A snapshot of every node, parents before children. */
+  tree(): NodeStatus[];
+  /** Subscribes to transitions; returns the unsubscribe function. */
+  onTransition(cb: (t: Transition) => void): () => void;
+  /** Log lines of `dnPrefix` and its subtree, oldest first. */
+  logs(dnPrefix: string, opts?: { tail?: number }): LogEntry[];
+}
