@@ -1,0 +1,69 @@
+/**
+ * The RunContext handed to one run of a runnable. It is a thin handle: all
+ * state lives in the TreeNode, and every call is checked against the run it
+ * was made for, so a context kept past its run cannot affect a later one.
+ */
+import type { Logger } from "winston";
+import type { Tree } from "./tree";
+import type { TreeNode } from "./tree-node";
+import type { ChildOptions, RunContext, Runnable } from "./types";
+
+export class RunContextImpl implements RunContext {
+  constructor(
+    private readonly tree: Tree,
+    private readonly node: TreeNode,
+    private readonly incarnation: number,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.node.signal();
+  }
+
+  get dn(): string {
+    return this.node.dn;
+  }
+
+  get logger(): Logger {
+    return this.tree.loggerOf(this.node);
+  }
+
+  run(name: string, runnable: Runnable, opts: ChildOptions = {}): void {
+    this.tree.addChildren(this.node, this.incarnation, { [name]: runnable }, opts, false);
+  }
+
+  runGroup(children: Record<string, Runnable>, opts: ChildOptions = {}): void {
+    this.tree.addChildren(this.node, this.incarnation, children, opts, true);
+  }
+
+  healthy(): void {
+    this.tree.signalHealthy(this.node, this.incarnation);
+  }
+
+  done(): void {
+    this.tree.signalDone(this.node, this.incarnation);
+  }
+
+  subLogger(name: string): Logger {
+    return this.tree.subLogger(this.node, this.incarnation, name);
+  }
+
+  sleep(ms: number): Promise<void> {
+    return abortableSleep(ms, this.signal);
+  }
+}
+
+/** Resolves after `ms`, or rejects with `signal.reason` as soon as it aborts; leaves no timer behind. */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,139 @@
+/**
+ * MockContext: a RunContext test double for unit-testing a single runnable
+ * without a supervisor. It enforces the same rules as the real tree (names,
+ * children only before healthy(), signal order) and records what the
+ * runnable did, so a test can assert on it.
+ */
+import winston, { type Logger } from "winston";
+import Transport from "winston-transport";
+import { abortableSleep } from "./context";
+import { ChildStartError, DuplicateNameError, SignalMisuseError } from "./errors";
+import { validateName } from "./names";
+import type { ChildOptions, LogEntry, RunContext, Runnable } from "./types";
+
+/** A child that the runnable under test started. */
+export interface RecordedChild {
+  name: string;
+  runnable: Runnable;
+  opts: ChildOptions;
+  /** Names of the whole group for `runGroup` children; undefined for `run`. */
+  group?: string[];
+}
+
+class CaptureTransport extends Transport {
+  constructor(private readonly sink: LogEntry[]) {
+    super({ level: "debug" });
+  }
+
+  override log(info: winston.Logform.TransformableInfo, next: () => void): void {
+    const { level, message, dn, ...meta } = info;
+    this.sink.push({ dn: String(dn), level, message: String(message), time: Date.now(), meta });
+    next();
+  }
+}
+
+export class MockContext implements RunContext {
+  readonly dn: string;
+  readonly logger: Logger;
+  /** Children started through run/runGroup, in order. */
+  readonly children: RecordedChild[] = [];
+  /** Every log line, of this context and its sub-loggers. */
+  readonly lines: LogEntry[];
+  /** Errors the real supervisor would have failed the runnable with (signal misuse). */
+  readonly failures: Error[] = [];
+  healthyCalls = 0;
+  doneCalls = 0;
+  state: "new" | "healthy" | "done" = "new";
+
+  private readonly controller = new AbortController();
+  private readonly subLoggerNames = new Set<string>();
+  private readonly rootLogger: Logger;
+
+  constructor(dn = "root", lines: LogEntry[] = []) {
+    this.dn = dn;
+    this.lines = lines;
+    this.rootLogger = winston.createLogger({ level: "debug", transports: [new CaptureTransport(lines)] });
+    this.logger = this.rootLogger.child({ dn });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Aborts the signal, as the supervisor does when the runnable must stop. */
+  abort(reason: unknown = new Error(`${this.dn}: aborted by test`)): void {
+    this.controller.abort(reason);
+  }
+
+  run(name: string, runnable: Runnable, opts: ChildOptions = {}): void {
+    this.record({ [name]: runnable }, opts, false);
+  }
+
+  runGroup(children: Record<string, Runnable>, opts: ChildOptions = {}): void {
+    this.record(children, opts, true);
+  }
+
+  healthy(): void {
+    if (this.state !== "new") return this.misuse(new SignalMisuseError(this.dn, "healthy", this.state));
+    this.healthyCalls++;
+    this.state = "healthy";
+  }
+
+  done(): void {
+    if (this.state !== "healthy") return this.misuse(new SignalMisuseError(this.dn, "done", this.state));
+    this.doneCalls++;
+    this.state = "done";
+  }
+
+  subLogger(name: string): Logger {
+    validateName(this.dn, name);
+    if (this.child(name)) throw new DuplicateNameError(this.dn, name, "child");
+    if (this.subLoggerNames.has(name)) throw new DuplicateNameError(this.dn, name, "sub-logger");
+    this.subLoggerNames.add(name);
+    return this.rootLogger.child({ dn: `${this.dn}.${name}` });
+  }
+
+  sleep(ms: number): Promise<void> {
+    return abortableSleep(ms, this.signal);
+  }
+
+  /** The recorded child called `name`, if any. */
+  child(name: string): RecordedChild | undefined {
+    return this.children.find((c) => c.name === name);
+  }
+
+  /**
+   * Runs the recorded child `name` with a MockContext of its own (sharing
+   * this one's log lines), for tests that go one level down.
+   */
+  runChild(name: string): { ctx: MockContext; result: Promise<void> } {
+    const child = this.child(name);
+    if (!child) throw new Error(`${this.dn}: no child named ${JSON.stringify(name)} was started`);
+    const ctx = new MockContext(`${this.dn}.${name}`, this.lines);
+    this.signal.addEventListener("abort", () => ctx.abort(this.signal.reason), { once: true });
+    return { ctx, result: child.runnable(ctx) };
+  }
+
+  private record(children: Record<string, Runnable>, opts: ChildOptions, asGroup: boolean): void {
+    if (this.state !== "new") {
+      throw new ChildStartError(
+        this.dn,
+        `children may only be started before healthy(), and the runnable is ${this.state}`,
+      );
+    }
+    const names = Object.keys(children);
+    for (const name of names) {
+      validateName(this.dn, name);
+      if (this.child(name)) throw new DuplicateNameError(this.dn, name, "child");
+      if (this.subLoggerNames.has(name)) throw new DuplicateNameError(this.dn, name, "sub-logger");
+    }
+    for (const name of names) {
+      this.children.push({ name, runnable: children[name], opts, ...(asGroup && { group: names }) });
+    }
+  }
+
+  private misuse(error: Error): void {
+    this.failures.push(error);
+    this.abort(error);
+  }
+}

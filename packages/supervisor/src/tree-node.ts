@@ -1,0 +1,77 @@
+/**
+ * One node of the supervision tree: a runnable, its current run, and the
+ * bookkeeping that restart decisions need. Nodes are plain records; all
+ * decisions are taken by the Tree (tree.ts), which owns them.
+ *
+ * Everything that is not needed by an idle healthy runnable (abort controller,
+ * logger, children map, backoff) is created on first use: a node should cost
+ * well under a kilobyte, since services run thousands of them.
+ */
+import type { Logger } from "winston";
+import type { Backoff } from "./backoff";
+import type { ChildOptions, NodeState, Runnable } from "./types";
+
+export class TreeNode {
+  /** Children by name; undefined while there are none. */
+  children: Map<string, TreeNode> | undefined;
+  /** Names taken by sub-loggers. */
+  reservedNames: Set<string> | undefined;
+  /**
+   * The members of this node's `runGroup` (shared by all of them), or
+   * undefined for a child started by `run`, which is a group of its own.
+   */
+  group: TreeNode[] | undefined;
+
+  state: NodeState = "new";
+  since = 0;
+  restarts = 0;
+  lastError: Error | undefined;
+  /** Failed too often (restart intensity): never restarted again. */
+  givenUp = false;
+
+  /** Increments on every (re)start; a RunContext of an older run is stale. */
+  incarnation = 0;
+  /** The runnable's promise has not settled yet. */
+  running = false;
+  /** Runnables still running in this subtree, this node included. Zero: the subtree has settled. */
+  live = 0;
+  /** This run has been told to stop. */
+  aborted = false;
+  abortReason: unknown;
+  controller: AbortController | undefined;
+
+  backoff: Backoff | undefined;
+  /** Times of recent restarts after failures, for the restart intensity. */
+  restartTimes: number[] | undefined;
+  restartTimer: NodeJS.Timeout | undefined;
+  restartAt: number | undefined;
+
+  logger: Logger | undefined;
+
+  constructor(
+    readonly name: string,
+    readonly dn: string,
+    readonly parent: TreeNode | undefined,
+    readonly runnable: Runnable,
+    readonly opts: ChildOptions,
+  ) {}
+
+  /** This run's abort signal, created on first use. */
+  signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  /** Members of this node's restart group (itself alone for `run` children). */
+  groupMembers(): readonly TreeNode[] {
+    return this.group ?? [this];
+  }
+
+  /** A restart type under which this node is never restarted. */
+  isTemporary(): boolean {
+    return this.opts.restart === "temporary";
+  }
+}
