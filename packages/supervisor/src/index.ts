@@ -29,3 +29,4 @@ export type * from "./types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export * from "./errors";
+export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
