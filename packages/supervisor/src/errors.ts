@@ -97,10 +97,9 @@ export class EscalationError extends SupervisorError {
 /** The root runnable ended for good through a failure (escalation past the root). */
 export class TreeFailedError extends SupervisorError {
   constructor(cause: unknown) {
-    super(
-      `supervision tree failed: ${cause instanceof Error ? cause.message : String(cause)}`,
-      { cause },
-    );
+    super(`supervision tree failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
   }
 }
 

@@ -30,3 +30,16 @@ export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export * from "./errors";
 export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
+export { untilAborted } from "./until-aborted";
+export {
+  commandRunnable,
+  CommandStartError,
+  ProcessExitedError,
+  type CommandOptions,
+} from "./command-runnable";
+export { grpcServerRunnable, GrpcBindError, type GrpcServerOptions } from "./grpc-server-runnable";
+export {
+  machineRunnable,
+  type MachineRunnableOptions,
+  type SupervisedInput,
+} from "./machine-runnable";

@@ -61,6 +61,8 @@ export class LogTree {
     }
     found.sort((a, b) => a.seq - b.seq);
     const entries = found.map((s) => s.entry);
-    return opts.tail !== undefined && opts.tail >= 0 ? entries.slice(entries.length - opts.tail) : entries;
+    return opts.tail !== undefined && opts.tail >= 0
+      ? entries.slice(entries.length - opts.tail)
+      : entries;
   }
 }

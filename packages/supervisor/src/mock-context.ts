@@ -52,7 +52,10 @@ export class MockContext implements RunContext {
   constructor(dn = "root", lines: LogEntry[] = []) {
     this.dn = dn;
     this.lines = lines;
-    this.rootLogger = winston.createLogger({ level: "debug", transports: [new CaptureTransport(lines)] });
+    this.rootLogger = winston.createLogger({
+      level: "debug",
+      transports: [new CaptureTransport(lines)],
+    });
     this.logger = this.rootLogger.child({ dn });
   }
 
@@ -74,13 +77,15 @@ export class MockContext implements RunContext {
   }
 
   healthy(): void {
-    if (this.state !== "new") return this.misuse(new SignalMisuseError(this.dn, "healthy", this.state));
+    if (this.state !== "new")
+      return this.misuse(new SignalMisuseError(this.dn, "healthy", this.state));
     this.healthyCalls++;
     this.state = "healthy";
   }
 
   done(): void {
-    if (this.state !== "healthy") return this.misuse(new SignalMisuseError(this.dn, "done", this.state));
+    if (this.state !== "healthy")
+      return this.misuse(new SignalMisuseError(this.dn, "done", this.state));
     this.doneCalls++;
     this.state = "done";
   }
@@ -128,7 +133,12 @@ export class MockContext implements RunContext {
       if (this.subLoggerNames.has(name)) throw new DuplicateNameError(this.dn, name, "sub-logger");
     }
     for (const name of names) {
-      this.children.push({ name, runnable: children[name], opts, ...(asGroup && { group: names }) });
+      this.children.push({
+        name,
+        runnable: children[name],
+        opts,
+        ...(asGroup && { group: names }),
+      });
     }
   }
 

@@ -37,7 +37,10 @@ export interface TestHarness {
   /** Resolves once `dn` is in `state` (at once if it already is). */
   waitFor(dn: string, state: NodeState, opts?: { timeoutMs?: number }): Promise<void>;
   /** Resolves with the first transition from now on that matches. */
-  nextTransition(match: (t: Transition) => boolean, opts?: { timeoutMs?: number }): Promise<Transition>;
+  nextTransition(
+    match: (t: Transition) => boolean,
+    opts?: { timeoutMs?: number },
+  ): Promise<Transition>;
   /** Stops the tree; throws on unexpected deaths or runnables that did not stop. */
   cleanup(opts?: { timeoutMs?: number }): Promise<void>;
 }
@@ -47,7 +50,11 @@ export function testHarness(runnable: Runnable, opts: TestHarnessOptions = {}): 
   const { expectDeath = () => false, timeoutMs: defaultTimeout = 10_000, ...supervisorOpts } = opts;
   const transitions: Transition[] = [];
   const unexpected: Transition[] = [];
-  const waiters = new Set<{ match: (t: Transition) => boolean; resolve: (t: Transition) => void; reject: (e: Error) => void }>();
+  const waiters = new Set<{
+    match: (t: Transition) => boolean;
+    resolve: (t: Transition) => void;
+    reject: (e: Error) => void;
+  }>();
   const logger = winston.createLogger({
     level: process.env.METROPOLIS_LOG_LEVEL ?? "debug",
     transports: [new winston.transports.Console({ silent: !process.env.METROPOLIS_TEST_LOGS })],

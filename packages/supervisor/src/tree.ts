@@ -178,11 +178,13 @@ export class Tree implements Supervisor {
       );
     }
     const names = Object.keys(children);
-    if (names.length === 0) throw new ChildStartError(parent.dn, "runGroup() needs at least one child");
+    if (names.length === 0)
+      throw new ChildStartError(parent.dn, "runGroup() needs at least one child");
     for (const name of names) {
       validateName(parent.dn, name);
       if (parent.children?.has(name)) throw new DuplicateNameError(parent.dn, name, "child");
-      if (parent.reservedNames?.has(name)) throw new DuplicateNameError(parent.dn, name, "sub-logger");
+      if (parent.reservedNames?.has(name))
+        throw new DuplicateNameError(parent.dn, name, "sub-logger");
       if (typeof children[name] !== "function") {
         throw new ChildStartError(parent.dn, `child ${name} is not a function`);
       }
@@ -201,14 +203,16 @@ export class Tree implements Supervisor {
 
   signalHealthy(node: TreeNode, incarnation: number): void {
     if (this.isStale(node, incarnation, "healthy")) return;
-    if (node.state !== "new") return this.misuse(node, new SignalMisuseError(node.dn, "healthy", node.state));
+    if (node.state !== "new")
+      return this.misuse(node, new SignalMisuseError(node.dn, "healthy", node.state));
     node.backoff?.reset();
     this.setState(node, "healthy");
   }
 
   signalDone(node: TreeNode, incarnation: number): void {
     if (this.isStale(node, incarnation, "done")) return;
-    if (node.state !== "healthy") return this.misuse(node, new SignalMisuseError(node.dn, "done", node.state));
+    if (node.state !== "healthy")
+      return this.misuse(node, new SignalMisuseError(node.dn, "done", node.state));
     node.backoff?.reset();
     this.setState(node, "done");
   }
@@ -252,7 +256,10 @@ export class Tree implements Supervisor {
       node.backoff?.reset();
       this.setState(node, "done");
     } else {
-      this.fail(node, ok ? new ReturnedWithoutDoneError(node.dn, node.state) : toError(node.dn, error));
+      this.fail(
+        node,
+        ok ? new ReturnedWithoutDoneError(node.dn, node.state) : toError(node.dn, error),
+      );
     }
     this.checkRestart(node);
   }
@@ -271,7 +278,10 @@ export class Tree implements Supervisor {
     if (node.isTemporary()) return;
     for (const sibling of node.groupMembers()) {
       if (sibling !== node) {
-        this.abortSubtree(sibling, new RunAbortedError(sibling.dn, `group sibling ${node.dn} failed`));
+        this.abortSubtree(
+          sibling,
+          new RunAbortedError(sibling.dn, `group sibling ${node.dn} failed`),
+        );
       }
     }
   }
@@ -338,7 +348,12 @@ export class Tree implements Supervisor {
       node.restartTimes = times;
       if (times.length > intensity.maxRestarts) {
         node.givenUp = true;
-        const error = new EscalationError(node.dn, intensity.maxRestarts, intensity.periodMs, node.lastError);
+        const error = new EscalationError(
+          node.dn,
+          intensity.maxRestarts,
+          intensity.periodMs,
+          node.lastError,
+        );
         this.loggerOf(node).error(`not restarting: ${error.message}`);
         this.escalate(node, error);
         return;

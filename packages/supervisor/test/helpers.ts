@@ -1,16 +1,10 @@
 /** Small runnables and waits shared by the supervisor's tests. */
-import type { RunContext } from "@metropolis/supervisor";
-
-/** Resolves when `signal` aborts (at once if it already has; `events.once` would wait forever). */
-export function aborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-}
+import { untilAborted, type RunContext } from "@metropolis/supervisor";
 
 /** Signals healthy and runs until aborted. */
 export async function serve(ctx: RunContext): Promise<void> {
   ctx.healthy();
-  await aborted(ctx.signal);
+  await untilAborted(ctx.signal);
 }
 
 /** A promise with its resolve function, for runnables a test releases by hand. */

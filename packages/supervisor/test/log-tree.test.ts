@@ -59,7 +59,11 @@ describe("log tree", () => {
     );
     await h.waitFor("root.chatty", "healthy");
     await h.waitFor("root.quiet", "healthy");
-    expect(h.supervisor.logs("root.chatty").map((l) => l.message)).toEqual(["chatty 7", "chatty 8", "chatty 9"]);
+    expect(h.supervisor.logs("root.chatty").map((l) => l.message)).toEqual([
+      "chatty 7",
+      "chatty 8",
+      "chatty 9",
+    ]);
     expect(h.supervisor.logs("root.quiet").map((l) => l.message)).toEqual(["quiet 0"]);
   });
 
@@ -87,6 +91,8 @@ describe("log tree", () => {
   });
 
   it("rejects a nonsensical buffer size", () => {
-    expect(() => supervise(serve, { logBufferLines: 0 })).toThrow("logBufferLines must be a positive integer");
+    expect(() => supervise(serve, { logBufferLines: 0 })).toThrow(
+      "logBufferLines must be a positive integer",
+    );
   });
 });

@@ -9,7 +9,8 @@ afterEach(async () => {
   h = undefined;
 });
 
-const states = (h: TestHarness, dn: string) => h.transitions.filter((t) => t.dn === dn).map((t) => t.to);
+const states = (h: TestHarness, dn: string) =>
+  h.transitions.filter((t) => t.dn === dn).map((t) => t.to);
 
 describe("restart types", () => {
   it("transient: a clean return without done() ends it as DONE", async () => {
@@ -111,7 +112,10 @@ describe("restart intensity", () => {
             runs++;
             throw new Error("crash");
           },
-          { intensity: { maxRestarts: 1, periodMs: 1 }, backoff: { initialMs: 5, jitter: 0, multiplier: 1 } },
+          {
+            intensity: { maxRestarts: 1, periodMs: 1 },
+            backoff: { initialMs: 5, jitter: 0, multiplier: 1 },
+          },
         );
         await serve(ctx);
       },
@@ -122,7 +126,9 @@ describe("restart intensity", () => {
   });
 
   it("escalation past the root rejects Supervisor.done and stops the tree", async () => {
-    const logger = winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
+    const logger = winston.createLogger({
+      transports: [new winston.transports.Console({ silent: true })],
+    });
     let leafStopped = false;
     const sup = supervise(
       async (ctx) => {
@@ -139,10 +145,16 @@ describe("restart intensity", () => {
         );
         await serve(ctx);
       },
-      { logger, backoff: { initialMs: 0 }, root: { intensity: { maxRestarts: 0, periodMs: 60_000 } } },
+      {
+        logger,
+        backoff: { initialMs: 0 },
+        root: { intensity: { maxRestarts: 0, periodMs: 60_000 } },
+      },
     );
     await expect(sup.done).rejects.toBeInstanceOf(TreeFailedError);
-    await expect(sup.done).rejects.toThrow(/root failed more than 0 times .*root\.crashy failed more than 0 times/);
+    await expect(sup.done).rejects.toThrow(
+      /root failed more than 0 times .*root\.crashy failed more than 0 times/,
+    );
     expect(leafStopped).toBe(true);
     expect(sup.tree().every((n) => ["dead", "canceled"].includes(n.state))).toBe(true);
   });
@@ -150,7 +162,9 @@ describe("restart intensity", () => {
 
 describe("root", () => {
   it("a tree whose root is done and whose runnables have all ended resolves done", async () => {
-    const logger = winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
+    const logger = winston.createLogger({
+      transports: [new winston.transports.Console({ silent: true })],
+    });
     const sup = supervise(
       async (ctx) => {
         ctx.run("job", async (c) => (c.healthy(), c.done()));
@@ -164,13 +178,20 @@ describe("root", () => {
   });
 
   it("a temporary root that fails rejects done", async () => {
-    const logger = winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
-    const sup = supervise(async () => Promise.reject(new Error("no")), { logger, root: { restart: "temporary" } });
+    const logger = winston.createLogger({
+      transports: [new winston.transports.Console({ silent: true })],
+    });
+    const sup = supervise(async () => Promise.reject(new Error("no")), {
+      logger,
+      root: { restart: "temporary" },
+    });
     await expect(sup.done).rejects.toThrow("supervision tree failed: no");
   });
 
   it("stop() before the root ever ran cancels it", async () => {
-    const logger = winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
+    const logger = winston.createLogger({
+      transports: [new winston.transports.Console({ silent: true })],
+    });
     let ran = false;
     const sup = supervise(async () => void (ran = true), { logger });
     const report = await sup.stop();

@@ -1,6 +1,11 @@
-import { ReturnedWithoutDoneError, type RunContext, type Transition } from "@metropolis/supervisor";
+import {
+  ReturnedWithoutDoneError,
+  type RunContext,
+  type Transition,
+  untilAborted,
+} from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import { aborted, deferred, serve } from "./helpers";
+import { deferred, serve } from "./helpers";
 
 let h: TestHarness | undefined;
 afterEach(async () => {
@@ -16,14 +21,15 @@ function killable(): { runnable: (ctx: RunContext) => Promise<void>; kill: () =>
       const d = deferred();
       kill = d.resolve;
       ctx.healthy();
-      await Promise.race([d.promise, aborted(ctx.signal)]);
+      await Promise.race([d.promise, untilAborted(ctx.signal)]);
       if (!ctx.signal.aborted) throw new Error("killed");
     },
     kill: () => kill(),
   };
 }
 
-const states = (h: TestHarness, dn: string) => h.transitions.filter((t) => t.dn === dn).map((t) => t.to);
+const states = (h: TestHarness, dn: string) =>
+  h.transitions.filter((t) => t.dn === dn).map((t) => t.to);
 
 describe("how a runnable ends", () => {
   it("DONE after done(): not restarted, its children keep running", async () => {
@@ -50,29 +56,37 @@ describe("how a runnable ends", () => {
       }) as () => Promise<void>,
       "sync boom",
     ],
-    ["a return without done()", async () => undefined, "returned in state new without calling done()"],
-  ])("DEAD after %s, logged at error level at its DN, then restarted", async (_what, body, message) => {
-    let runs = 0;
-    h = testHarness(
-      async (ctx) => {
-        ctx.run("child", async (c) => {
-          runs++;
-          if (runs === 1) return body();
-          await serve(c);
-        });
-        await serve(ctx);
-      },
-      { expectDeath: (dn) => dn === "root.child" },
-    );
-    await h.waitFor("root.child", "healthy");
-    const death = h.transitions.find((t) => t.to === "dead");
-    expect(death?.dn).toBe("root.child");
-    expect(death?.error?.message).toContain(message);
-    const errors = h.supervisor.logs("root.child").filter((l) => l.level === "error");
-    expect(errors.map((l) => l.message)).toEqual([`runnable failed: ${death?.error?.message}`]);
-    expect(h.supervisor.tree().find((n) => n.dn === "root.child")?.restarts).toBe(1);
-    if (message.startsWith("returned")) expect(death?.error).toBeInstanceOf(ReturnedWithoutDoneError);
-  });
+    [
+      "a return without done()",
+      async () => undefined,
+      "returned in state new without calling done()",
+    ],
+  ])(
+    "DEAD after %s, logged at error level at its DN, then restarted",
+    async (_what, body, message) => {
+      let runs = 0;
+      h = testHarness(
+        async (ctx) => {
+          ctx.run("child", async (c) => {
+            runs++;
+            if (runs === 1) return body();
+            await serve(c);
+          });
+          await serve(ctx);
+        },
+        { expectDeath: (dn) => dn === "root.child" },
+      );
+      await h.waitFor("root.child", "healthy");
+      const death = h.transitions.find((t) => t.to === "dead");
+      expect(death?.dn).toBe("root.child");
+      expect(death?.error?.message).toContain(message);
+      const errors = h.supervisor.logs("root.child").filter((l) => l.level === "error");
+      expect(errors.map((l) => l.message)).toEqual([`runnable failed: ${death?.error?.message}`]);
+      expect(h.supervisor.tree().find((n) => n.dn === "root.child")?.restarts).toBe(1);
+      if (message.startsWith("returned"))
+        expect(death?.error).toBeInstanceOf(ReturnedWithoutDoneError);
+    },
+  );
 
   it("a death aborts the subtree and the group siblings, restarting siblings at once and the dead one after its backoff", async () => {
     const a = killable();
@@ -119,7 +133,7 @@ describe("how a runnable ends", () => {
         ctx.run("a", async (c) => {
           c.run("slow", async (s) => {
             s.healthy();
-            await aborted(s.signal);
+            await untilAborted(s.signal);
             await lingering.promise; // keeps running after the abort
             leafSettled = true;
           });
@@ -231,10 +245,19 @@ describe("how a runnable ends", () => {
     await h.waitFor("root.parent.child", "healthy");
     child.kill();
     await h.waitFor("root.parent.child", "dead");
-    expect(h.supervisor.tree().find((n) => n.dn === "root.parent.child")?.nextRestartInMs).toBeGreaterThan(59_000);
+    expect(
+      h.supervisor.tree().find((n) => n.dn === "root.parent.child")?.nextRestartInMs,
+    ).toBeGreaterThan(59_000);
     parent.kill();
     // The pending restart became CANCELED, and the parent re-created the child at once.
     await h.nextTransition((t) => t.dn === "root.parent.child" && t.to === "healthy");
-    expect(states(h, "root.parent.child")).toEqual(["new", "healthy", "dead", "canceled", "new", "healthy"]);
+    expect(states(h, "root.parent.child")).toEqual([
+      "new",
+      "healthy",
+      "dead",
+      "canceled",
+      "new",
+      "healthy",
+    ]);
   });
 });

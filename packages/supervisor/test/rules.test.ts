@@ -4,9 +4,10 @@ import {
   InvalidNameError,
   SignalMisuseError,
   type RunContext,
+  untilAborted,
 } from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import { aborted, deferred, serve } from "./helpers";
+import { deferred, serve } from "./helpers";
 
 let h: TestHarness | undefined;
 afterEach(async () => {
@@ -21,7 +22,7 @@ describe("names", () => {
       ctx.run("cluster", async (c) => {
         c.run("consensus", serve);
         c.healthy();
-        await aborted(c.signal);
+        await untilAborted(c.signal);
       });
       for (const bad of ["", "Upper", "a.b", "x".repeat(65), "sp ace"]) {
         try {
@@ -35,7 +36,11 @@ describe("names", () => {
     await h.waitFor("root.cluster.consensus", "healthy");
     expect(thrown).toHaveLength(5);
     for (const e of thrown) expect(e).toBeInstanceOf(InvalidNameError);
-    expect(h.supervisor.tree().map((n) => n.dn)).toEqual(["root", "root.cluster", "root.cluster.consensus"]);
+    expect(h.supervisor.tree().map((n) => n.dn)).toEqual([
+      "root",
+      "root.cluster",
+      "root.cluster.consensus",
+    ]);
   });
 
   it("rejects a duplicate child name and sub-logger/child collisions in both directions", async () => {
@@ -83,7 +88,7 @@ describe("signals", () => {
           thrown.push(e);
         }
       }
-      await aborted(ctx.signal);
+      await untilAborted(ctx.signal);
     });
     await h.waitFor("root", "healthy");
     expect(thrown).toHaveLength(2);
@@ -102,7 +107,7 @@ describe("signals", () => {
         ctx.run("bad", async (c) => {
           attempts++;
           if (attempts === 1) misuse(c);
-          await aborted(c.signal);
+          await untilAborted(c.signal);
         });
         await serve(ctx);
       },
@@ -113,7 +118,10 @@ describe("signals", () => {
     expect(death.error?.message).toMatch(/^root\.bad: (healthy|done)\(\) called in state/);
     // The misbehaving runnable is restarted; its healthy neighbour was never touched.
     await h.nextTransition((t) => t.dn === "root.bad" && t.to === "new");
-    expect(h.transitions.filter((t) => t.dn === "root.good").map((t) => t.to)).toEqual(["new", "healthy"]);
+    expect(h.transitions.filter((t) => t.dn === "root.good").map((t) => t.to)).toEqual([
+      "new",
+      "healthy",
+    ]);
   });
 
   it("ignores signals from a context whose run has ended", async () => {
@@ -130,7 +138,7 @@ describe("signals", () => {
           }
           c.healthy();
           second.resolve();
-          await aborted(c.signal);
+          await untilAborted(c.signal);
         });
         await serve(ctx);
       },

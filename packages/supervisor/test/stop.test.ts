@@ -1,6 +1,6 @@
-import { supervise, type StopReport } from "@metropolis/supervisor";
+import { supervise, type StopReport, untilAborted } from "@metropolis/supervisor";
 import winston from "winston";
-import { aborted, deferred, serve } from "./helpers";
+import { deferred, serve } from "./helpers";
 
 const quiet = () =>
   winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
@@ -24,7 +24,7 @@ describe("stop()", () => {
         });
         ctx.healthy();
         healthy.resolve();
-        await aborted(ctx.signal);
+        await untilAborted(ctx.signal);
         stopped.push(ctx.dn);
       },
       { logger: quiet() },

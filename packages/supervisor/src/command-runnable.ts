@@ -1,0 +1,137 @@
+/**
+ * commandRunnable: a child process as a supervised runnable. The process is
+ * the runnable: its output lines go to the runnable's logger (and so to the
+ * log tree), it is healthy once it has started (or once it says or proves it
+ * is ready), and its exit — whatever the code — is a failure, so the
+ * supervisor restarts it. Aborting the runnable terminates the process
+ * politely (SIGTERM), then firmly (SIGKILL) after a grace period.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { Logger } from "winston";
+import { abortableSleep } from "./context";
+import { SupervisorError } from "./errors";
+import type { RunContext, Runnable } from "./types";
+
+export interface CommandOptions {
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Healthy once an output line matches; without it (and without `probe`) healthy once started. */
+  ready?: RegExp | ((line: string) => boolean);
+  /** Healthy once this resolves true; polled every `probeIntervalMs` until it does. */
+  probe?: (signal: AbortSignal) => Promise<boolean>;
+  /** Default 100 ms. */
+  probeIntervalMs?: number;
+  /** Time between SIGTERM and SIGKILL when the runnable is aborted. Default 5 s, as OTP's workers. */
+  graceMs?: number;
+  /** Logs one output line; default: stdout at info, stderr at warn. */
+  logLine?: (line: string, stream: "stdout" | "stderr", logger: Logger) => void;
+  /** Called once the process has been spawned, e.g. to learn its PID. */
+  onSpawn?: (child: ChildProcess) => void;
+}
+
+/** The process could not be started (e.g. the binary does not exist). */
+export class CommandStartError extends SupervisorError {
+  constructor(
+    readonly dn: string,
+    readonly command: string,
+    cause: Error,
+  ) {
+    super(`${dn}: cannot start ${command}: ${cause.message}`, { cause });
+  }
+}
+
+/** The process exited while it was supposed to run. */
+export class ProcessExitedError extends SupervisorError {
+  constructor(
+    readonly dn: string,
+    readonly command: string,
+    readonly code: number | null,
+    readonly signal: NodeJS.Signals | null,
+  ) {
+    super(`${dn}: ${command} exited ${signal ? `on signal ${signal}` : `with code ${code}`}`);
+  }
+}
+
+const defaultLogLine = (line: string, stream: "stdout" | "stderr", logger: Logger) =>
+  stream === "stdout" ? logger.info(line) : logger.warn(line);
+
+/** Runs `command args…` as a supervised runnable. */
+export function commandRunnable(
+  command: string,
+  args: readonly string[],
+  opts: CommandOptions = {},
+): Runnable {
+  const { ready, probe, probeIntervalMs = 100, graceMs = 5000, logLine = defaultLogLine } = opts;
+  const matches = ready instanceof RegExp ? (line: string) => ready.test(line) : ready;
+  return async (ctx: RunContext) => {
+    let healthy = false;
+    const markHealthy = () => {
+      if (healthy || ctx.signal.aborted) return;
+      healthy = true;
+      ctx.healthy();
+    };
+    const child = spawn(command, args, {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let spawned = false;
+    // A process that never started reports only through 'error'; one that ran
+    // reports its exit through 'close', once its output has been read.
+    const startFailed = new Promise<Error>((resolve) => child.once("error", resolve));
+    const ended = Promise.race([
+      startFailed,
+      new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.once("close", (code, signal) => resolve({ code, signal })),
+      ),
+    ]);
+    for (const stream of ["stdout", "stderr"] as const) {
+      createInterface({ input: child[stream] }).on("line", (line) => {
+        logLine(line, stream, ctx.logger);
+        if (matches?.(line)) markHealthy();
+      });
+    }
+    let killTimer: NodeJS.Timeout | undefined;
+    const terminate = () => {
+      child.kill("SIGTERM");
+      killTimer = setTimeout(() => {
+        ctx.logger.warn(`still running ${graceMs} ms after SIGTERM; sending SIGKILL`);
+        child.kill("SIGKILL");
+      }, graceMs);
+    };
+    child.once("spawn", () => {
+      spawned = true;
+      ctx.logger.info(`started ${command} (pid ${child.pid})`);
+      opts.onSpawn?.(child);
+      if (ctx.signal.aborted) return terminate();
+      ctx.signal.addEventListener("abort", terminate, { once: true });
+      if (probe) void pollProbe(ctx, probe, probeIntervalMs, () => healthy, markHealthy);
+      else if (!matches) markHealthy();
+    });
+    const result = await ended;
+    clearTimeout(killTimer);
+    ctx.signal.removeEventListener("abort", terminate);
+    if (!spawned) throw new CommandStartError(ctx.dn, command, await startFailed);
+    if (result instanceof Error) throw result;
+    if (ctx.signal.aborted) return;
+    throw new ProcessExitedError(ctx.dn, command, result.code, result.signal);
+  };
+}
+
+async function pollProbe(
+  ctx: RunContext,
+  probe: (signal: AbortSignal) => Promise<boolean>,
+  intervalMs: number,
+  isHealthy: () => boolean,
+  markHealthy: () => void,
+): Promise<void> {
+  while (!isHealthy() && !ctx.signal.aborted) {
+    const ok = await probe(ctx.signal).catch((e: unknown) => {
+      ctx.logger.debug(`readiness probe failed: ${e instanceof Error ? e.message : String(e)}`);
+      return false;
+    });
+    if (ok) return markHealthy();
+    await abortableSleep(intervalMs, ctx.signal).catch(() => undefined);
+  }
+}

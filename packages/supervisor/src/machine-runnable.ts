@@ -1,0 +1,85 @@
+/**
+ * machineRunnable: an XState v5 machine as a supervised runnable. Every
+ * subsystem state machine of the node (cluster manager, consensus, curator,
+ * roleserver launchers) runs through this adapter.
+ *
+ * - The RunContext reaches the machine as `input.ctx`, so its actions and
+ *   invoked actors can start children, log and watch the abort signal.
+ * - A state tagged `healthy` (or the `healthy` predicate) → `ctx.healthy()`.
+ * - The machine reaching a final state → `done()`, and the runnable returns.
+ * - The machine erroring → the runnable fails; the restart creates a fresh actor.
+ * - Abort → `actor.stop()`, and the runnable ends as cancelled.
+ * - Every change of state value is logged at debug level at the DN.
+ */
+import {
+  createActor,
+  type AnyMachineSnapshot,
+  type AnyStateMachine,
+  type InputFrom,
+  type SnapshotFrom,
+} from "xstate";
+import type { RunContext, Runnable } from "./types";
+
+/** What every supervised machine gets as (part of) its input. */
+export interface SupervisedInput {
+  ctx: RunContext;
+}
+
+export interface MachineRunnableOptions<TMachine extends AnyStateMachine> {
+  /** The machine's input, apart from `ctx`, which the adapter adds. */
+  input?: Omit<InputFrom<TMachine>, "ctx">;
+  /** When the machine counts as healthy. Default: its state has the tag `healthy`. */
+  healthy?: (snapshot: SnapshotFrom<TMachine>) => boolean;
+}
+
+export function machineRunnable<TMachine extends AnyStateMachine>(
+  machine: TMachine,
+  opts: MachineRunnableOptions<TMachine> = {},
+): Runnable {
+  // XState's snapshot types do not resolve for a generic machine; inside, every
+  // snapshot is an AnyMachineSnapshot, and the caller's predicate sees its own type.
+  const isHealthy = opts.healthy
+    ? (s: AnyMachineSnapshot) => opts.healthy!(s as SnapshotFrom<TMachine>)
+    : (s: AnyMachineSnapshot) => s.hasTag("healthy");
+  return (ctx: RunContext) =>
+    new Promise<void>((resolve, reject) => {
+      const actor = createActor(machine as AnyStateMachine, { input: { ...opts.input, ctx } });
+      let healthy = false;
+      let lastValue: string | undefined;
+      const finish = () => {
+        ctx.signal.removeEventListener("abort", onAbort);
+        subscription.unsubscribe();
+      };
+      const onAbort = () => {
+        finish();
+        actor.stop();
+        resolve();
+      };
+      const subscription = actor.subscribe({
+        next: (snapshot: AnyMachineSnapshot) => {
+          if (ctx.logger.isDebugEnabled()) {
+            const value = JSON.stringify(snapshot.value);
+            if (value !== lastValue) ctx.logger.debug(`state ${value}`);
+            lastValue = value;
+          }
+          const isDone = snapshot.status === "done";
+          if (!healthy && (isDone || isHealthy(snapshot))) {
+            healthy = true;
+            ctx.healthy();
+          }
+          if (isDone) {
+            finish();
+            ctx.done();
+            resolve();
+          }
+        },
+        error: (err: unknown) => {
+          finish();
+          reject(err);
+        },
+      });
+      if (ctx.signal.aborted) return onAbort();
+      ctx.signal.addEventListener("abort", onAbort, { once: true });
+      actor.start();
+    });
+}
