@@ -1,1 +1,54 @@
-export {};
+/**
+ * @metropolis/localstorage — a node's on-disk state, declared as a typed tree
+ * instead of path strings scattered through the code.
+ *
+ * What it guarantees:
+ * - Every file is written atomically (temporary file, fsync, rename, fsync of
+ *   the directory): after a crash a file holds its old or its new content.
+ * - Every read validates: a missing file, a file its codec rejects and an
+ *   encrypted file that does not verify are distinct, typed errors naming the
+ *   file — never garbage data.
+ * - The node's private keys are encrypted at rest under NUK XOR CUK, a key no
+ *   single party holds; a wrong key is caught at mount time.
+ * - Nothing is destroyed or downgraded implicitly: an existing node is never
+ *   formatted over, an existing sealed configuration never overwritten, and a
+ *   data directory is only mounted under the policy the caller expects.
+ *
+ * How it fits: the cluster enrolment manager places the node root, wipes the
+ * ephemeral directory, reads the node parameters from the ESP, and then either
+ * sets up a new node (`data.mountNew()`, seal the node unlock key into the
+ * sealed configuration, hand the cluster unlock key to the cluster) or
+ * unseals the configuration and mounts the existing data with both keys.
+ * Services (etcd, the curator, workloads) then find their files in the tree.
+ *
+ * ```
+ * <root>/
+ * ├── esp/metropolis/        parameters.pb, sealed_configuration.pb, cluster_directory.pb
+ * ├── data/                  mountNew() / mountExisting(); marker .metropolis-data.json
+ * │   ├── etcd/              peer_pki/{ca.pem, cert.pem, cert-key.pem*}, peer_crl, data/
+ * │   ├── node/              credentials/{ca.pem, cert.pem, cert-key.pem*}, roles.pb
+ * │   └── workloads/
+ * └── ephemeral/             wiped at every start: consensus/, curator/, workloads/
+ *                            (* secret: AES-256-GCM under an encrypted policy)
+ * ```
+ */
+export { dataPolicies } from "./data-marker";
+export type { DataPolicy } from "./data-marker";
+export { dataDir, DataDirectory, dataMarkerName } from "./data-protection";
+export type { MountExistingOptions, UnlockKeys } from "./data-protection";
+export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
+export * from "./errors";
+export { nodeRoot, placeNodeRoot } from "./node-root";
+export type { NodeRoot } from "./node-root";
+export { sealConfiguration, unsealConfiguration } from "./sealed-configuration";
+export type { SealOptions, UnsealOptions } from "./sealed-configuration";
+export { dir, Directory, File, file, place, populate, rawBytes } from "./tree";
+export type {
+  Children,
+  Codec,
+  DirOptions,
+  FileOptions,
+  FileWriteOptions,
+  NoShadowing,
+  TreeNode,
+} from "./tree";

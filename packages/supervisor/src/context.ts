@@ -4,7 +4,7 @@
  * was made for, so a context kept past its run cannot affect a later one.
  */
 import type { Logger } from "winston";
-import type { Tree } from "./tree";
+import { noOptions, type Tree } from "./tree";
 import type { TreeNode } from "./tree-node";
 import type { ChildOptions, RunContext, Runnable } from "./types";
 
@@ -27,12 +27,12 @@ export class RunContextImpl implements RunContext {
     return this.tree.loggerOf(this.node);
   }
 
-  run(name: string, runnable: Runnable, opts: ChildOptions = {}): void {
-    this.tree.addChildren(this.node, this.incarnation, { [name]: runnable }, opts, false);
+  run(name: string, runnable: Runnable, opts: ChildOptions = noOptions): void {
+    this.tree.addChild(this.node, this.incarnation, name, runnable, opts);
   }
 
-  runGroup(children: Record<string, Runnable>, opts: ChildOptions = {}): void {
-    this.tree.addChildren(this.node, this.incarnation, children, opts, true);
+  runGroup(children: Record<string, Runnable>, opts: ChildOptions = noOptions): void {
+    this.tree.addGroup(this.node, this.incarnation, children, opts);
   }
 
   healthy(): void {
@@ -49,6 +49,12 @@ export class RunContextImpl implements RunContext {
 
   sleep(ms: number): Promise<void> {
     return abortableSleep(ms, this.signal);
+  }
+
+  untilAborted(): Promise<void> {
+    // A context kept past its run must not wait for the next run's abort.
+    if (this.incarnation !== this.node.incarnation) return Promise.resolve();
+    return this.node.untilAborted();
   }
 }
 

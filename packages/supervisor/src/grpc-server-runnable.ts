@@ -5,7 +5,6 @@
  */
 import type { Server, ServerCredentials } from "@grpc/grpc-js";
 import { SupervisorError } from "./errors";
-import { untilAborted } from "./until-aborted";
 import type { RunContext, Runnable } from "./types";
 
 export interface GrpcServerOptions {
@@ -49,7 +48,7 @@ export function grpcServerRunnable(
     ctx.logger.info(`serving gRPC on ${address} (port ${port})`);
     opts.onListening?.(port);
     ctx.healthy();
-    await untilAborted(ctx.signal);
+    await ctx.untilAborted();
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         ctx.logger.warn(`calls still running ${graceMs} ms after shutdown began; cancelling them`);

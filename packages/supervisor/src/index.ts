@@ -30,7 +30,6 @@ export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export * from "./errors";
 export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
-export { untilAborted } from "./until-aborted";
 export {
   commandRunnable,
   CommandStartError,

@@ -102,6 +102,13 @@ export class MockContext implements RunContext {
     return abortableSleep(ms, this.signal);
   }
 
+  untilAborted(): Promise<void> {
+    if (this.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) =>
+      this.signal.addEventListener("abort", () => resolve(), { once: true }),
+    );
+  }
+
   /** The recorded child called `name`, if any. */
   child(name: string): RecordedChild | undefined {
     return this.children.find((c) => c.name === name);

@@ -39,6 +39,8 @@ export class TreeNode {
   aborted = false;
   abortReason: unknown;
   controller: AbortController | undefined;
+  /** Waiters of `untilAborted()` for this run, released on abort. */
+  abortWaiters: Array<() => void> | undefined;
 
   backoff: Backoff | undefined;
   /** Times of recent restarts after failures, for the restart intensity. */
@@ -63,6 +65,12 @@ export class TreeNode {
       if (this.aborted) this.controller.abort(this.abortReason);
     }
     return this.controller.signal;
+  }
+
+  /** Resolves when this run is aborted (at once if it is). */
+  untilAborted(): Promise<void> {
+    if (this.aborted) return Promise.resolve();
+    return new Promise((resolve) => (this.abortWaiters ??= []).push(resolve));
   }
 
   /** Members of this node's restart group (itself alone for `run` children). */

@@ -50,6 +50,9 @@ import type {
 
 const defaultStopTimeoutMs = 5000;
 
+/** The options of a child started without any: shared, and known to be valid. */
+export const noOptions: ChildOptions = Object.freeze({});
+
 export class Tree implements Supervisor {
   readonly done: Promise<void>;
   private resolveDone!: () => void;
@@ -159,14 +162,45 @@ export class Tree implements Supervisor {
     return dnLogger(this.rootLogger, `${node.dn}.${name}`, this.logTree);
   }
 
-  /** Starts `children` under `parent`; they form one group when `asGroup`. */
-  addChildren(
+  /** Starts one child (`run`). */
+  addChild(
+    parent: TreeNode,
+    incarnation: number,
+    name: string,
+    runnable: Runnable,
+    opts: ChildOptions,
+  ): void {
+    this.checkCanStartChildren(parent, incarnation, opts);
+    this.checkChildName(parent, name, runnable);
+    const node = new TreeNode(name, `${parent.dn}.${name}`, parent, runnable, opts);
+    (parent.children ??= new Map()).set(name, node);
+    this.start(node);
+  }
+
+  /** Starts children as one group (`runGroup`); all are validated before any starts. */
+  addGroup(
     parent: TreeNode,
     incarnation: number,
     children: Record<string, Runnable>,
     opts: ChildOptions,
-    asGroup: boolean,
   ): void {
+    this.checkCanStartChildren(parent, incarnation, opts);
+    const names = Object.keys(children);
+    if (names.length === 0)
+      throw new ChildStartError(parent.dn, "runGroup() needs at least one child");
+    for (const name of names) this.checkChildName(parent, name, children[name]);
+    const group = names.map(
+      (name) => new TreeNode(name, `${parent.dn}.${name}`, parent, children[name], opts),
+    );
+    const map = (parent.children ??= new Map());
+    for (const n of group) {
+      n.group = group;
+      map.set(n.name, n);
+    }
+    for (const n of group) this.start(n);
+  }
+
+  private checkCanStartChildren(parent: TreeNode, incarnation: number, opts: ChildOptions): void {
     if (incarnation !== parent.incarnation || !parent.running) {
       throw new ChildStartError(parent.dn, "this run has already ended");
     }
@@ -177,28 +211,16 @@ export class Tree implements Supervisor {
         `children may only be started before healthy(), and the runnable is ${parent.state}`,
       );
     }
-    const names = Object.keys(children);
-    if (names.length === 0)
-      throw new ChildStartError(parent.dn, "runGroup() needs at least one child");
-    for (const name of names) {
-      validateName(parent.dn, name);
-      if (parent.children?.has(name)) throw new DuplicateNameError(parent.dn, name, "child");
-      if (parent.reservedNames?.has(name))
-        throw new DuplicateNameError(parent.dn, name, "sub-logger");
-      if (typeof children[name] !== "function") {
-        throw new ChildStartError(parent.dn, `child ${name} is not a function`);
-      }
-    }
-    validateChildOptions(parent.dn, opts);
-    const nodes = names.map(
-      (name) => new TreeNode(name, `${parent.dn}.${name}`, parent, children[name], opts),
-    );
-    const map = (parent.children ??= new Map());
-    for (const n of nodes) {
-      if (asGroup) n.group = nodes;
-      map.set(n.name, n);
-    }
-    for (const n of nodes) this.start(n);
+    if (opts !== noOptions) validateChildOptions(parent.dn, opts);
+  }
+
+  private checkChildName(parent: TreeNode, name: string, runnable: Runnable): void {
+    validateName(parent.dn, name);
+    if (parent.children?.has(name)) throw new DuplicateNameError(parent.dn, name, "child");
+    if (parent.reservedNames?.has(name))
+      throw new DuplicateNameError(parent.dn, name, "sub-logger");
+    if (typeof runnable !== "function")
+      throw new ChildStartError(parent.dn, `child ${name} is not a function`);
   }
 
   signalHealthy(node: TreeNode, incarnation: number): void {
@@ -301,6 +323,10 @@ export class Tree implements Supervisor {
     node.aborted = true;
     node.abortReason = reason;
     node.controller?.abort(reason);
+    if (node.abortWaiters) {
+      for (const resolve of node.abortWaiters) resolve();
+      node.abortWaiters = undefined;
+    }
     node.children?.forEach((child) => this.abortSubtree(child, reason));
   }
 
@@ -336,7 +362,9 @@ export class Tree implements Supervisor {
   /** `node` and its subtree have settled: run it again, after its backoff if it failed. */
   private restart(node: TreeNode): void {
     if (node.state !== "dead") {
-      this.loggerOf(node).info("restarting at once: it was stopped along with its group");
+      // A consequence of a failure that is logged (at error and info) at the
+      // failed node's DN; at info, a group of a hundred would drown it.
+      this.loggerOf(node).debug("restarting at once: it was stopped along with its group");
       this.respawn(node);
       return;
     }
@@ -393,6 +421,7 @@ export class Tree implements Supervisor {
     node.aborted = false;
     node.abortReason = undefined;
     node.controller = undefined;
+    node.abortWaiters = undefined;
     this.start(node);
   }
 

@@ -1,10 +1,10 @@
 /** Small runnables and waits shared by the supervisor's tests. */
-import { untilAborted, type RunContext } from "@metropolis/supervisor";
+import type { RunContext } from "@metropolis/supervisor";
 
 /** Signals healthy and runs until aborted. */
 export async function serve(ctx: RunContext): Promise<void> {
   ctx.healthy();
-  await untilAborted(ctx.signal);
+  await ctx.untilAborted();
 }
 
 /** A promise with its resolve function, for runnables a test releases by hand. */

@@ -1,9 +1,4 @@
-import {
-  ReturnedWithoutDoneError,
-  type RunContext,
-  type Transition,
-  untilAborted,
-} from "@metropolis/supervisor";
+import { ReturnedWithoutDoneError, type RunContext, type Transition } from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { deferred, serve } from "./helpers";
 
@@ -21,7 +16,7 @@ function killable(): { runnable: (ctx: RunContext) => Promise<void>; kill: () =>
       const d = deferred();
       kill = d.resolve;
       ctx.healthy();
-      await Promise.race([d.promise, untilAborted(ctx.signal)]);
+      await Promise.race([d.promise, ctx.untilAborted()]);
       if (!ctx.signal.aborted) throw new Error("killed");
     },
     kill: () => kill(),
@@ -133,7 +128,7 @@ describe("how a runnable ends", () => {
         ctx.run("a", async (c) => {
           c.run("slow", async (s) => {
             s.healthy();
-            await untilAborted(s.signal);
+            await s.untilAborted();
             await lingering.promise; // keeps running after the abort
             leafSettled = true;
           });

@@ -4,7 +4,6 @@ import {
   InvalidNameError,
   SignalMisuseError,
   type RunContext,
-  untilAborted,
 } from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { deferred, serve } from "./helpers";
@@ -22,7 +21,7 @@ describe("names", () => {
       ctx.run("cluster", async (c) => {
         c.run("consensus", serve);
         c.healthy();
-        await untilAborted(c.signal);
+        await c.untilAborted();
       });
       for (const bad of ["", "Upper", "a.b", "x".repeat(65), "sp ace"]) {
         try {
@@ -88,7 +87,7 @@ describe("signals", () => {
           thrown.push(e);
         }
       }
-      await untilAborted(ctx.signal);
+      await ctx.untilAborted();
     });
     await h.waitFor("root", "healthy");
     expect(thrown).toHaveLength(2);
@@ -107,7 +106,7 @@ describe("signals", () => {
         ctx.run("bad", async (c) => {
           attempts++;
           if (attempts === 1) misuse(c);
-          await untilAborted(c.signal);
+          await c.untilAborted();
         });
         await serve(ctx);
       },
@@ -138,7 +137,7 @@ describe("signals", () => {
           }
           c.healthy();
           second.resolve();
-          await untilAborted(c.signal);
+          await c.untilAborted();
         });
         await serve(ctx);
       },

@@ -1,4 +1,4 @@
-import { supervise, type StopReport, untilAborted } from "@metropolis/supervisor";
+import { supervise, type StopReport } from "@metropolis/supervisor";
 import winston from "winston";
 import { deferred, serve } from "./helpers";
 
@@ -24,7 +24,7 @@ describe("stop()", () => {
         });
         ctx.healthy();
         healthy.resolve();
-        await untilAborted(ctx.signal);
+        await ctx.untilAborted();
         stopped.push(ctx.dn);
       },
       { logger: quiet() },

@@ -4,7 +4,6 @@ import {
   InvalidNameError,
   SignalMisuseError,
   type RunContext,
-  untilAborted,
 } from "@metropolis/supervisor";
 import {
   HarnessTimeoutError,
@@ -20,7 +19,7 @@ async function launcher(ctx: RunContext): Promise<void> {
   ctx.runGroup({ consensus: serve, curator: serve });
   ctx.run("status", serve, { restart: "transient" });
   ctx.healthy();
-  await untilAborted(ctx.signal);
+  await ctx.untilAborted();
 }
 
 describe("MockContext", () => {
@@ -97,7 +96,7 @@ describe("testHarness", () => {
 
   it("waits time out with what the node is doing instead", async () => {
     const h = testHarness(async (ctx) => {
-      ctx.run("slow", async (c) => void (await untilAborted(c.signal)));
+      ctx.run("slow", async (c) => void (await c.untilAborted()));
       await serve(ctx);
     });
     await h.waitFor("root", "healthy");

@@ -1,0 +1,235 @@
+/**
+ * The errors localstorage rejects with. They are classes so that callers (the
+ * cluster enrolment manager above all) can tell "this node has no data yet"
+ * from "this node's data has been tampered with" by `instanceof`, not by
+ * parsing messages. Every error that concerns a file names its full path.
+ */
+
+/** Base class of every localstorage error, for callers that only need "storage failed". */
+export class LocalStorageError extends Error {
+  override readonly name: string = "LocalStorageError";
+}
+
+function describe(cause: unknown): string {
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/**
+ * A tree declaration is malformed: an empty name, a name with a slash, two
+ * children with the same on-disk name, a property name that would shadow a
+ * directory's own members, or one node used in two places. Thrown by `dir()`
+ * and `file()`, so a bad layout fails where it is written, not on first use.
+ */
+export class InvalidTreeError extends LocalStorageError {
+  override readonly name = "InvalidTreeError";
+}
+
+/**
+ * `place()` was misused: the tree was already placed, the node is not the root
+ * of its tree, or the root path is not absolute. A tree has exactly one
+ * location for its whole life so that every `fullPath` handed out stays true.
+ */
+export class PlacementError extends LocalStorageError {
+  override readonly name = "PlacementError";
+}
+
+/** A node's path was needed before its tree was placed with `place()`. */
+export class NotPlacedError extends LocalStorageError {
+  override readonly name = "NotPlacedError";
+  constructor(
+    /** The node's path relative to the root of its (unplaced) tree. */
+    readonly relativePath: string,
+  ) {
+    super(
+      `${relativePath || "tree root"} is not placed: call place() on the root of its tree first`,
+    );
+  }
+}
+
+/** A file that was read does not exist. */
+export class FileMissingError extends LocalStorageError {
+  override readonly name = "FileMissingError";
+  constructor(
+    /** Full path of the missing file. */
+    readonly path: string,
+  ) {
+    super(`${path} does not exist`);
+  }
+}
+
+/**
+ * A file exists but its content cannot be trusted: the decoder rejected it
+ * (truncated or corrupt), or its authentication tag did not verify (tampered
+ * with, or encrypted under another key). Never returned as garbage data.
+ */
+export class FileCorruptedError extends LocalStorageError {
+  override readonly name = "FileCorruptedError";
+  constructor(
+    /** Full path of the corrupted file. */
+    readonly path: string,
+    /** What is wrong with it. */
+    readonly reason: string,
+    cause?: unknown,
+  ) {
+    super(
+      `${path} is corrupted: ${reason}${cause === undefined ? "" : `: ${describe(cause)}`}`,
+      cause === undefined ? undefined : { cause },
+    );
+  }
+}
+
+/** An exclusive write found its target already there; the existing file was left untouched. */
+export class FileExistsError extends LocalStorageError {
+  override readonly name = "FileExistsError";
+  constructor(
+    /** Full path of the file that already exists. */
+    readonly path: string,
+  ) {
+    super(`${path} already exists and was not overwritten`);
+  }
+}
+
+/** An unlock key passed in has the wrong length. */
+export class InvalidKeyError extends LocalStorageError {
+  override readonly name = "InvalidKeyError";
+  constructor(
+    /** Which key: "node unlock key" or "cluster unlock key". */
+    readonly key: string,
+    /** The length it had, in bytes. */
+    readonly length: number,
+    /** The length it must have, in bytes. */
+    readonly expected: number,
+  ) {
+    super(`${key} must be ${expected} bytes, got ${length}`);
+  }
+}
+
+/** `mountExisting()` on a data directory that was never set up with `mountNew()`. */
+export class DataNotInitializedError extends LocalStorageError {
+  override readonly name = "DataNotInitializedError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+  ) {
+    super(`data directory ${path} holds no node (no data marker); set it up with mountNew()`);
+  }
+}
+
+/**
+ * `mountNew()` on a data directory that already holds a node. Formatting it
+ * would orphan that node's credentials, so it is refused; only an operator
+ * who means it may remove the directory.
+ */
+export class DataAlreadyInitializedError extends LocalStorageError {
+  override readonly name = "DataAlreadyInitializedError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+  ) {
+    super(`data directory ${path} already holds a node; refusing to set up a new one over it`);
+  }
+}
+
+/** A data directory was mounted twice without `unmount()` in between. */
+export class DataAlreadyMountedError extends LocalStorageError {
+  override readonly name = "DataAlreadyMountedError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+  ) {
+    super(`data directory ${path} is already mounted`);
+  }
+}
+
+/** A file under the data directory was used before the data directory was mounted. */
+export class DataNotMountedError extends LocalStorageError {
+  override readonly name = "DataNotMountedError";
+  constructor(
+    /** Full path of the file that was accessed. */
+    readonly path: string,
+  ) {
+    super(
+      `${path} is on the data directory, which is not mounted: call mountNew() or mountExisting() first`,
+    );
+  }
+}
+
+/**
+ * The data directory was set up under another policy than the caller expects.
+ * Refused rather than followed so that swapping in an insecure data directory
+ * cannot silently downgrade a node that is meant to be encrypted.
+ */
+export class DataPolicyMismatchError extends LocalStorageError {
+  override readonly name = "DataPolicyMismatchError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+    /** The policy the caller asked for. */
+    readonly expected: string,
+    /** The policy recorded in the data directory. */
+    readonly actual: string,
+  ) {
+    super(`data directory ${path} uses policy "${actual}", but "${expected}" was expected`);
+  }
+}
+
+/** An encrypted data directory was mounted without one of the two unlock keys. */
+export class MissingUnlockKeyError extends LocalStorageError {
+  override readonly name = "MissingUnlockKeyError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+    /** Which key is missing: "node unlock key" or "cluster unlock key". */
+    readonly key: string,
+  ) {
+    super(`data directory ${path} is encrypted: the ${key} is required to mount it`);
+  }
+}
+
+/**
+ * The unlock keys do not open the data directory: the key check value stored
+ * in it did not verify under NUK XOR CUK. Detected at mount time, before any
+ * secret is read, so a wrong key never yields garbage credentials.
+ */
+export class WrongDataKeyError extends LocalStorageError {
+  override readonly name = "WrongDataKeyError";
+  constructor(
+    /** Full path of the data directory. */
+    readonly path: string,
+  ) {
+    super(`the unlock keys do not open data directory ${path} (key check failed)`);
+  }
+}
+
+/**
+ * A sealed configuration is corrupt or was sealed elsewhere: bad format, an
+ * authentication tag that does not verify under this machine's key, or no
+ * machine key at all. A distinct class because the caller's remedy differs
+ * from a plain missing file: this node must not trust the ESP it booted from.
+ */
+export class SealedCorruptedError extends LocalStorageError {
+  override readonly name = "SealedCorruptedError";
+  constructor(
+    /** Full path of the sealed configuration. */
+    readonly path: string,
+    /** What is wrong with it. */
+    readonly reason: string,
+  ) {
+    super(`sealed configuration ${path} cannot be unsealed: ${reason}`);
+  }
+}
+
+/**
+ * Sealing found a sealed configuration already there and was not told to
+ * overwrite it. The existing one is left untouched: it may be the only copy of
+ * this node's unlock key.
+ */
+export class SealedConfigurationExistsError extends LocalStorageError {
+  override readonly name = "SealedConfigurationExistsError";
+  constructor(
+    /** Full path of the existing sealed configuration. */
+    readonly path: string,
+  ) {
+    super(`sealed configuration ${path} already exists; pass { overwrite: true } to replace it`);
+  }
+}
