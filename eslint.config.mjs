@@ -3,17 +3,28 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "**/node_modules/**", "reports/**", "coverage/**", "proto/gen/**"] },
+  { ignores: ["**/dist/**", "**/node_modules/**", "reports/**", "coverage/**", ".prof/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     files: ["**/*.js", "**/*.cjs"],
-    languageOptions: { sourceType: "commonjs", globals: { module: "writable", require: "readonly", process: "readonly", console: "readonly" } },
+    languageOptions: {
+      sourceType: "commonjs",
+      globals: {
+        module: "writable",
+        require: "readonly",
+        process: "readonly",
+        console: "readonly",
+      },
+    },
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },
   {
     rules: {
-      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
+      ],
     },
   },
 );

@@ -34,7 +34,11 @@ export function printTable(name: string, rows: readonly Row[]): void {
   ]);
   const header = ["measure", "value", "target", ""];
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
-  const show = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  const show = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join("  ")
+      .trimEnd();
   console.log(`\n${name} benchmark (node ${process.version}, ${new Date().toISOString()})`);
   console.log(show(header));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
@@ -46,6 +50,9 @@ export async function writeReport(file: string, rows: readonly Row[]): Promise<v
   const dir = join(__dirname, "..", "..", "reports");
   await mkdir(dir, { recursive: true });
   const path = join(dir, file);
-  await writeFile(path, JSON.stringify({ node: process.version, at: new Date().toISOString(), rows }, null, 2) + "\n");
+  await writeFile(
+    path,
+    JSON.stringify({ node: process.version, at: new Date().toISOString(), rows }, null, 2) + "\n",
+  );
   console.log(`\nwritten to ${path}`);
 }

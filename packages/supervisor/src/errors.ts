@@ -103,12 +103,17 @@ export class TreeFailedError extends SupervisorError {
   }
 }
 
-/** Abort reason of a run that is stopped because of something outside it. */
+/**
+ * Abort reason of runs stopped because of something outside them. One reason
+ * is shared by everything a single event stops (a failure can stop a group
+ * of hundreds; an Error per run would be the slowest part of the restart).
+ * `dn` is where the event happened.
+ */
 export class RunAbortedError extends SupervisorError {
   constructor(
     readonly dn: string,
     readonly why: string,
   ) {
-    super(`${dn}: aborted: ${why}`);
+    super(`${dn}: ${why}`);
   }
 }

@@ -39,8 +39,8 @@ export class TreeNode {
   aborted = false;
   abortReason: unknown;
   controller: AbortController | undefined;
-  /** Waiters of `untilAborted()` for this run, released on abort. */
-  abortWaiters: Array<() => void> | undefined;
+  /** What `untilAborted()` returns for this run, and how to release it. */
+  abortWaiter: { promise: Promise<void>; resolve: () => void } | undefined;
 
   backoff: Backoff | undefined;
   /** Times of recent restarts after failures, for the restart intensity. */
@@ -49,6 +49,8 @@ export class TreeNode {
   restartAt: number | undefined;
 
   logger: Logger | undefined;
+  /** Fulfilment and rejection handlers of this node's runs, made on first start. */
+  settleHandlers: [() => void, (e: unknown) => void] | undefined;
 
   constructor(
     readonly name: string,
@@ -70,7 +72,12 @@ export class TreeNode {
   /** Resolves when this run is aborted (at once if it is). */
   untilAborted(): Promise<void> {
     if (this.aborted) return Promise.resolve();
-    return new Promise((resolve) => (this.abortWaiters ??= []).push(resolve));
+    if (!this.abortWaiter) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.abortWaiter = { promise, resolve };
+    }
+    return this.abortWaiter.promise;
   }
 
   /** Members of this node's restart group (itself alone for `run` children). */

@@ -245,8 +245,7 @@ export class Tree implements Supervisor {
     node.running = true;
     for (let n: TreeNode | undefined = node; n; n = n.parent) n.live++;
     this.setState(node, "new");
-    const incarnation = node.incarnation;
-    const ctx = new RunContextImpl(this, node, incarnation);
+    const ctx = new RunContextImpl(this, node, node.incarnation);
     let result: Promise<void>;
     try {
       result = node.runnable(ctx);
@@ -254,15 +253,18 @@ export class Tree implements Supervisor {
       result = Promise.reject(e);
     }
     if (!result || typeof result.then !== "function") result = Promise.resolve(result);
-    result.then(
-      () => this.settled(node, incarnation, true, undefined),
-      (e: unknown) => this.settled(node, incarnation, false, e),
-    );
+    // The handlers are made once per node, not per run: a group restart
+    // should allocate as little as possible (see bench/, restart latency).
+    node.settleHandlers ??= [
+      () => this.settled(node, true, undefined),
+      (e: unknown) => this.settled(node, false, e),
+    ];
+    result.then(...node.settleHandlers);
   }
 
   /** The runnable's promise settled: classify the ending and act on it. */
-  private settled(node: TreeNode, incarnation: number, ok: boolean, error: unknown): void {
-    if (incarnation !== node.incarnation) return; // cannot happen: a node restarts only once settled
+  private settled(node: TreeNode, ok: boolean, error: unknown): void {
+    // Always the current run's promise: a node is restarted only once settled.
     node.running = false;
     for (let n: TreeNode | undefined = node; n; n = n.parent) n.live--;
     if (node.state === "dead") {
@@ -296,16 +298,11 @@ export class Tree implements Supervisor {
     this.loggerOf(node).error(`runnable failed: ${error.message}`, {
       ...(error.stack && { stack: error.stack }),
     });
-    this.abortSubtree(node, new RunAbortedError(node.dn, "the runnable failed"));
+    const reason = new RunAbortedError(node.dn, "failed; stopping its subtree and group");
+    this.abortSubtree(node, reason);
     if (node.isTemporary()) return;
-    for (const sibling of node.groupMembers()) {
-      if (sibling !== node) {
-        this.abortSubtree(
-          sibling,
-          new RunAbortedError(sibling.dn, `group sibling ${node.dn} failed`),
-        );
-      }
-    }
+    for (const sibling of node.groupMembers())
+      if (sibling !== node) this.abortSubtree(sibling, reason);
   }
 
   private misuse(node: TreeNode, error: Error): void {
@@ -323,10 +320,8 @@ export class Tree implements Supervisor {
     node.aborted = true;
     node.abortReason = reason;
     node.controller?.abort(reason);
-    if (node.abortWaiters) {
-      for (const resolve of node.abortWaiters) resolve();
-      node.abortWaiters = undefined;
-    }
+    node.abortWaiter?.resolve();
+    node.abortWaiter = undefined;
     node.children?.forEach((child) => this.abortSubtree(child, reason));
   }
 
@@ -341,7 +336,7 @@ export class Tree implements Supervisor {
       for (let n: TreeNode | undefined = from; n; n = n.parent) if (this.needsRestart(n)) top = n;
       if (top) {
         const members = top.groupMembers();
-        if (members.every((m) => m.live === 0)) {
+        if (allSettled(members)) {
           for (const m of members) {
             // An aborted parent (stopping, or just failed through an escalation
             // from this very loop) restarts its children itself, fresh.
@@ -421,7 +416,7 @@ export class Tree implements Supervisor {
     node.aborted = false;
     node.abortReason = undefined;
     node.controller = undefined;
-    node.abortWaiters = undefined;
+    node.abortWaiter = undefined;
     this.start(node);
   }
 
@@ -473,6 +468,11 @@ export class Tree implements Supervisor {
     visit(this.root);
     return out;
   }
+}
+
+function allSettled(nodes: readonly TreeNode[]): boolean {
+  for (const n of nodes) if (n.live > 0) return false;
+  return true;
 }
 
 function validateChildOptions(dn: string, opts: ChildOptions): void {

@@ -96,6 +96,6 @@ describe("stop()", () => {
     );
     await new Promise((r) => setImmediate(r));
     await sup.stop();
-    expect(String(await outcome.promise)).toContain("root: aborted: supervisor stopped");
+    expect(String(await outcome.promise)).toContain("root: supervisor stopped");
   });
 });
