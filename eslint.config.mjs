@@ -3,7 +3,16 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "**/node_modules/**", "reports/**", "coverage/**", ".prof/**"] },
+  {
+    ignores: [
+      "**/dist/**",
+      "**/node_modules/**",
+      "reports/**",
+      "coverage/**",
+      ".prof/**",
+      "proto/src/gen/**",
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

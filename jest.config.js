@@ -5,8 +5,13 @@
 module.exports = {
   testEnvironment: "node",
   transform: { "^.+\\.ts$": ["@swc/jest"] },
-  testMatch: ["<rootDir>/packages/*/test/**/*.test.ts", "<rootDir>/e2e/**/*.test.ts"],
+  testMatch: [
+    "<rootDir>/packages/*/test/**/*.test.ts",
+    "<rootDir>/proto/test/**/*.test.ts",
+    "<rootDir>/e2e/**/*.test.ts",
+  ],
   moduleNameMapper: {
+    "^@metropolis/proto$": "<rootDir>/proto/src/index.ts",
     "^@metropolis/([a-z-]+)$": "<rootDir>/packages/$1/src/index.ts",
     "^@metropolis/([a-z-]+)/([a-z-]+)$": "<rootDir>/packages/$1/src/$2.ts",
   },

@@ -1,1 +1,20 @@
-export {};
+/**
+ * The wire schema of Metropolis-TS: the TypeScript code ts-proto generates
+ * from `schema/**.proto` (into `src/gen/`, committed; see README.md), one
+ * namespace per .proto package:
+ *
+ * - `common`: metropolis.proto.common — enums and messages shared by the rest.
+ * - `api`: metropolis.proto.api — NodeParameters; the Management, AAA and Debug services.
+ * - `curator`: metropolis.proto.curator — the Curator and CuratorLocal services.
+ * - `priv`: metropolis.proto.private — records kept in etcd and sealed on disk.
+ *   (`private` is a reserved word, so it could not be imported by name.)
+ *
+ * Each message `M` is an interface plus a value `M` with `encode`, `decode`,
+ * `fromJSON`, `toJSON`, `create` and `fromPartial`; each service `S` has a
+ * grpc-js service definition `SService`, a server interface `SServer` and a
+ * client class `SClient`.
+ */
+export * as common from "./gen/metropolis/proto/common/common";
+export * as api from "./gen/metropolis/proto/api/api";
+export * as curator from "./gen/metropolis/proto/curator/curator";
+export * as priv from "./gen/metropolis/proto/private/private";

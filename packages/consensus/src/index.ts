@@ -1,1 +1,29 @@
-export {};
+/**
+ * @metropolis/consensus — the cluster's etcd, run by every consensus member.
+ *
+ * `ConsensusService` runs this node's etcd member as a supervised child
+ * process (Debian's etcd-server), driven by an XState machine: it bootstraps
+ * a new cluster, joins an existing one with what a running member's
+ * `addNode()` returned, or restarts from the data on disk. Members talk to
+ * each other over mutual TLS with the cluster's etcd CA (kept in etcd itself,
+ * so any member can issue a joiner's peer certificate); the client endpoint
+ * is a unix socket in the node's ephemeral directory, for this node only.
+ *
+ * Its `status` event value says whether the member runs, and carries the
+ * client: users get confined sub-clients (`client.sub("curator")` → keys
+ * under `namespaced:curator/`), never the whole keyspace.
+ *
+ *   cluster manager ──▶ roleserver ──▶ ConsensusService ──status──▶ curator
+ *                                         │  ├─ etcd (child process)
+ *                                         │  └─ autopromoter (learners → voters)
+ *                                         └─ data/etcd (durable), ephemeral/consensus (socket, TLS files)
+ *
+ * `etcdValue()` reads a key or key range as an `EtcdValue` of
+ * `@metropolis/event`.
+ */
+export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./service";
+export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
+export { ConsensusClient } from "./consensus-client";
+export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
+export * from "./errors";
+export { etcdValue, type EtcdReader } from "./etcd-value";

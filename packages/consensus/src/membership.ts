@@ -1,0 +1,137 @@
+/**
+ * etcd cluster membership: adding a member as a learner, removing one, and
+ * promoting learners that have caught up.
+ *
+ * New members always join as learners (non-voting): a member that is added
+ * but never starts — a node that crashed during its join — then does not
+ * count towards quorum, and cannot take a healthy cluster down.
+ */
+import type { Etcd3, IMember } from "etcd3";
+import type { Logger } from "winston";
+import { abortableDelay } from "./abortable-delay";
+import type { EtcdPeer } from "./etcd-flags";
+import { MembershipError } from "./errors";
+
+/**
+ * etcd refuses membership changes while the previous one is fresh (strict
+ * reconfiguration check, ~5 s), while a learner has not been promoted (etcd
+ * 3.4 allows one learner at a time), and while the cluster is unhealthy.
+ * These pass by themselves, so they are retried.
+ */
+const transientRefusals = [
+  "unhealthy cluster",
+  "too many learner members",
+  "not enough started members",
+  "leader changed",
+  "no leader",
+  "timed out",
+  "UNAVAILABLE",
+];
+
+const isTransient = (e: unknown) => transientRefusals.some((r) => String(e).includes(r));
+
+/** Options of the retried membership calls. */
+export interface RetryOptions {
+  signal: AbortSignal;
+  /** Give up after this long. Default 60 s. */
+  timeoutMs?: number;
+  logger?: Logger;
+}
+
+async function retrying<T>(what: string, f: () => Promise<T>, opts: RetryOptions): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  let delay = 50;
+  for (;;) {
+    opts.signal.throwIfAborted();
+    try {
+      return await f();
+    } catch (e) {
+      if (!isTransient(e)) throw new MembershipError(`${what}: ${String(e)}`, { cause: e });
+      if (Date.now() + delay > deadline) {
+        throw new MembershipError(
+          `${what}: still refused after ${opts.timeoutMs ?? 60_000} ms: ${String(e)}`,
+          {
+            cause: e,
+          },
+        );
+      }
+      opts.logger?.debug(`${what}: refused for now (${String(e)}); retrying in ${delay} ms`);
+      await abortableDelay(delay, opts.signal);
+      delay = Math.min(delay * 2, 1000);
+    }
+  }
+}
+
+/** The peers of a cluster as etcd's `--initial-cluster` wants them; a member not yet started is named `name`. */
+function peersOf(members: readonly IMember[], newMember: IMember, name: string): EtcdPeer[] {
+  return members.map((m) => ({
+    name: m.ID === newMember.ID ? name : m.name,
+    peerUrl: m.peerURLs[0],
+  }));
+}
+
+/**
+ * Adds `name` at `peerUrl` as a learner and returns the initial cluster it
+ * must start with. Idempotent: a member already registered at `peerUrl`
+ * (an earlier attempt whose answer was lost) is returned as it is.
+ */
+export async function addLearner(
+  client: Etcd3,
+  name: string,
+  peerUrl: string,
+  opts: RetryOptions,
+): Promise<EtcdPeer[]> {
+  const { members } = await client.cluster.memberList({});
+  const existing = members.find((m) => m.peerURLs.includes(peerUrl));
+  if (existing) {
+    if (existing.name !== "" && existing.name !== name) {
+      throw new MembershipError(`peer URL ${peerUrl} already belongs to member ${existing.name}`);
+    }
+    return peersOf(members, existing, name);
+  }
+  const added = await retrying(
+    `adding ${name} (${peerUrl}) as a learner`,
+    () => client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true }),
+    opts,
+  );
+  opts.logger?.info(`added ${name} at ${peerUrl} as a learner (member ${added.member.ID})`);
+  return peersOf(added.members, added.member, name);
+}
+
+/** Removes the member named `name`; does nothing when there is none. */
+export async function removeMember(
+  client: Etcd3,
+  name: string,
+  opts: RetryOptions,
+): Promise<boolean> {
+  const { members } = await client.cluster.memberList({});
+  const member = members.find((m) => m.name === name);
+  if (!member) return false;
+  await retrying(`removing ${name}`, () => client.cluster.memberRemove({ ID: member.ID }), opts);
+  opts.logger?.info(`removed member ${name} (${member.ID})`);
+  return true;
+}
+
+/**
+ * One pass of the autopromoter: if this member leads the cluster, promote
+ * every learner that has started (it has a name once it has joined). etcd
+ * refuses to promote a learner that has not caught up with the log; that
+ * learner is simply tried again on the next pass.
+ */
+export async function promoteStartedLearners(client: Etcd3, logger: Logger): Promise<string[]> {
+  const status = await client.maintenance.status();
+  if (status.leader !== status.header.member_id) return [];
+  const { members } = await client.cluster.memberList({});
+  const promoted: string[] = [];
+  for (const m of members) {
+    if (!m.isLearner || m.name === "") continue;
+    try {
+      await client.cluster.memberPromote({ ID: m.ID });
+      logger.info(`promoted learner ${m.name} to a voting member`);
+      promoted.push(m.name);
+    } catch (e) {
+      logger.debug(`learner ${m.name} not promoted yet: ${String(e)}`);
+    }
+  }
+  return promoted;
+}

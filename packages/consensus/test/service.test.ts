@@ -1,0 +1,211 @@
+/**
+ * The consensus service against real etcd processes with mutual TLS between
+ * members: bootstrap, restart from disk, joins through addNode with learner
+ * promotion, and recovery from a killed etcd.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { waitFor } from "@metropolis/event";
+import {
+  ConsensusService,
+  EtcdNotInstalledError,
+  localTimings,
+  type ConsensusStatus,
+  type JoinCluster,
+} from "@metropolis/consensus";
+import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { testNode, type TestNode } from "./test-node";
+
+type Running = Extract<ConsensusStatus, { state: "running" }>;
+
+const harnesses: TestHarness[] = [];
+const nodes: TestNode[] = [];
+afterEach(async () => {
+  for (const h of harnesses.splice(0).reverse()) await h.cleanup({ timeoutMs: 20_000 });
+  for (const n of nodes.splice(0)) await n.remove();
+});
+
+async function newNode(name: string): Promise<TestNode> {
+  const n = await testNode(name);
+  nodes.push(n);
+  return n;
+}
+
+/** Runs a consensus service for `node` under its own supervisor; resolves once it runs. */
+async function runMember(
+  node: TestNode,
+  mode: { bootstrap?: boolean; join?: JoinCluster },
+  expectEtcdDeath = false,
+): Promise<{ service: ConsensusService; status: Running; harness: TestHarness }> {
+  const service = new ConsensusService({
+    nodeId: node.nodeId,
+    nodePrivateKey: node.privateKey,
+    storage: node.storage,
+    peer: node.peer,
+    timings: localTimings,
+    autopromoteIntervalMs: 100,
+    ...mode,
+  });
+  const harness = testHarness(
+    async (ctx) => {
+      ctx.run("consensus", service.run);
+      ctx.healthy();
+      await ctx.untilAborted();
+    },
+    { expectDeath: (dn) => expectEtcdDeath && dn === "root.consensus.etcd" },
+  );
+  harnesses.push(harness);
+  const status = (await waitFor(
+    service.status,
+    (s) => s.state === "running",
+    AbortSignal.timeout(20_000),
+  )) as Running;
+  await harness.waitFor("root.consensus", "healthy");
+  return { service, status, harness };
+}
+
+const etcdPid = (h: TestHarness) => {
+  const lines = h.supervisor
+    .logs("root.consensus.etcd")
+    .filter((l) => l.message.startsWith("started etcd (pid"));
+  return Number(/pid (\d+)/.exec(lines.at(-1)!.message)![1]);
+};
+
+describe("consensus", () => {
+  it("bootstraps a one-member cluster that serves reads and writes, confined per user", async () => {
+    const node = await newNode("boot");
+    const { status } = await runMember(node, { bootstrap: true });
+    const curator = status.client.sub("curator");
+    await curator.kv.put("/nodes/a").value("hello");
+    expect(await curator.kv.get("/nodes/a").string()).toBe("hello");
+    // The key really lives under the curator's prefix, invisible to other users.
+    expect(await status.client.kv.get("namespaced:curator//nodes/a").string()).toBe("hello");
+    expect(await status.client.sub("workloads").kv.get("/nodes/a").string()).toBeNull();
+    // Peer TLS material: durable copy in data/, plain copy for etcd in ephemeral/.
+    const certPem = await readFile(node.storage.data.etcd.peerPKI.certificate.fullPath, "utf8");
+    expect(certPem).toContain("BEGIN CERTIFICATE");
+    const ephemeralKey = await readFile(
+      join(node.storage.ephemeral.consensus.fullPath, "peer-key.pem"),
+      "utf8",
+    );
+    expect(ephemeralKey).toContain("BEGIN PRIVATE KEY");
+    // Under the encrypted policy the durable private key is not plain text.
+    expect(await readFile(node.storage.data.etcd.peerPKI.key.fullPath, "utf8")).not.toContain(
+      "PRIVATE KEY",
+    );
+  });
+
+  it("restarts from disk with its data and its CA", async () => {
+    const node = await newNode("restart");
+    const first = await runMember(node, { bootstrap: true });
+    await first.status.client.sub("curator").kv.put("kept").value("yes");
+    const caBefore = await first.status.client.sub("consensus").kv.getAll().keys();
+    await first.harness.cleanup();
+    harnesses.splice(harnesses.indexOf(first.harness), 1);
+    expect(first.service.status.watch()).toBeDefined();
+
+    node.storage = await node.reopen();
+    const second = await runMember(node, {}); // neither bootstrap nor join: data on disk
+    expect(await second.status.client.sub("curator").kv.get("kept").string()).toBe("yes");
+    expect(await second.status.client.sub("consensus").kv.getAll().keys()).toEqual(caBefore);
+    expect(caBefore.length).toBeGreaterThan(0);
+  });
+
+  it("second and third members join through addNode, see the data, and are promoted", async () => {
+    const [a, b, c] = [await newNode("a"), await newNode("b"), await newNode("c")];
+    const first = await runMember(a, { bootstrap: true });
+    await first.status.client.sub("curator").kv.put("seen").value("by all");
+
+    for (const joiner of [b, c]) {
+      const join = await first.status.addNode(joiner.nodeId, joiner.publicKey, joiner.peer);
+      expect(join.peers.map((p) => p.name)).toContain(joiner.nodeId);
+      // c is removed at the end, and a removed member's etcd exits.
+      const member = await runMember(joiner, { join }, joiner === c);
+      expect(await member.status.client.sub("curator").kv.get("seen").string()).toBe("by all");
+      // The autopromoter on the leader promotes the started learner.
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const members = await first.status.members();
+        if (members.length > 0 && members.every((m) => !m.isLearner && m.name !== "")) break;
+        if (Date.now() > deadline)
+          throw new Error(`learners not promoted: ${JSON.stringify(members)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const members = await first.status.members();
+    expect(members.map((m) => m.name).sort()).toEqual([a.nodeId, b.nodeId, c.nodeId].sort());
+    // addNode is idempotent for the same node and address.
+    const again = await first.status.addNode(c.nodeId, c.publicKey, c.peer);
+    expect(again.peers).toHaveLength(3);
+    // removeNode takes a member out.
+    expect(await first.status.removeNode(c.nodeId)).toBe(true);
+    const after = await first.status.members();
+    expect(after.map((m) => m.name)).not.toContain(c.nodeId);
+  });
+
+  it("restarts a killed etcd, and the client recovers", async () => {
+    const node = await newNode("kill");
+    const { status, harness } = await runMember(node, { bootstrap: true }, true);
+    const kv = status.client.sub("curator").kv;
+    await kv.put("before").value("1");
+    const pid = etcdPid(harness);
+    const back = harness.nextTransition(
+      (t) => t.dn === "root.consensus.etcd" && t.to === "healthy",
+    );
+    process.kill(pid, "SIGKILL");
+    await back;
+    expect(etcdPid(harness)).not.toBe(pid);
+    await kv.put("after").value("2");
+    expect(await kv.get("before").string()).toBe("1");
+    expect(await kv.get("after").string()).toBe("2");
+  }, 60_000);
+});
+
+describe("consensus configuration errors", () => {
+  it("names the missing etcd package", async () => {
+    const node = await newNode("nobinary");
+    const service = new ConsensusService({
+      nodeId: node.nodeId,
+      nodePrivateKey: node.privateKey,
+      storage: node.storage,
+      peer: node.peer,
+      bootstrap: true,
+      etcdBinary: "/nonexistent/etcd",
+    });
+    const h = testHarness(
+      async (ctx) => {
+        ctx.run("consensus", service.run);
+        ctx.healthy();
+        await ctx.untilAborted();
+      },
+      { expectDeath: (dn) => dn === "root.consensus" },
+    );
+    harnesses.push(h);
+    const death = await h.nextTransition((t) => t.dn === "root.consensus" && t.to === "dead");
+    expect(death.error).toBeInstanceOf(EtcdNotInstalledError);
+    expect(death.error?.message).toContain("install Debian's etcd-server package");
+  });
+
+  it("refuses to start without data, bootstrap or join", async () => {
+    const node = await newNode("nothing");
+    const service = new ConsensusService({
+      nodeId: node.nodeId,
+      nodePrivateKey: node.privateKey,
+      storage: node.storage,
+      peer: node.peer,
+    });
+    const h = testHarness(
+      async (ctx) => {
+        ctx.run("consensus", service.run);
+        ctx.healthy();
+        await ctx.untilAborted();
+      },
+      { expectDeath: (dn) => dn === "root.consensus" },
+    );
+    harnesses.push(h);
+    const death = await h.nextTransition((t) => t.dn === "root.consensus" && t.to === "dead");
+    expect(death.error?.message).toMatch(
+      /no etcd data in .*, and neither bootstrap nor join data given/,
+    );
+  });
+});
