@@ -40,6 +40,7 @@ export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
 export * from "./errors";
 export { nodeRoot, placeNodeRoot } from "./node-root";
 export type { NodeRoot } from "./node-root";
+export { protobufCodec, type MessageType } from "./protobuf-codec";
 export { sealConfiguration, unsealConfiguration } from "./sealed-configuration";
 export type { SealOptions, UnsealOptions } from "./sealed-configuration";
 export { dir, Directory, File, file, place, populate, rawBytes } from "./tree";

@@ -3,8 +3,10 @@
  * reaches its files through the object this returns, so this file is the one
  * place where the on-disk layout is defined and can be read.
  */
+import { api, common } from "@metropolis/proto";
 import { dataDir } from "./data-protection";
 import { ephemeralDir } from "./ephemeral";
+import { protobufCodec } from "./protobuf-codec";
 import { dir, DirOptions, file, place } from "./tree";
 
 // The two PKI directories have the same shape; a function, because a node
@@ -30,16 +32,20 @@ function pkiDir(options?: DirOptions) {
  *   `workloads/`. The private keys (`cert-key.pem`) are secret files.
  * - `ephemeral` (wiped at every start): `consensus/`, `curator/`, `workloads/`.
  *
- * The `.pb` files are raw bytes here; read them decoded with
- * `file.as(codec)` once their message types exist.
+ * The `.pb` files hold protobuf messages of `@metropolis/proto` and are
+ * read decoded (a file that does not parse is a `FileCorruptedError`),
+ * except the sealed configuration, which is opaque until unsealed.
  */
 export function nodeRoot() {
   return dir({
     esp: dir({
       metropolis: dir({
-        parameters: file("parameters.pb"),
+        parameters: file("parameters.pb", { codec: protobufCodec(api.NodeParameters) }),
+        // Sealed: opaque bytes here, a SealedConfiguration once unsealed.
         sealedConfiguration: file("sealed_configuration.pb"),
-        clusterDirectory: file("cluster_directory.pb"),
+        clusterDirectory: file("cluster_directory.pb", {
+          codec: protobufCodec(common.ClusterDirectory),
+        }),
       }),
     }),
     data: dataDir({
@@ -50,7 +56,7 @@ export function nodeRoot() {
       }),
       node: dir({
         credentials: pkiDir(),
-        roles: file("roles.pb"),
+        roles: file("roles.pb", { codec: protobufCodec(common.NodeRoles) }),
       }),
       workloads: dir({}),
     }),

@@ -1,3 +1,4 @@
+import { common } from "@metropolis/proto";
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -30,13 +31,14 @@ afterEach(async () => {
 });
 
 const privateKey = Buffer.from("-----BEGIN PRIVATE KEY-----\nsecret material\n");
+const roles = { consensusMember: {} };
 
 /** Sets up a node's data under `policy` with one secret and one public file; returns its keys. */
 async function setUpNode(policy: DataPolicy) {
   const node = placeNodeRoot(root);
   const keys = await node.data.mountNew(policy);
   await node.data.node.credentials.key.write(privateKey);
-  await node.data.node.roles.write(Buffer.from("roles"));
+  await node.data.node.roles.write(roles);
   return keys;
 }
 
@@ -66,7 +68,10 @@ describe("mountNew", () => {
     expect(onDisk.subarray(0, 4).toString()).toBe("MTSF");
     expect((await fs.stat(keyPath)).mode & 0o777).toBe(0o600);
     // Files that are not secret stay plain, for readers outside this package.
-    expect(await fs.readFile(node.data.node.roles.fullPath, "utf8")).toBe("roles");
+    // Public files stay plain protobuf on disk.
+    expect(common.NodeRoles.decode(await fs.readFile(node.data.node.roles.fullPath))).toEqual(
+      common.NodeRoles.fromPartial(roles),
+    );
   });
 
   test("refuses to set up over an existing node and leaves it intact", async () => {
@@ -92,7 +97,7 @@ describe("mountExisting", () => {
     await node.data.mountExisting({ policy: "encrypted", ...keys });
     expect(node.data.policy).toBe("encrypted");
     expect((await node.data.node.credentials.key.read()).equals(privateKey)).toBe(true);
-    expect((await node.data.node.roles.read()).toString()).toBe("roles");
+    expect(await node.data.node.roles.read()).toEqual(common.NodeRoles.fromPartial(roles));
   });
 
   test("a wrong cluster unlock key is WrongDataKeyError at mount, and nothing is readable", async () => {
@@ -216,9 +221,9 @@ describe("mount state", () => {
   test("files below an unmounted data directory are refused, other files are not", async () => {
     const node = placeNodeRoot(root);
     await node.esp.mkdirAll();
-    await node.esp.metropolis.parameters.write(Buffer.from("parameters"));
+    await node.esp.metropolis.clusterDirectory.write({ nodes: [] });
     await expect(node.data.node.roles.read()).rejects.toThrow(DataNotMountedError);
-    await expect(node.data.node.roles.write(Buffer.from("x"))).rejects.toThrow(
+    await expect(node.data.node.roles.write(roles)).rejects.toThrow(
       `${node.data.node.roles.fullPath} is on the data directory, which is not mounted`,
     );
     await expect(node.data.node.roles.exists()).rejects.toThrow(DataNotMountedError);

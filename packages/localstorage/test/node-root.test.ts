@@ -2,6 +2,7 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
+  FileCorruptedError,
   nodeRoot,
   NotPlacedError,
   placeNodeRoot,
@@ -75,7 +76,9 @@ test("nodeRoot() declares a fresh, unplaced tree each time", () => {
 test("wiping ephemeral empties it and recreates its directories, touching nothing else", async () => {
   const node = placeNodeRoot(root);
   await node.esp.mkdirAll();
-  await node.esp.metropolis.parameters.write(Buffer.from("parameters"));
+  await node.esp.metropolis.clusterDirectory.write({
+    nodes: [{ id: "n1", publicKey: Buffer.alloc(32), addresses: [] }],
+  });
   await node.ephemeral.wipe();
   expect((await fs.readdir(node.ephemeral.fullPath)).sort()).toEqual([
     "consensus",
@@ -100,7 +103,33 @@ test("wiping ephemeral empties it and recreates its directories, touching nothin
   expect(await fs.readdir(node.ephemeral.workloads.fullPath)).toEqual([]);
   // The directory itself stays (it may be a mount point), as does the rest of the root.
   expect((await fs.stat(node.ephemeral.fullPath)).ino).toBe(before.ino);
-  expect((await node.esp.metropolis.parameters.read()).toString()).toBe("parameters");
+  expect((await node.esp.metropolis.clusterDirectory.read()).nodes.map((n) => n.id)).toEqual([
+    "n1",
+  ]);
+});
+
+test("protobuf files are read decoded, and a file that does not parse names itself", async () => {
+  const node = placeNodeRoot(root);
+  await node.esp.mkdirAll();
+  const parameters = node.esp.metropolis.parameters;
+  await parameters.write({
+    cluster: {
+      $case: "clusterBootstrap",
+      clusterBootstrap: { ownerPublicKey: Buffer.alloc(32, 7), labels: { a: "b" } },
+    },
+  });
+  const read = await parameters.read();
+  expect(read.cluster?.$case).toBe("clusterBootstrap");
+
+  for (const garbage of [
+    Buffer.alloc(0),
+    Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]),
+    Buffer.from("\xff\xff\xff"),
+  ]) {
+    await fs.writeFile(parameters.fullPath, garbage);
+    await expect(parameters.read()).rejects.toBeInstanceOf(FileCorruptedError);
+    await expect(parameters.read()).rejects.toThrow(parameters.fullPath);
+  }
 });
 
 test("first boot and reboot: set up encrypted data, seal the NUK, unseal it and mount again", async () => {
