@@ -5,18 +5,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { waitFor } from "@metropolis/event";
-import {
-  ConsensusService,
-  EtcdNotInstalledError,
-  localTimings,
-  type ConsensusStatus,
-  type JoinCluster,
-} from "@metropolis/consensus";
+import { ConsensusService, EtcdNotInstalledError, type JoinCluster } from "@metropolis/consensus";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import { testNode, type TestNode } from "./test-node";
-
-type Running = Extract<ConsensusStatus, { state: "running" }>;
+import { runTestMember, testNode, type TestNode } from "@metropolis/consensus/testing";
 
 const harnesses: TestHarness[] = [];
 const nodes: TestNode[] = [];
@@ -31,37 +22,14 @@ async function newNode(name: string): Promise<TestNode> {
   return n;
 }
 
-/** Runs a consensus service for `node` under its own supervisor; resolves once it runs. */
 async function runMember(
   node: TestNode,
   mode: { bootstrap?: boolean; join?: JoinCluster },
   expectEtcdDeath = false,
-): Promise<{ service: ConsensusService; status: Running; harness: TestHarness }> {
-  const service = new ConsensusService({
-    nodeId: node.nodeId,
-    nodePrivateKey: node.privateKey,
-    storage: node.storage,
-    peer: node.peer,
-    timings: localTimings,
-    autopromoteIntervalMs: 100,
-    ...mode,
-  });
-  const harness = testHarness(
-    async (ctx) => {
-      ctx.run("consensus", service.run);
-      ctx.healthy();
-      await ctx.untilAborted();
-    },
-    { expectDeath: (dn) => expectEtcdDeath && dn === "root.consensus.etcd" },
-  );
-  harnesses.push(harness);
-  const status = (await waitFor(
-    service.status,
-    (s) => s.state === "running",
-    AbortSignal.timeout(20_000),
-  )) as Running;
-  await harness.waitFor("root.consensus", "healthy");
-  return { service, status, harness };
+) {
+  const member = await runTestMember(node, mode, { expectEtcdDeath });
+  harnesses.push(member.harness);
+  return member;
 }
 
 const etcdPid = (h: TestHarness) => {

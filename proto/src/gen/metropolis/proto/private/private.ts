@@ -84,6 +84,13 @@ export interface LeaderElectionValue {
   nodeId: string;
   /** TTL of the election session's lease, in seconds. */
   ttl: number;
+  /**
+   * Host (IP address) on which this curator serves, so that followers can
+   * tell clients where the leader is without another lookup.
+   */
+  host: string;
+  /** Port on which this curator serves. */
+  port: number;
 }
 
 /**
@@ -548,7 +555,7 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
 };
 
 function createBaseLeaderElectionValue(): LeaderElectionValue {
-  return { nodeId: "", ttl: 0 };
+  return { nodeId: "", ttl: 0, host: "", port: 0 };
 }
 
 export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
@@ -558,6 +565,12 @@ export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
     }
     if (message.ttl !== 0) {
       writer.uint32(16).int64(message.ttl);
+    }
+    if (message.host !== "") {
+      writer.uint32(26).string(message.host);
+    }
+    if (message.port !== 0) {
+      writer.uint32(32).uint32(message.port);
     }
     return writer;
   },
@@ -591,6 +604,22 @@ export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
             message.ttl = longToNumber(reader.int64());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.host = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -611,6 +640,8 @@ export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
         ? globalThis.String(object.node_id)
         : "",
       ttl: isSet(object.ttl) ? globalThis.Number(object.ttl) : 0,
+      host: isSet(object.host) ? globalThis.String(object.host) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
     };
   },
 
@@ -622,6 +653,12 @@ export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
     if (message.ttl !== 0) {
       obj.ttl = Math.round(message.ttl);
     }
+    if (message.host !== "") {
+      obj.host = message.host;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
     return obj;
   },
 
@@ -632,6 +669,8 @@ export const LeaderElectionValue: MessageFns<LeaderElectionValue> = {
     const message = createBaseLeaderElectionValue();
     message.nodeId = object.nodeId ?? "";
     message.ttl = object.ttl ?? 0;
+    message.host = object.host ?? "";
+    message.port = object.port ?? 0;
     return message;
   },
 };

@@ -1,0 +1,60 @@
+/**
+ * TLS credentials of the curator's gRPC traffic.
+ *
+ * The server requests a client certificate but does not let TLS verify it:
+ * a registering node can only present a self-signed one. Each call then
+ * classifies its caller (identity.ts). Clients verify the server against the
+ * cluster CA; they dial curators by IP, while node certificates name node
+ * IDs, so the name check is "a node certificate of this cluster", not a
+ * hostname match.
+ */
+import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
+import { isNodeId, parseCertificate } from "@metropolis/pki";
+
+/** PEM TLS material: own certificate and key, and the CA that vouches for peers. */
+export interface TlsPem {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+/** Server credentials that ask for, but do not require or verify, a client certificate. */
+class ClientCertificateRequested extends ServerCredentials {
+  constructor(tls: TlsPem) {
+    super(
+      { requestCert: true, rejectUnauthorized: false },
+      { ca: Buffer.from(tls.ca), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
+    );
+  }
+
+  _equals(other: ServerCredentials): boolean {
+    return other === this;
+  }
+}
+
+export function curatorServerCredentials(tls: TlsPem): ServerCredentials {
+  return new ClientCertificateRequested(tls);
+}
+
+/**
+ * Client credentials towards curators of the cluster whose CA is `ca`, with
+ * an optional client certificate (a node's, the owner's, or a self-signed one).
+ */
+export function curatorClientCredentials(
+  ca: string,
+  client?: { cert: string; key: string },
+): ChannelCredentials {
+  return credentials.createSsl(
+    Buffer.from(ca),
+    client ? Buffer.from(client.key) : null,
+    client ? Buffer.from(client.cert) : null,
+    {
+      checkServerIdentity: (_host, cert) => {
+        const cn = parseCertificate(cert.raw).commonName;
+        return cn !== undefined && isNodeId(cn)
+          ? undefined
+          : new Error(`curator presented a certificate for ${JSON.stringify(cn)}, not a node's`);
+      },
+    },
+  );
+}

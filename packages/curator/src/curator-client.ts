@@ -1,0 +1,167 @@
+/**
+ * CuratorConnection: how every other part of the system talks to the
+ * cluster's control plane. Given any curators it knows of, it asks one of
+ * them where the leader is (CuratorLocal.GetCurrentLeader), talks to the
+ * leader, and when the leader goes away or moves (a call answered
+ * UNAVAILABLE, or a connection that fails), asks again and retries — so a
+ * leader failover is a short delay for its users, not an error.
+ */
+import type { ChannelCredentials, Client, ServiceError } from "@grpc/grpc-js";
+import { status } from "@grpc/grpc-js";
+import { api, curator as curatorProto } from "@metropolis/proto";
+import { curatorClientCredentials } from "./credentials";
+import type { CuratorEndpoint } from "./leadership";
+
+export interface CuratorConnectionOptions {
+  /** Curators to ask where the leader is, as `host:port`. */
+  endpoints: readonly string[];
+  /** The cluster CA certificate (PEM). */
+  ca: string;
+  /** The client certificate and key (PEM): a node's, the owner's, or a self-signed one. */
+  identity?: { cert: string; key: string };
+}
+
+/** gRPC clients of the current leader. */
+export interface LeaderClients {
+  endpoint: CuratorEndpoint;
+  curator: curatorProto.CuratorClient;
+  management: api.ManagementClient;
+  aaa: api.AAAClient;
+}
+
+/** No curator could say who leads before the deadline. */
+export class NoLeaderError extends Error {
+  constructor(endpoints: readonly string[], cause: unknown) {
+    super(
+      `no curator leader found through ${endpoints.join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    this.name = "NoLeaderError";
+  }
+}
+
+const isRetryable = (e: unknown) =>
+  typeof e === "object" &&
+  e !== null &&
+  [status.UNAVAILABLE, status.CANCELLED].includes((e as ServiceError).code);
+
+/** Calls a unary gRPC client method as a promise. */
+export function unaryCall<Req, Res>(
+  method: (req: Req, callback: (err: ServiceError | null, res: Res) => void) => unknown,
+  request: Req,
+): Promise<Res> {
+  return new Promise((resolve, reject) =>
+    method(request, (err, res) => (err ? reject(err) : resolve(res))),
+  );
+}
+
+export class CuratorConnection {
+  private readonly credentials: ChannelCredentials;
+  private readonly endpoints: string[];
+  private current: LeaderClients | undefined;
+
+  constructor(opts: CuratorConnectionOptions) {
+    if (opts.endpoints.length === 0)
+      throw new RangeError("CuratorConnection needs at least one curator endpoint");
+    this.endpoints = [...opts.endpoints];
+    this.credentials = curatorClientCredentials(opts.ca, opts.identity);
+  }
+
+  /**
+   * Runs `fn` against the current leader. When it fails because the leader is
+   * unavailable, finds the leader again and retries, until `timeoutMs`
+   * (default 30 s) has passed; other errors are returned as they are.
+   */
+  async call<T>(
+    fn: (leader: LeaderClients) => Promise<T>,
+    opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+    let delay = 50;
+    for (;;) {
+      opts.signal?.throwIfAborted();
+      try {
+        return await fn(await this.leaderClients(deadline));
+      } catch (e) {
+        if (!isRetryable(e) || Date.now() + delay > deadline) throw e;
+        this.dropLeader();
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
+  /** The current leader, asking the known curators if needed. */
+  async leader(timeoutMs = 30_000): Promise<CuratorEndpoint> {
+    return (await this.leaderClients(Date.now() + timeoutMs)).endpoint;
+  }
+
+  close(): void {
+    this.dropLeader();
+  }
+
+  private async leaderClients(deadline: number): Promise<LeaderClients> {
+    if (this.current) return this.current;
+    const endpoint = await this.findLeader(deadline);
+    const address = `${endpoint.host}:${endpoint.port}`;
+    if (!this.endpoints.includes(address)) this.endpoints.push(address);
+    this.current = {
+      endpoint,
+      curator: new curatorProto.CuratorClient(address, this.credentials),
+      management: new api.ManagementClient(address, this.credentials),
+      aaa: new api.AAAClient(address, this.credentials),
+    };
+    return this.current;
+  }
+
+  private dropLeader(): void {
+    const c = this.current;
+    this.current = undefined;
+    for (const client of [c?.curator, c?.management, c?.aaa] as (Client | undefined)[])
+      client?.close();
+  }
+
+  /** Asks each known curator in turn, until one names a leader or the deadline passes. */
+  private async findLeader(deadline: number): Promise<CuratorEndpoint> {
+    let lastError: unknown = new Error("no curator answered");
+    let delay = 50;
+    while (Date.now() < deadline) {
+      for (const address of this.endpoints) {
+        try {
+          return await this.askLeader(address, deadline);
+        } catch (e) {
+          lastError = e;
+        }
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 1000);
+    }
+    throw new NoLeaderError(this.endpoints, lastError);
+  }
+
+  private askLeader(address: string, deadline: number): Promise<CuratorEndpoint> {
+    const local = new curatorProto.CuratorLocalClient(address, this.credentials);
+    return new Promise<CuratorEndpoint>((resolve, reject) => {
+      const stream = local.getCurrentLeader(
+        {},
+        { deadline: Math.min(deadline, Date.now() + 5000) },
+      );
+      const finish = (result: () => void) => {
+        stream.removeAllListeners();
+        stream.on("error", () => undefined); // the cancel below reports CANCELLED
+        stream.cancel();
+        local.close();
+        result();
+      };
+      stream.once("data", (res: curatorProto.GetCurrentLeaderResponse) =>
+        finish(() =>
+          resolve({ nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort }),
+        ),
+      );
+      stream.once("error", (e) => finish(() => reject(e)));
+      stream.once("end", () =>
+        finish(() => reject(new Error(`${address} ended the leader stream without an answer`))),
+      );
+    });
+  }
+}

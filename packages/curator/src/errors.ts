@@ -1,0 +1,58 @@
+/**
+ * Typed errors of the curator. `CuratorError`s carry the gRPC status they are
+ * answered with, so handlers throw and the listener maps them in one place.
+ */
+import { status } from "@grpc/grpc-js";
+
+export class CuratorError extends Error {
+  constructor(
+    readonly code: status,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The leader's election key is gone or changed: this curator no longer leads. Answered as UNAVAILABLE. */
+export class LostLeadershipError extends CuratorError {
+  constructor() {
+    super(status.UNAVAILABLE, "curator lost leadership; retry with the current leader");
+  }
+}
+
+/** The request is malformed. */
+export class InvalidArgumentError extends CuratorError {
+  constructor(message: string) {
+    super(status.INVALID_ARGUMENT, message);
+  }
+}
+
+/** The node (or other object) named in the request does not exist. */
+export class NotFoundError extends CuratorError {
+  constructor(message: string) {
+    super(status.NOT_FOUND, message);
+  }
+}
+
+/** The object is not in a state that allows the operation. */
+export class FailedPreconditionError extends CuratorError {
+  constructor(message: string) {
+    super(status.FAILED_PRECONDITION, message);
+  }
+}
+
+/** The caller presented no usable identity. */
+export class UnauthenticatedError extends CuratorError {
+  constructor(message: string) {
+    super(status.UNAUTHENTICATED, message);
+  }
+}
+
+/** The caller's identity does not allow the operation. */
+export class PermissionDeniedError extends CuratorError {
+  constructor(message: string) {
+    super(status.PERMISSION_DENIED, message);
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Adapters from async handlers to grpc-js callbacks, mapping errors to gRPC
+ * statuses in one place: a CuratorError is answered with its code and
+ * message; anything else is a bug, logged, and answered INTERNAL without its
+ * details. Nothing a client sends can crash the process.
+ */
+import {
+  status,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+} from "@grpc/grpc-js";
+import type { Logger } from "winston";
+import { CuratorError } from "./errors";
+
+export interface GrpcError {
+  code: status;
+  details: string;
+}
+
+export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcError {
+  if (e instanceof CuratorError) return { code: e.code, details: e.message };
+  logger.error(`${method} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  return { code: status.INTERNAL, details: `internal error in ${method}` };
+}
+
+/** A unary handler from an async function of the call. */
+export function unary<Req, Res>(
+  method: string,
+  logger: Logger,
+  handler: (call: ServerUnaryCall<Req, Res>) => Promise<Res>,
+): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+  return (call, callback) => {
+    handler(call).then(
+      (res) => callback(null, res),
+      (e: unknown) => callback(toGrpcError(e, logger, method)),
+    );
+  };
+}
+
+/** A server-streaming handler from an async function that writes to the call and returns when done. */
+export function serverStream<Req, Res>(
+  method: string,
+  logger: Logger,
+  handler: (call: ServerWritableStream<Req, Res>) => Promise<void>,
+): (call: ServerWritableStream<Req, Res>) => void {
+  return (call) => {
+    handler(call).then(
+      () => call.end(),
+      // grpc-js answers a server stream with the status of an emitted error.
+      (e: unknown) => call.emit("error", toGrpcError(e, logger, method)),
+    );
+  };
+}

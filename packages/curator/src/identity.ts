@@ -1,0 +1,118 @@
+/**
+ * Who is calling: the curator's listener requests a client certificate but
+ * leaves its verification to each call (a registering node presents a
+ * self-signed certificate no CA vouches for), and this module classifies it.
+ *
+ * | certificate                                     | caller      | may call                          |
+ * | ----------------------------------------------- | ----------- | --------------------------------- |
+ * | issued by the cluster CA, CN = node ID, server  | `node`      | Curator (its own node only)       |
+ * | issued by the cluster CA, CN = owner, client    | `owner`     | Management                        |
+ * | self-signed, CN = node ID of its own key        | `ephemeral` | RegisterNode, CommitNode, JoinNode |
+ * | none                                            | `anonymous` | CuratorLocal, AAA (own checks)    |
+ */
+import type { ServerUnaryCall } from "@grpc/grpc-js";
+import {
+  isNodeId,
+  nodeIdFromPublicKey,
+  parseCertificate,
+  verifyCertificate,
+  type ParsedCertificate,
+} from "@metropolis/pki";
+import { PermissionDeniedError, UnauthenticatedError } from "./errors";
+
+export type Caller =
+  | { kind: "node"; nodeId: string; publicKey: Buffer }
+  | { kind: "owner"; publicKey: Buffer }
+  | { kind: "ephemeral"; publicKey: Buffer }
+  | { kind: "anonymous" };
+
+/** Anything with the peer's TLS data: every grpc-js server call. */
+export type HasAuthContext = Pick<ServerUnaryCall<unknown, unknown>, "getAuthContext">;
+
+/** The CN of owner certificates. */
+export const ownerCommonName = "owner";
+
+function peerCertificate(call: HasAuthContext): ParsedCertificate | undefined {
+  const raw = call.getAuthContext().sslPeerCertificate?.raw;
+  if (!raw || raw.length === 0) return undefined;
+  try {
+    return parseCertificate(raw);
+  } catch (e) {
+    throw new UnauthenticatedError(
+      `client certificate does not parse: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+}
+
+/** Classifies the caller of `call` against the cluster CA. Never trusts what it cannot verify. */
+export async function identify(call: HasAuthContext, caCertificate: Uint8Array): Promise<Caller> {
+  const cert = peerCertificate(call);
+  if (!cert) return { kind: "anonymous" };
+  if (cert.issuer === cert.subject && cert.isSignedBy(cert.publicKey)) {
+    // TLS proved the caller holds the key; the certificate claims nothing else.
+    if (cert.commonName !== nodeIdFromPublicKey(cert.publicKey)) {
+      throw new UnauthenticatedError(
+        "self-signed client certificate must name the node ID of its own key",
+      );
+    }
+    return { kind: "ephemeral", publicKey: cert.publicKey };
+  }
+  try {
+    await verifyCertificate(cert, caCertificate);
+  } catch (e) {
+    throw new UnauthenticatedError(
+      `client certificate is not trusted by this cluster: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+  const cn = cert.commonName ?? "";
+  if (
+    isNodeId(cn) &&
+    cn === nodeIdFromPublicKey(cert.publicKey) &&
+    cert.extendedKeyUsage.includes("serverAuth")
+  ) {
+    return { kind: "node", nodeId: cn, publicKey: cert.publicKey };
+  }
+  if (cn === ownerCommonName && !cert.extendedKeyUsage.includes("serverAuth")) {
+    return { kind: "owner", publicKey: cert.publicKey };
+  }
+  throw new UnauthenticatedError(
+    `client certificate for ${JSON.stringify(cn)} is neither a node's nor the owner's`,
+  );
+}
+
+/** The caller, which must be a node (optionally: this node). */
+export function requireNode(caller: Caller, nodeId?: string): Extract<Caller, { kind: "node" }> {
+  if (caller.kind === "anonymous")
+    throw new UnauthenticatedError("this call needs a node certificate");
+  if (caller.kind !== "node")
+    throw new PermissionDeniedError(
+      `this call needs a node certificate, not an ${caller.kind} one`,
+    );
+  if (nodeId !== undefined && caller.nodeId !== nodeId) {
+    throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${nodeId}`);
+  }
+  return caller;
+}
+
+/** The caller, which must be the cluster owner. */
+export function requireOwner(caller: Caller): Extract<Caller, { kind: "owner" }> {
+  if (caller.kind === "anonymous")
+    throw new UnauthenticatedError("this call needs the owner's certificate");
+  if (caller.kind !== "owner")
+    throw new PermissionDeniedError(
+      `this call needs the owner's certificate, not a ${caller.kind} one`,
+    );
+  return caller;
+}
+
+/** The caller, which must present a self-signed (ephemeral) certificate of a node not yet in the cluster. */
+export function requireEphemeral(caller: Caller): Extract<Caller, { kind: "ephemeral" }> {
+  if (caller.kind === "anonymous")
+    throw new UnauthenticatedError("this call needs a self-signed node certificate");
+  if (caller.kind !== "ephemeral") {
+    throw new PermissionDeniedError(
+      `this call needs a self-signed node certificate, not a ${caller.kind} one`,
+    );
+  }
+  return caller;
+}

@@ -1,0 +1,37 @@
+/**
+ * @metropolis/curator — the cluster's control plane, run on every consensus
+ * member, and the client every other part of the system reaches it with.
+ *
+ * All cluster state lives in etcd under `namespaced:curator/` (see keys.ts);
+ * the curator is its only writer. One curator leads (etcd election, lease TTL
+ * 10 s) and serves the cluster's gRPC APIs over mutual TLS; the others follow
+ * and tell clients where the leader is. Every leader write is an etcd
+ * transaction guarded by the leader's election key, so a deposed leader can
+ * never commit.
+ *
+ *   roleserver ──▶ Curator (XState: campaigning → leader | follower)
+ *                    ├─ leader:   Curator, Management, AAA, CuratorLocal
+ *                    └─ follower: CuratorLocal (GetCurrentLeader)
+ *   nodes, metroctl ──▶ CuratorConnection ──▶ whichever curator leads
+ */
+export { Curator, defaultCuratorPort, type CuratorConfig } from "./curator";
+export {
+  CuratorConnection,
+  NoLeaderError,
+  unaryCall,
+  type CuratorConnectionOptions,
+  type LeaderClients,
+} from "./curator-client";
+export { curatorClientCredentials, curatorServerCredentials, type TlsPem } from "./credentials";
+export {
+  identify,
+  ownerCommonName,
+  requireEphemeral,
+  requireNode,
+  requireOwner,
+  type Caller,
+} from "./identity";
+export { campaign, Candidacy, Leadership, type CuratorEndpoint } from "./leadership";
+export type { LeaderContext, RunningConsensus } from "./leader-context";
+export type { ServiceEntry } from "./listener";
+export * from "./errors";

@@ -1,0 +1,38 @@
+/**
+ * What the leader's gRPC services work with. One is built each time this
+ * curator becomes leader, and dropped when it stops leading.
+ */
+import type { Namespace } from "etcd3";
+import type { Logger } from "winston";
+import type { ConsensusStatus } from "@metropolis/consensus";
+import { CertificateStore, type CaCertificate } from "@metropolis/pki";
+import type { HeartbeatTracker } from "./heartbeat-tracker";
+import type { Caller, HasAuthContext } from "./identity";
+import { clusterCaName, clusterPkiPrefix } from "./keys";
+import type { CuratorEndpoint, Leadership } from "./leadership";
+
+/** The consensus status while it runs: client, membership operations. */
+export type RunningConsensus = Extract<ConsensusStatus, { state: "running" }>;
+
+export interface LeaderContext {
+  /** This curator. */
+  readonly self: CuratorEndpoint;
+  /** The curator's etcd namespace (`namespaced:curator/`); read freely, write only through `leadership`. */
+  readonly kv: Namespace;
+  /** Guards every write: `leadership.commit(leadership.txn().and(…).then(…))`. */
+  readonly leadership: Leadership;
+  /** This node's consensus: membership changes for UpdateNodeRoles, status for GetConsensusStatus. */
+  readonly consensus: RunningConsensus;
+  /** The cluster CA, kept under `/cluster-pki/`. */
+  readonly clusterCa: CaCertificate;
+  /** Heartbeats of the nodes, kept in the leader's memory. */
+  readonly heartbeats: HeartbeatTracker;
+  readonly logger: Logger;
+  /** Classifies a call's caller against the cluster CA. */
+  identify(call: HasAuthContext): Promise<Caller>;
+}
+
+/** The cluster CA's place in the curator namespace. */
+export function clusterCa(): CaCertificate {
+  return new CertificateStore(clusterPkiPrefix).ca(clusterCaName);
+}

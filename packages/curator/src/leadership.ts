@@ -1,0 +1,174 @@
+/**
+ * Leader election among curators, and the guard on every leader write.
+ *
+ * Each curator puts an election key `/leader/<lease id>` bound to a lease of
+ * its own (TTL 10 s by default). The key with the lowest create revision
+ * leads. A leader's writes are transactions that also compare "my election
+ * key still has the create revision it had when I was elected": if the lease
+ * expired (the leader was partitioned, or stopped) the key is gone, the
+ * comparison fails, and the write is refused — so two leaders can never both
+ * commit, whatever the clocks say.
+ */
+import type { Etcd3, Lease, Namespace } from "etcd3";
+import { priv } from "@metropolis/proto";
+import { LostLeadershipError } from "./errors";
+import { leaderPrefix } from "./keys";
+
+/** Where a curator serves. */
+export interface CuratorEndpoint {
+  nodeId: string;
+  host: string;
+  port: number;
+}
+
+/** The part of a transaction builder a guarded write needs (etcd3's ComparatorBuilder). */
+export type Txn = ReturnType<Namespace["if"]>;
+
+/**
+ * Held by the leading curator. Every write goes through `txn()` and
+ * `commit()`, never through plain puts.
+ */
+export class Leadership {
+  constructor(
+    readonly kv: Namespace,
+    /** The election key, e.g. `/leader/7587862075238921234`. */
+    readonly key: string,
+    readonly createRevision: string,
+    readonly self: CuratorEndpoint,
+  ) {}
+
+  /** A transaction guarded by this leadership; add further comparisons with `.and(…)`. */
+  txn(): Txn {
+    return this.kv.if(this.key, "Create", "==", this.createRevision);
+  }
+
+  /**
+   * Commits `txn`. Returns true when it succeeded; false when one of the
+   * caller's own comparisons failed; throws LostLeadershipError when the
+   * leadership guard did.
+   */
+  async commit(txn: Txn): Promise<boolean> {
+    const result = await txn.commit();
+    if (result.succeeded) return true;
+    if (!(await this.stillLeads())) throw new LostLeadershipError();
+    return false;
+  }
+
+  /** Whether the election key still exists with its original create revision. */
+  async stillLeads(): Promise<boolean> {
+    const res = await this.kv.get(this.key).exec();
+    return res.kvs.length === 1 && res.kvs[0].create_revision === this.createRevision;
+  }
+}
+
+/** A curator's standing in the election, from `campaign()` until its lease is lost or revoked. */
+export class Candidacy {
+  /** Resolves when the lease is lost (expired, revoked, or unreachable for too long). */
+  readonly lost: Promise<void>;
+
+  constructor(
+    private readonly kv: Namespace,
+    private readonly lease: Lease,
+    readonly key: string,
+    readonly createRevision: string,
+    readonly self: CuratorEndpoint,
+  ) {
+    this.lost = new Promise((resolve) => lease.once("lost", () => resolve()));
+  }
+
+  /** The current leader: the election key with the lowest create revision. */
+  async leader(): Promise<CuratorEndpoint & { leading: boolean }> {
+    const res = await this.kv
+      .getAll()
+      .prefix(leaderPrefix)
+      .sort("Create", "Ascend")
+      .limit(1)
+      .exec();
+    const first = res.kvs[0];
+    if (!first) throw new LostLeadershipError();
+    const value = priv.LeaderElectionValue.decode(first.value);
+    return {
+      nodeId: value.nodeId,
+      host: value.host,
+      port: value.port,
+      leading: first.key.toString() === this.key && first.create_revision === this.createRevision,
+    };
+  }
+
+  /** This candidacy's leadership; only meaningful once `leader()` says it leads. */
+  leadership(): Leadership {
+    return new Leadership(this.kv, this.key, this.createRevision, this.self);
+  }
+
+  /** Resolves on the next change of any election key (a leader leaving, a candidate arriving). */
+  async nextChange(signal: AbortSignal): Promise<void> {
+    const watcher = await this.kv.watch().prefix(leaderPrefix).create();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => reject(signal.reason);
+        if (signal.aborted) return onAbort();
+        signal.addEventListener("abort", onAbort, { once: true });
+        const done = () => (signal.removeEventListener("abort", onAbort), resolve());
+        watcher.once("put", done);
+        watcher.once("delete", done);
+        watcher.once("error", (e) => (signal.removeEventListener("abort", onAbort), reject(e)));
+      });
+    } finally {
+      await watcher.cancel();
+    }
+  }
+
+  /**
+   * Stops renewing the lease without revoking it: the election key expires
+   * with the lease, as when this curator's process dies. Failover tests use it.
+   */
+  abandon(): void {
+    this.lease.release();
+  }
+
+  /** Gives up: revokes the lease, which deletes the election key. */
+  async resign(): Promise<void> {
+    await this.lease.revoke().catch(() => undefined);
+  }
+}
+
+/**
+ * Enters the election: removes this node's election keys left from an
+ * earlier life (their leases may still be alive for a TTL, and would block
+ * a quick comeback), then puts a fresh key under a fresh lease.
+ */
+export async function campaign(
+  kv: Namespace,
+  self: CuratorEndpoint,
+  ttlSeconds: number,
+): Promise<Candidacy> {
+  const existing = await kv.getAll().prefix(leaderPrefix).exec();
+  for (const entry of existing.kvs) {
+    let owner: string | undefined;
+    try {
+      owner = priv.LeaderElectionValue.decode(entry.value).nodeId;
+    } catch {
+      owner = undefined; // not ours to judge: it expires with its lease
+    }
+    if (owner === self.nodeId) await kv.delete().key(entry.key.toString()).exec();
+  }
+  const lease = kv.lease(ttlSeconds);
+  const id = await lease.grant();
+  const key = `${leaderPrefix}${id}`;
+  const value = priv.LeaderElectionValue.encode({
+    nodeId: self.nodeId,
+    ttl: ttlSeconds,
+    host: self.host,
+    port: self.port,
+  }).finish();
+  await lease.put(key).value(Buffer.from(value)).exec();
+  const res = await kv.get(key).exec();
+  if (res.kvs.length !== 1) throw new LostLeadershipError();
+  return new Candidacy(kv, lease, key, res.kvs[0].create_revision, self);
+}
+
+/** For tests and tools: the election keys currently in etcd, by create revision. */
+export async function electionKeys(etcd: Etcd3 | Namespace): Promise<string[]> {
+  const res = await etcd.getAll().prefix(leaderPrefix).sort("Create", "Ascend").keys();
+  return res;
+}

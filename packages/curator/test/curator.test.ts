@@ -1,0 +1,133 @@
+/**
+ * Three curators on one etcd: they agree on one leader, tell clients where
+ * it is through any of them, and a new leader takes over within the lease
+ * TTL when the leader stops.
+ */
+import {
+  runTestMember,
+  testNode,
+  type TestMember,
+  type TestNode,
+} from "@metropolis/consensus/testing";
+import {
+  CertificateAuthority,
+  generateKeyPair,
+  nodeIdFromPublicKey,
+  tlsMaterial,
+} from "@metropolis/pki";
+import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { waitFor } from "@metropolis/event";
+import { Curator } from "../src/curator";
+import { CuratorConnection } from "../src/curator-client";
+import type { CuratorEndpoint } from "../src/leadership";
+import { createServer } from "node:net";
+
+let node: TestNode;
+let member: TestMember;
+let ca: CertificateAuthority;
+const harnesses: TestHarness[] = [];
+
+beforeAll(async () => {
+  node = await testNode("curators");
+  member = await runTestMember(node, { bootstrap: true });
+  ca = await CertificateAuthority.create();
+});
+afterAll(async () => {
+  for (const h of harnesses) await h.cleanup({ timeoutMs: 10_000 }).catch(() => undefined);
+  await member.harness.cleanup();
+  await node.remove();
+});
+
+async function freePort(host: string): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) =>
+    server.once("error", reject).listen(0, host, resolve),
+  );
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+interface RunningCurator {
+  curator: Curator;
+  harness: TestHarness;
+  endpoint: CuratorEndpoint;
+}
+
+async function startCurator(host: string): Promise<RunningCurator> {
+  const keys = generateKeyPair();
+  const nodeId = nodeIdFromPublicKey(keys.publicKey);
+  const certificate = await ca.issueNodeCertificate(keys.publicKey, { ipAddresses: [host] });
+  const port = await freePort(host);
+  const curator = new Curator({
+    nodeId,
+    tls: tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
+    host,
+    port,
+    consensus: member.status,
+    leaderTtlSeconds: 1,
+    leaderServices: () => [],
+  });
+  const harness = testHarness(async (ctx) => {
+    ctx.run("curator", curator.run);
+    ctx.healthy();
+    await ctx.untilAborted();
+  });
+  harnesses.push(harness);
+  await harness.waitFor("root.curator", "healthy");
+  return { curator, harness, endpoint: { nodeId, host, port } };
+}
+
+describe("curators", () => {
+  it("agree on one leader, which clients find through any curator, and fail over when it stops", async () => {
+    const base = 2 + Math.floor(Math.random() * 200);
+    const curators: RunningCurator[] = [];
+    for (let i = 0; i < 3; i++) curators.push(await startCurator(`127.0.0.${base + i}`));
+    const leader = curators[0];
+
+    // Every curator sees the first as leader.
+    for (const c of curators) {
+      expect(
+        await waitFor(
+          c.curator.leader,
+          (l) => l?.nodeId === leader.endpoint.nodeId,
+          AbortSignal.timeout(10_000),
+        ),
+      ).toEqual(leader.endpoint);
+    }
+    // A client that only knows a follower finds the leader.
+    const follower = curators[2];
+    const conn = new CuratorConnection({
+      endpoints: [`${follower.endpoint.host}:${follower.endpoint.port}`],
+      ca: ca.certificate.toPem(),
+    });
+    try {
+      expect(await conn.leader(10_000)).toEqual(leader.endpoint);
+
+      // The leader stops; one of the others takes over within TTL + 1 s.
+      const started = Date.now();
+      await leader.harness.cleanup();
+      harnesses.splice(harnesses.indexOf(leader.harness), 1);
+      const remaining = curators.slice(1);
+      const views = await Promise.all(
+        remaining.map((c) =>
+          waitFor(
+            c.curator.leader,
+            (l) => l !== undefined && l.nodeId !== leader.endpoint.nodeId,
+            AbortSignal.timeout(5000),
+          ),
+        ),
+      );
+      const failover = Date.now() - started;
+      expect(failover).toBeLessThan(2000);
+      // Exactly one new leader, the same for both.
+      expect(new Set(views.map((v) => v!.nodeId)).size).toBe(1);
+      expect(remaining.map((c) => c.endpoint.nodeId)).toContain(views[0]!.nodeId);
+      // The client follows, once told its leader is gone.
+      conn.close();
+      expect((await conn.leader(10_000)).nodeId).toBe(views[0]!.nodeId);
+    } finally {
+      conn.close();
+    }
+  }, 60_000);
+});

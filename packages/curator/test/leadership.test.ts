@@ -1,0 +1,114 @@
+/**
+ * Leader election and the leadership guard, against a real etcd member:
+ * one leader at a time, writes guarded by the election key, and a leader
+ * whose lease expired never commits again.
+ */
+import { Etcd3 } from "etcd3";
+import { ConsensusClient } from "@metropolis/consensus";
+import {
+  runTestMember,
+  testNode,
+  type TestMember,
+  type TestNode,
+} from "@metropolis/consensus/testing";
+import { LostLeadershipError } from "../src/errors";
+import { campaign, electionKeys, Leadership, type CuratorEndpoint } from "../src/leadership";
+
+let node: TestNode;
+let member: TestMember;
+const clients: Etcd3[] = [];
+
+beforeAll(async () => {
+  node = await testNode("leadership");
+  member = await runTestMember(node, { bootstrap: true });
+});
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await member.harness.cleanup();
+  await node.remove();
+});
+
+/** A separate etcd client, as each curator process has its own. */
+function curatorKv() {
+  const etcd = new Etcd3({
+    hosts: `unix://${node.storage.ephemeral.consensus.fullPath}/client.sock:0`,
+  });
+  clients.push(etcd);
+  return { etcd, kv: ConsensusClient.root(etcd).sub("curator").kv };
+}
+
+const endpoint = (n: number): CuratorEndpoint => ({
+  nodeId: `metropolis-${n.toString(16).padStart(32, "0")}`,
+  host: "127.0.0.1",
+  port: 7835 + n,
+});
+
+describe("leadership", () => {
+  it("elects exactly one leader among three candidates, the first to campaign", async () => {
+    const candidates = [];
+    for (const n of [1, 2, 3]) candidates.push(await campaign(curatorKv().kv, endpoint(n), 5));
+    const views = await Promise.all(candidates.map((c) => c.leader()));
+    expect(views.map((v) => v.nodeId)).toEqual([
+      endpoint(1).nodeId,
+      endpoint(1).nodeId,
+      endpoint(1).nodeId,
+    ]);
+    expect(views.map((v) => v.leading)).toEqual([true, false, false]);
+    expect(views[1]).toMatchObject({ host: "127.0.0.1", port: 7836 });
+    for (const c of candidates) await c.resign();
+  });
+
+  it("guards writes: the leader commits; a leader whose key is gone never does", async () => {
+    const a = curatorKv();
+    const b = curatorKv();
+    const first = await campaign(a.kv, endpoint(11), 1);
+    const second = await campaign(b.kv, endpoint(12), 5);
+    const old = first.leadership();
+    expect(await old.commit(old.txn().then(a.kv.put("/guarded").value("by first")))).toBe(true);
+
+    // The first leader "crashes": its lease is no longer renewed, and its
+    // key expires with it (TTL 1 s).
+    first.abandon();
+    const deadline = Date.now() + 5000;
+    while (!(await second.leader()).leading) {
+      if (Date.now() > deadline) throw new Error("no new leader within TTL + a few seconds");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // The old leadership object, used with a working client, is refused.
+    const stale = curatorKv();
+    const oldAgain = new Leadership(stale.kv, old.key, old.createRevision, old.self);
+    await expect(
+      oldAgain.commit(oldAgain.txn().then(stale.kv.put("/guarded").value("by old"))),
+    ).rejects.toBeInstanceOf(LostLeadershipError);
+    const now = second.leadership();
+    expect(await now.commit(now.txn().then(b.kv.put("/guarded").value("by second")))).toBe(true);
+    expect(await b.kv.get("/guarded").string()).toBe("by second");
+    await second.resign();
+  });
+
+  it("distinguishes a failed comparison of the caller's own from lost leadership", async () => {
+    const { kv } = curatorKv();
+    const c = await campaign(kv, endpoint(4), 5);
+    const l = c.leadership();
+    await kv.put("/exists").value("x");
+    expect(
+      await l.commit(l.txn().and("/exists", "Create", "==", 0).then(kv.put("/exists").value("y"))),
+    ).toBe(false);
+    expect(await kv.get("/exists").string()).toBe("x");
+    await c.resign();
+  });
+
+  it("removes its own stale election key from an earlier life before campaigning", async () => {
+    const { kv } = curatorKv();
+    const earlier = await campaign(kv, endpoint(5), 30);
+    const keysBefore = await electionKeys(kv);
+    expect(keysBefore).toContain(earlier.key);
+    // A restart: same node campaigns again without having resigned.
+    const again = await campaign(kv, endpoint(5), 30);
+    const keysAfter = await electionKeys(kv);
+    expect(keysAfter).not.toContain(earlier.key);
+    expect(keysAfter).toContain(again.key);
+    await again.resign();
+    await earlier.resign();
+  });
+});
