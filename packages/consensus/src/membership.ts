@@ -98,14 +98,24 @@ export async function addLearner(
   return peersOf(added.members, added.member, name);
 }
 
-/** Removes the member named `name`; does nothing when there is none. */
+/**
+ * Removes the member named `name` — or, when `peerUrl` is given, the member
+ * registered at it: a learner that was added but never started has no name
+ * yet, and would otherwise block every later addition (etcd 3.4 allows one
+ * learner at a time). Does nothing when there is no such member.
+ */
 export async function removeMember(
   client: Etcd3,
   name: string,
+  peerUrl: string | undefined,
   opts: RetryOptions,
 ): Promise<boolean> {
   const { members } = await client.cluster.memberList({});
-  const member = members.find((m) => m.name === name);
+  const member =
+    members.find((m) => m.name === name) ??
+    (peerUrl === undefined
+      ? undefined
+      : members.find((m) => m.name === "" && m.peerURLs.includes(peerUrl)));
   if (!member) return false;
   await retrying(`removing ${name}`, () => client.cluster.memberRemove({ ID: member.ID }), opts);
   opts.logger?.info(`removed member ${name} (${member.ID})`);

@@ -190,7 +190,11 @@ export class ConsensusService {
   };
 
   private get peerUrl(): string {
-    return `https://${this.config.peer.host}:${this.config.peer.port ?? defaultPeerPort}`;
+    return this.peerUrlOf(this.config.peer);
+  }
+
+  private peerUrlOf(address: PeerAddress): string {
+    return `https://${address.host}:${address.port ?? defaultPeerPort}`;
   }
 
   private get socketPath(): string {
@@ -299,7 +303,7 @@ export class ConsensusService {
       addNode: async (nodeId, publicKey, address, signal) => {
         const ca = await loadPeerCa(own);
         const certificate = await issueMemberCertificate(ca, publicKey, address.host);
-        const peerUrl = `https://${address.host}:${address.port ?? defaultPeerPort}`;
+        const peerUrl = this.peerUrlOf(address);
         const peers = await addLearner(client, nodeId, peerUrl, {
           signal: signal ?? ctx.signal,
           logger: ctx.logger,
@@ -307,8 +311,11 @@ export class ConsensusService {
         return { peers, caCertificate: ca.certificate.der, certificate: certificate.der };
       },
       members: async () => (await client.cluster.memberList({})).members,
-      removeNode: (nodeId, signal) =>
-        removeMember(client, nodeId, { signal: signal ?? ctx.signal, logger: ctx.logger }),
+      removeNode: (nodeId, address, signal) =>
+        removeMember(client, nodeId, address && this.peerUrlOf(address), {
+          signal: signal ?? ctx.signal,
+          logger: ctx.logger,
+        }),
     });
   }
 

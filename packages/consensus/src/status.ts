@@ -42,6 +42,9 @@ export type ConsensusStatus =
       ): Promise<JoinCluster>;
       /** The cluster's members, learners included (a member not started yet has an empty name). */
       members(): Promise<IMember[]>;
-      /** Removes the node's member, if it has one. */
-      removeNode(nodeId: string, signal?: AbortSignal): Promise<boolean>;
+      /**
+       * Removes the node's member, if it has one. Give the node's peer
+       * `address` to also remove a learner that was added but never started.
+       */
+      removeNode(nodeId: string, address?: PeerAddress, signal?: AbortSignal): Promise<boolean>;
     };

@@ -33,7 +33,8 @@ export interface TestNode {
   remove(): Promise<void>;
 }
 
-async function freePort(host: string): Promise<number> {
+/** A port on `host` that nothing listens on right now. */
+export async function freePort(host: string): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) =>
     server.once("error", reject).listen(0, host, resolve),

@@ -64,21 +64,48 @@ async function nextUpdates(
   return got;
 }
 
-/** Writes through a leader election, retrying until the deadline. */
-async function putEventually(kv: Etcd3, key: string, value: string): Promise<void> {
+/**
+ * Changes `key` from `from` (null: absent) to `to` through a leader election,
+ * retrying until the deadline.
+ *
+ * A compare-and-swap rather than a put, because a write whose call failed may
+ * still be applied, and late: a follower forwards a put to the leader, and if
+ * that leader is paused the proposal waits in its socket while the others
+ * elect a new leader and take later writes; once the old leader resumes and
+ * steps down, it forwards the stranded proposal to the new one, which applies
+ * it after those writes. A plain put retried after its deadline would thus
+ * write its value a second time, out of order (seen as the key going back from
+ * "5" to "1" in the partition test below). Conditional on the value it
+ * replaces, a late copy finds the key moved on and changes nothing, so each
+ * value is written exactly once, in order.
+ */
+async function putEventually(
+  kv: Etcd3,
+  key: string,
+  from: string | null,
+  to: string,
+): Promise<void> {
   const deadline = Date.now() + FAILOVER_MS;
+  let current: string | null;
   for (;;) {
     try {
-      await kv
-        .put(key)
-        .value(value)
-        .options({ deadline: Date.now() + 1000 });
-      return;
+      const unchanged =
+        from === null ? kv.if(key, "Version", "==", 0) : kv.if(key, "Value", "==", from);
+      const res = await unchanged
+        .then(kv.put(key).value(to))
+        .else(kv.get(key))
+        .options({ deadline: Date.now() + 1000 })
+        .commit();
+      if (res.succeeded) return;
+      current = res.responses[0].response_range.kvs[0]?.value.toString() ?? null;
+      break;
     } catch (err) {
       if (Date.now() > deadline) throw err;
       await sleep(20);
     }
   }
+  // An attempt that seemed to fail was applied after all.
+  if (current !== to) throw new Error(`${key} is ${current}, not ${from} or ${to}`);
 }
 
 /** etcd's count of open watches, summed over the members (its /metrics gauge). */
@@ -410,23 +437,27 @@ describe("etcdValue under member failures", () => {
     const w = etcdValue(watching, { key, decoder: decode }).watch();
     try {
       await expect(w.get()).resolves.toEqual({ key, value: null });
+      let last: string | null = null;
       // Killing every member once kills, at some point, the one the watch stream is on.
       for (const member of cluster.members) {
+        const down = `${member.name}-down`;
+        const up = `${member.name}-up`;
         // A writer of its own per round: etcd3's circuit breakers, still open
         // for members killed in earlier rounds, would only make it wait.
         const writer = cluster.client();
         await member.kill();
-        await putEventually(writer, key, `${member.name}-down`);
+        await putEventually(writer, key, last, down);
         await expect(w.get({ signal: AbortSignal.timeout(FAILOVER_MS) })).resolves.toEqual({
           key,
-          value: `${member.name}-down`,
+          value: down,
         });
         await member.restart();
-        await putEventually(writer, key, `${member.name}-up`);
+        await putEventually(writer, key, down, up);
         await expect(w.get({ signal: AbortSignal.timeout(FAILOVER_MS) })).resolves.toEqual({
           key,
-          value: `${member.name}-up`,
+          value: up,
         });
+        last = up;
       }
     } finally {
       w.close();
@@ -448,9 +479,9 @@ describe("etcdValue under member failures", () => {
     try {
       expect(await nextUpdates(w, 2)).toEqual({ [`${prefix}a`]: "a1", [`${prefix}b`]: "b1" });
       await member.kill();
-      await putEventually(others, `${prefix}a`, "a2");
-      await putEventually(others, `${prefix}a`, "a3");
-      await putEventually(others, `${prefix}c`, "c1");
+      await putEventually(others, `${prefix}a`, "a1", "a2");
+      await putEventually(others, `${prefix}a`, "a2", "a3");
+      await putEventually(others, `${prefix}c`, null, "c1");
       await others.delete().key(`${prefix}b`);
       await expectNothingPending(w);
       await member.restart();
@@ -478,9 +509,14 @@ describe("etcdValue under member failures", () => {
     }).watch();
     try {
       await expect(w.get()).resolves.toEqual({ key, value: "0" });
+      // When the paused member is the leader, the first write stalls until the
+      // others elect a new one and is retried; the stalled attempt reaches the
+      // new leader only once the member resumes, after "5". putEventually's
+      // compare-and-swap is what makes that late copy a no-op and keeps "5"
+      // the newest value: with plain puts the key would go back to "1".
       member.pause();
       try {
-        for (let i = 1; i <= 5; i++) await putEventually(others, key, String(i));
+        for (let i = 1; i <= 5; i++) await putEventually(others, key, String(i - 1), String(i));
         await expectNothingPending(w);
       } finally {
         member.resume();

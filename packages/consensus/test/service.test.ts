@@ -111,6 +111,25 @@ describe("consensus", () => {
     expect(after.map((m) => m.name)).not.toContain(c.nodeId);
   });
 
+  it("removes a learner that was added but never started, by its address", async () => {
+    const [a, ghost, next] = [await newNode("ga"), await newNode("ghost"), await newNode("gn")];
+    const { status } = await runMember(a, { bootstrap: true });
+    await status.addNode(ghost.nodeId, ghost.publicKey, ghost.peer);
+    expect((await status.members()).filter((m) => m.isLearner)).toHaveLength(1);
+    // Without an address, the unnamed learner cannot be found by the node's ID.
+    expect(await status.removeNode(ghost.nodeId)).toBe(false);
+    expect(await status.removeNode(ghost.nodeId, ghost.peer)).toBe(true);
+    expect(await status.members()).toHaveLength(1);
+    // The learner slot is free again: the next node is added at once.
+    const join = await status.addNode(
+      next.nodeId,
+      next.publicKey,
+      next.peer,
+      AbortSignal.timeout(5000),
+    );
+    expect(join.peers).toHaveLength(2);
+  });
+
   it("restarts a killed etcd, and the client recovers", async () => {
     const node = await newNode("kill");
     const { status, harness } = await runMember(node, { bootstrap: true }, true);
