@@ -14,7 +14,10 @@
  */
 import type { ServerCredentials } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
-import { curator as curatorProto } from "@metropolis/proto";
+import { api, curator as curatorProto } from "@metropolis/proto";
+import { aaaServer } from "./aaa-service";
+import { curatorServer } from "./curator-service";
+import { managementServer } from "./management-service";
 import { decodePem } from "@metropolis/pki";
 import {
   machineRunnable,
@@ -49,8 +52,8 @@ export interface CuratorConfig {
   leaderTtlSeconds?: number;
   /** Heartbeat timeout. Default 10 s. */
   heartbeatTimeoutMs?: number;
-  /** The services the leader serves besides CuratorLocal (Curator, Management, AAA). */
-  leaderServices: (ctx: LeaderContext) => ServiceEntry[];
+  /** The services the leader serves besides CuratorLocal. Default: {@link clusterServices}. */
+  leaderServices?: (ctx: LeaderContext) => ServiceEntry[];
 }
 
 const endpointOf = ({ nodeId, host, port }: CuratorEndpoint): CuratorEndpoint => ({
@@ -161,6 +164,15 @@ const curatorMachine = setup({
   },
 });
 
+/** The services a leading curator serves besides CuratorLocal: Curator, Management and AAA. */
+export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
+  return [
+    [curatorProto.CuratorService, curatorServer(ctx)],
+    [api.ManagementService, managementServer(ctx)],
+    [api.AAAService, aaaServer(ctx)],
+  ];
+}
+
 export class Curator {
   /** The leader as this curator sees it; undefined while campaigning. */
   readonly leader = new MemoryValue<CuratorEndpoint | undefined>(undefined);
@@ -221,7 +233,10 @@ export class Curator {
     };
     ctx.logger.info("elected leader");
     await this.listener!.serve(
-      [...this.config.leaderServices(leaderCtx), this.localService(ctx, signal)],
+      [
+        ...(this.config.leaderServices ?? clusterServices)(leaderCtx),
+        this.localService(ctx, signal),
+      ],
       signal,
       "leader",
     );

@@ -10,6 +10,7 @@
  * | self-signed, CN = node ID of its own key        | `ephemeral` | RegisterNode, CommitNode, JoinNode |
  * | none                                            | `anonymous` | CuratorLocal, AAA (own checks)    |
  */
+import { TLSSocket } from "node:tls";
 import type { ServerUnaryCall } from "@grpc/grpc-js";
 import {
   isNodeId,
@@ -32,8 +33,31 @@ export type HasAuthContext = Pick<ServerUnaryCall<unknown, unknown>, "getAuthCon
 /** The CN of owner certificates. */
 export const ownerCommonName = "owner";
 
+/**
+ * The DER of the client certificate of `call`. grpc-js reports a peer
+ * certificate only when TLS itself verified it (`socket.authorized`), which a
+ * self-signed one never is; so, failing that, it is read from the call's TLS
+ * socket. That socket sits in grpc-js internals (the call's http2 stream):
+ * `@grpc/grpc-js` is pinned to a minor version, and the tests of ephemeral
+ * callers fail loudly if the internals move.
+ */
+function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
+  const reported = call.getAuthContext().sslPeerCertificate?.raw;
+  if (reported && reported.length > 0) return reported;
+  type Internal = {
+    call?: Internal;
+    nextCall?: Internal;
+    stream?: { session?: { socket?: unknown } };
+  };
+  let inner = (call as Internal).call;
+  while (inner && !inner.stream && inner.nextCall) inner = inner.nextCall;
+  const socket = inner?.stream?.session?.socket;
+  if (!(socket instanceof TLSSocket)) return undefined;
+  return socket.getPeerCertificate().raw;
+}
+
 function peerCertificate(call: HasAuthContext): ParsedCertificate | undefined {
-  const raw = call.getAuthContext().sslPeerCertificate?.raw;
+  const raw = peerCertificateDer(call);
   if (!raw || raw.length === 0) return undefined;
   try {
     return parseCertificate(raw);

@@ -14,7 +14,7 @@
  *                    └─ follower: CuratorLocal (GetCurrentLeader)
  *   nodes, metroctl ──▶ CuratorConnection ──▶ whichever curator leads
  */
-export { Curator, defaultCuratorPort, type CuratorConfig } from "./curator";
+export { Curator, clusterServices, defaultCuratorPort, type CuratorConfig } from "./curator";
 export {
   CuratorConnection,
   NoLeaderError,
@@ -34,4 +34,15 @@ export {
 export { campaign, Candidacy, Leadership, type CuratorEndpoint } from "./leadership";
 export type { LeaderContext, RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./listener";
+export { curatorServer, checkNodeStatus } from "./curator-service";
+export { managementServer } from "./management-service";
+export { aaaServer } from "./aaa-service";
+export {
+  bootstrapNodeFinish,
+  defaultClusterConfiguration,
+  type BootstrapContext,
+  type BootstrapParams,
+  type BootstrapResult,
+} from "./bootstrap";
+export { validateLabels, checkLabelCount, maxLabelsPerNode } from "./labels";
 export * from "./errors";

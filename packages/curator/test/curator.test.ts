@@ -4,6 +4,7 @@
  * TTL when the leader stops.
  */
 import {
+  freePort,
   runTestMember,
   testNode,
   type TestMember,
@@ -18,9 +19,9 @@ import {
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { waitFor } from "@metropolis/event";
 import { Curator } from "../src/curator";
-import { CuratorConnection } from "../src/curator-client";
+import { curator } from "@metropolis/proto";
+import { CuratorConnection, unaryCall } from "../src/curator-client";
 import type { CuratorEndpoint } from "../src/leadership";
-import { createServer } from "node:net";
 
 let node: TestNode;
 let member: TestMember;
@@ -37,16 +38,6 @@ afterAll(async () => {
   await member.harness.cleanup();
   await node.remove();
 });
-
-async function freePort(host: string): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) =>
-    server.once("error", reject).listen(0, host, resolve),
-  );
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface RunningCurator {
   curator: Curator;
@@ -66,7 +57,6 @@ async function startCurator(host: string): Promise<RunningCurator> {
     port,
     consensus: member.status,
     leaderTtlSeconds: 1,
-    leaderServices: () => [],
   });
   const harness = testHarness(async (ctx) => {
     ctx.run("curator", curator.run);
@@ -126,6 +116,26 @@ describe("curators", () => {
       // The client follows, once told its leader is gone.
       conn.close();
       expect((await conn.leader(10_000)).nodeId).toBe(views[0]!.nodeId);
+
+      // The new leader serves the cluster's APIs: a node asks it for the consensus status.
+      const keys = generateKeyPair();
+      const certificate = await ca.issueNodeCertificate(keys.publicKey);
+      const asNode = new CuratorConnection({
+        endpoints: [`${follower.endpoint.host}:${follower.endpoint.port}`],
+        ca: ca.certificate.toPem(),
+        identity: tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
+      });
+      try {
+        const consensus = await asNode.call((l) =>
+          unaryCall<curator.GetConsensusStatusRequest, curator.GetConsensusStatusResponse>(
+            l.curator.getConsensusStatus.bind(l.curator),
+            {},
+          ),
+        );
+        expect(consensus.members.map((m) => m.nodeId)).toEqual([node.nodeId]);
+      } finally {
+        asNode.close();
+      }
     } finally {
       conn.close();
     }

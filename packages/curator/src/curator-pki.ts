@@ -1,0 +1,61 @@
+/**
+ * Node certificates issued by the cluster CA and kept in the curator's PKI
+ * store (`/cluster-pki/issued/node-<id>-cert.der`, external: the node keeps
+ * its private key). Keeping them lets CommitNode and bootstrap answer a
+ * retry with the very certificate they issued before, instead of minting a
+ * second one for the same key.
+ *
+ * The certificate is written in the same guarded transaction as the node
+ * record that makes it meaningful (UP), so this module only issues it and
+ * names the key; the caller adds the put and its "not issued yet"
+ * comparison to its own transaction.
+ */
+import type { Namespace } from "etcd3";
+import {
+  CertificateStore,
+  nodeTemplate,
+  type CaCertificate,
+  type Certificate,
+  type CertificateAuthority,
+  type ParsedCertificate,
+} from "@metropolis/pki";
+import { clusterPkiPrefix } from "./keys";
+import type { Txn } from "./leadership";
+
+/** The store entry of node `nodeId`'s certificate, for its raw Ed25519 `publicKey`. */
+export function nodeCertificateEntry(
+  ca: CaCertificate,
+  nodeId: string,
+  publicKey: Uint8Array,
+  ipAddresses: readonly string[] = [],
+): Certificate {
+  return new CertificateStore(clusterPkiPrefix).certificate(`node-${nodeId}`, {
+    issuer: ca,
+    template: nodeTemplate({ ipAddresses }),
+    key: { publicKey },
+  });
+}
+
+/** Issues a node certificate for `publicKey` (not stored yet: see {@link guardNewCertificate}). */
+export function issueNodeCertificate(
+  authority: CertificateAuthority,
+  publicKey: Uint8Array,
+  ipAddresses: readonly string[] = [],
+): Promise<ParsedCertificate> {
+  return authority.issueNodeCertificate(publicKey, { ipAddresses });
+}
+
+/**
+ * Adds to `txn` the comparison "no certificate is stored under `entry` yet"
+ * (the store's own rule: issuance never overwrites) and returns the put that
+ * stores `certificate` there, for the transaction's `then`.
+ */
+export function guardNewCertificate(
+  kv: Namespace,
+  txn: Txn,
+  entry: Certificate,
+  certificate: ParsedCertificate,
+): ReturnType<Namespace["put"]> {
+  txn.and(entry.keys.certificate, "Create", "==", 0);
+  return kv.put(entry.keys.certificate).value(certificate.der);
+}

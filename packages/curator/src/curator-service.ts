@@ -1,0 +1,148 @@
+/**
+ * The Curator gRPC service, served by the leading curator: the API nodes use
+ * to watch the cluster, report their status and heartbeats, and to register,
+ * commit and join. Watch is in curator-watch.ts, registration in
+ * curator-registration.ts; this file checks requests, callers and assembles
+ * the service.
+ *
+ * Who may call what (identity.ts classifies callers):
+ * - node certificates: Watch, UpdateNodeStatus (own node), Heartbeat, GetConsensusStatus;
+ * - self-signed (ephemeral) certificates: RegisterNode, CommitNode, JoinNode;
+ * - the owner's certificate: nothing here (PERMISSION_DENIED); no certificate: UNAUTHENTICATED.
+ */
+import { isIP } from "node:net";
+import { status, type ServerDuplexStream } from "@grpc/grpc-js";
+import type { common } from "@metropolis/proto";
+import { curator } from "@metropolis/proto";
+import { CuratorError, InvalidArgumentError } from "./errors";
+import { serverStream, toGrpcError, unary } from "./grpc-handlers";
+import { requireNode, type Caller } from "./identity";
+import { nodeKey } from "./keys";
+import type { LeaderContext } from "./leader-context";
+import { commitNode, joinNode, registerNode } from "./curator-registration";
+import { watch } from "./curator-watch";
+import { encodeNode, getNode } from "./node-record";
+
+/** Status fields are small; anything longer is a client bug, not data to store. */
+const MAX_STATUS_STRING = 256;
+/** Compare-and-swap attempts for a status update before answering ABORTED. */
+const STATUS_ATTEMPTS = 5;
+
+/** The Curator service implementation for `ctx`'s leadership. */
+export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
+  const log = ctx.logger;
+  return {
+    watch: serverStream("Curator.Watch", log, (call) => watch(ctx, call)),
+    updateNodeStatus: unary("Curator.UpdateNodeStatus", log, async (call) => {
+      await updateNodeStatus(ctx, call.request, await ctx.identify(call));
+      return {};
+    }),
+    heartbeat: (call) => heartbeat(ctx, call),
+    registerNode: unary("Curator.RegisterNode", log, async (call) =>
+      registerNode(ctx, await ctx.identify(call), call.request),
+    ),
+    commitNode: unary("Curator.CommitNode", log, async (call) =>
+      commitNode(ctx, await ctx.identify(call), call.request),
+    ),
+    joinNode: unary("Curator.JoinNode", log, async (call) =>
+      joinNode(ctx, await ctx.identify(call)),
+    ),
+    getConsensusStatus: unary("Curator.GetConsensusStatus", log, async (call) => {
+      requireNode(await ctx.identify(call));
+      return getConsensusStatus(ctx);
+    }),
+  };
+}
+
+/** Checks a reported status and returns what is stored: the request's fields, timestamped by us. */
+export function checkNodeStatus(reported: common.NodeStatus | undefined): common.NodeStatus {
+  if (!reported) throw new InvalidArgumentError("status must be set");
+  if (isIP(reported.externalAddress) === 0) {
+    throw new InvalidArgumentError(
+      `external_address ${JSON.stringify(reported.externalAddress)} is not an IP address`,
+    );
+  }
+  const port = reported.runningCurator?.port;
+  if (port !== undefined && (port < 1 || port > 65535)) {
+    throw new InvalidArgumentError(`running_curator.port ${port} is not a TCP port`);
+  }
+  for (const [name, value] of [
+    ["version", reported.version],
+    ["boot_id", reported.bootId],
+  ] as const) {
+    if (value.length > MAX_STATUS_STRING)
+      throw new InvalidArgumentError(`${name} is longer than ${MAX_STATUS_STRING}`);
+  }
+  // The node's clock is not trusted: the leader stamps when it heard this.
+  return { ...reported, timestamp: new Date() };
+}
+
+async function updateNodeStatus(
+  ctx: LeaderContext,
+  req: curator.UpdateNodeStatusRequest,
+  caller: Caller,
+): Promise<void> {
+  // Authorization first, so a foreign node learns nothing from validation errors.
+  requireNode(caller, req.nodeId);
+  const nodeStatus = checkNodeStatus(req.status);
+  for (let i = 0; i < STATUS_ATTEMPTS; i++) {
+    const found = await getNode(ctx.kv, req.nodeId);
+    const txn = ctx.leadership
+      .txn()
+      .and(nodeKey(found.id), "Mod", "==", found.modRevision)
+      .then(ctx.kv.put(nodeKey(found.id)).value(encodeNode({ ...found.node, status: nodeStatus })));
+    if (await ctx.leadership.commit(txn)) return;
+  }
+  throw new CuratorError(
+    status.ABORTED,
+    `status of ${req.nodeId} changed concurrently ${STATUS_ATTEMPTS} times; retry`,
+  );
+}
+
+/**
+ * Heartbeat: each request is a heartbeat of the calling node, answered with
+ * its health (HEALTHY, since it just beat). The caller is checked once, when
+ * the stream opens; the stream ends when the client ends or cancels it.
+ */
+function heartbeat(
+  ctx: LeaderContext,
+  call: ServerDuplexStream<curator.HeartbeatRequest, curator.HeartbeatResponse>,
+): void {
+  const fail = (e: unknown) => call.emit("error", toGrpcError(e, ctx.logger, "Curator.Heartbeat"));
+  const authorized = ctx.identify(call).then(async (caller) => {
+    const { nodeId } = requireNode(caller);
+    await getNode(ctx.kv, nodeId); // a deleted node must not be kept "healthy"
+    return nodeId;
+  });
+  authorized.catch(fail);
+  call.on("data", () => {
+    authorized.then(
+      (nodeId) => {
+        ctx.heartbeats.beat(nodeId);
+        if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
+      },
+      () => undefined, // already answered by fail()
+    );
+  });
+  call.on("end", () => {
+    authorized.then(
+      () => call.end(),
+      () => undefined,
+    );
+  });
+  call.on("error", () => undefined); // a client reset is not our error
+}
+
+async function getConsensusStatus(ctx: LeaderContext): Promise<curator.GetConsensusStatusResponse> {
+  const members = await ctx.consensus.members();
+  return {
+    members: members.map((m) => ({
+      // Consensus names each member after its node; empty until it started.
+      nodeId: m.name,
+      memberId: m.ID,
+      status: m.isLearner
+        ? curator.GetConsensusStatusResponse_MemberStatus.LEARNER
+        : curator.GetConsensusStatusResponse_MemberStatus.VOTER,
+    })),
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * UpdateNodeRoles: the role changes that touch consensus membership.
+ *
+ * Order matters because etcd membership and the node record cannot change
+ * in one transaction:
+ * - adding the consensus member role first adds the node to etcd (as a
+ *   learner), then writes the role. A node that sees the role must find its
+ *   membership ready; the reverse failure (a learner without the role, when
+ *   the write fails) is harmless and repaired by retrying, since `addNode`
+ *   is idempotent.
+ * - removing it first writes the record, then removes the etcd member, so
+ *   the node stops its etcd on its own before the cluster forgets it; a
+ *   failed removal is repaired by retrying the call, which removes again.
+ */
+import { api, common } from "@metropolis/proto";
+import { FailedPreconditionError } from "./errors";
+import type { LeaderContext } from "./leader-context";
+import { changeNode, hasRole, listNodes, resolveNode, type NodeChange } from "./management-nodes";
+import type { StoredNode } from "./node-record";
+
+/** The roles a node should have after the request: each unset field keeps the current role. */
+function desiredRoles(
+  current: common.NodeRoles | undefined,
+  req: api.UpdateNodeRolesRequest,
+): common.NodeRoles {
+  const pick = <T>(wanted: boolean | undefined, held: T | undefined, fresh: T): T | undefined =>
+    wanted === undefined ? held : wanted ? (held ?? fresh) : undefined;
+  return {
+    consensusMember: pick(req.consensusMember, current?.consensusMember, {}),
+    kubernetesController: pick(req.kubernetesController, current?.kubernetesController, {}),
+    kubernetesWorker: pick(req.kubernetesWorker, current?.kubernetesWorker, {}),
+  };
+}
+
+/** Whether `a` and `b` hold the same roles (the role messages carry no data yet, so presence is all). */
+function sameRoles(a: common.NodeRoles | undefined, b: common.NodeRoles | undefined): boolean {
+  const roles = [
+    api.NodeRole.CONSENSUS_MEMBER,
+    api.NodeRole.KUBERNETES_CONTROLLER,
+    api.NodeRole.KUBERNETES_WORKER,
+  ];
+  return roles.every((role) => hasRole(a, role) === hasRole(b, role));
+}
+
+/** Refusals that depend only on the node and the roles asked for. */
+function checkRoleChange(stored: StoredNode, roles: common.NodeRoles): void {
+  if (stored.node.state !== common.NodeState.UP) {
+    throw new FailedPreconditionError(
+      `node ${stored.id} is ${common.nodeStateToJSON(stored.node.state)}: roles can only be changed on UP nodes`,
+    );
+  }
+  // A Kubernetes controller keeps its state in the local consensus member (Monogon's rule).
+  if (roles.kubernetesController !== undefined && roles.consensusMember === undefined) {
+    throw new FailedPreconditionError(
+      hasRole(stored.node.roles, api.NodeRole.CONSENSUS_MEMBER)
+        ? `node ${stored.id} is a Kubernetes controller: take away that role before its consensus member role`
+        : `node ${stored.id} must be a consensus member to become a Kubernetes controller`,
+    );
+  }
+}
+
+/** The address the new etcd member will be reached at: the one the node reported. */
+function peerHost(stored: StoredNode): string {
+  const host = stored.node.status?.externalAddress ?? "";
+  if (host === "") {
+    throw new FailedPreconditionError(
+      `node ${stored.id} has not reported its external address yet, so it cannot become a consensus member; retry once it has`,
+    );
+  }
+  return host;
+}
+
+/**
+ * Refuses to take the consensus member role from the last node holding it:
+ * the cluster's state lives in that etcd, and removing its last member would
+ * destroy it.
+ */
+async function checkNotLastConsensusMember(ctx: LeaderContext, nodeId: string): Promise<void> {
+  const others = (await listNodes(ctx)).filter(
+    (n) => n.id !== nodeId && hasRole(n.node.roles, api.NodeRole.CONSENSUS_MEMBER),
+  );
+  if (others.length === 0) {
+    throw new FailedPreconditionError(
+      `node ${nodeId} is the last consensus member; its role cannot be taken away`,
+    );
+  }
+}
+
+/** Implements UpdateNodeRoles, `req` being an owner's request whose node selector has been checked. */
+export async function updateNodeRoles(
+  ctx: LeaderContext,
+  req: api.UpdateNodeRolesRequest,
+): Promise<void> {
+  const stored = await resolveNode(ctx, req.node);
+  if (
+    req.consensusMember === undefined &&
+    req.kubernetesController === undefined &&
+    req.kubernetesWorker === undefined
+  ) {
+    return; // Nothing asked; the node's existence was still checked.
+  }
+  checkRoleChange(stored, desiredRoles(stored.node.roles, req));
+
+  const isMember = hasRole(stored.node.roles, api.NodeRole.CONSENSUS_MEMBER);
+  if (req.consensusMember === true && !isMember) {
+    // Only while the role is missing: then a retry after a failed write re-adds the same
+    // learner (addNode is idempotent), while a member whose address changed since is not
+    // added a second time.
+    const join = await ctx.consensus.addNode(stored.id, stored.node.publicKey, {
+      host: peerHost(stored),
+    });
+    ctx.logger.info(
+      `node ${stored.id} added to consensus as a learner (${join.peers.length} peers)`,
+    );
+  } else if (req.consensusMember === false && isMember) {
+    await checkNotLastConsensusMember(ctx, stored.id);
+  }
+
+  await changeNode(ctx, req.node, (current): NodeChange => {
+    // The node may have changed since the checks above: check again on what is written.
+    const roles = desiredRoles(current.node.roles, req);
+    checkRoleChange(current, roles);
+    if (sameRoles(roles, current.node.roles)) return { kind: "unchanged" };
+    return { kind: "put", node: { ...current.node, roles } };
+  });
+
+  // With the address, a learner that never started (and so has no name) is found too.
+  const address = stored.node.status?.externalAddress ? { host: peerHost(stored) } : undefined;
+  if (req.consensusMember === false && (await ctx.consensus.removeNode(stored.id, address))) {
+    ctx.logger.info(`node ${stored.id} removed from consensus`);
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The Management service: the cluster owner's API, served by the curator
+ * leader. Every call needs the owner's certificate (identity.ts); every
+ * write is a transaction guarded by leadership (leadership.ts) and, for node
+ * changes, by the node record's mod revision (management-nodes.ts).
+ */
+import { randomBytes } from "node:crypto";
+import { status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
+import { api, common, priv } from "@metropolis/proto";
+import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
+import { unary } from "./grpc-handlers";
+import { requireOwner } from "./identity";
+import { clusterConfigurationKey, joinKeyKey, registerTicketKey } from "./keys";
+import { checkLabelCount, maxLabelsPerNode, validateLabelKey, validateLabels } from "./labels";
+import type { LeaderContext } from "./leader-context";
+import {
+  changeNode,
+  hasAnyRole,
+  hasRole,
+  listNodes,
+  toApiNode,
+  type NodeChange,
+} from "./management-nodes";
+import { updateNodeRoles } from "./management-roles";
+
+/** Length of the register ticket, in bytes. */
+export const registerTicketLength = 32;
+
+/** Reads the register ticket, or undefined if it has not been created yet. */
+async function readRegisterTicket(ctx: LeaderContext): Promise<Buffer | undefined> {
+  const value = await ctx.kv.get(registerTicketKey).buffer();
+  if (value === null) return undefined;
+  const ticket = priv.RegisterTicket.decode(value).opaque;
+  if (ticket.length !== registerTicketLength) {
+    throw new CuratorError(status.DATA_LOSS, `stored register ticket has ${ticket.length} bytes`);
+  }
+  return ticket;
+}
+
+/**
+ * The register ticket, created on first use. Creation is guarded by "the key
+ * does not exist yet" (create revision 0), so of two concurrent first calls
+ * one creates it and the other reads the winner's: every caller ends up with
+ * the same ticket.
+ */
+export async function registerTicket(ctx: LeaderContext): Promise<Buffer> {
+  const existing = await readRegisterTicket(ctx);
+  if (existing) return existing;
+  const fresh = randomBytes(registerTicketLength);
+  const value = Buffer.from(priv.RegisterTicket.encode({ opaque: fresh }).finish());
+  const txn = ctx.leadership
+    .txn()
+    .and(registerTicketKey, "Create", "==", 0)
+    .then(ctx.kv.put(registerTicketKey).value(value));
+  if (await ctx.leadership.commit(txn)) return fresh;
+  const winner = await readRegisterTicket(ctx);
+  if (!winner)
+    throw new CuratorError(
+      status.ABORTED,
+      "register ticket was created and deleted concurrently; retry",
+    );
+  return winner;
+}
+
+async function clusterInfo(ctx: LeaderContext): Promise<api.GetClusterInfoResponse> {
+  const [nodes, ca, configuration] = await Promise.all([
+    listNodes(ctx),
+    ctx.clusterCa.load(ctx.kv),
+    ctx.kv.get(clusterConfigurationKey).buffer(),
+  ]);
+  if (ca === null) throw new CuratorError(status.INTERNAL, "the cluster CA does not exist");
+  const directory: common.ClusterDirectory = {
+    nodes: nodes
+      .filter(({ node }) => node.state === common.NodeState.UP)
+      .map(({ id, node }) => ({
+        id,
+        publicKey: node.publicKey,
+        // A node that has not reported its address yet is listed without one: it is UP, just not dialable.
+        addresses: node.status?.externalAddress ? [{ host: node.status.externalAddress }] : [],
+      })),
+  };
+  return {
+    clusterDirectory: directory,
+    caCertificate: ca.certificate.der,
+    clusterConfiguration: configuration
+      ? common.ClusterConfiguration.decode(configuration)
+      : undefined,
+  };
+}
+
+async function getNodes(
+  ctx: LeaderContext,
+  req: api.GetNodesRequest,
+): Promise<api.GetNodesResponse> {
+  for (const role of req.roles) {
+    if (role === api.NodeRole.UNSPECIFIED || api.NodeRole[role] === undefined) {
+      throw new InvalidArgumentError(`invalid role ${role} in filter`);
+    }
+  }
+  const wanted = Object.entries(req.labels);
+  const nodes = (await listNodes(ctx)).filter(
+    ({ node }) =>
+      (req.states.length === 0 || req.states.includes(node.state)) &&
+      req.roles.every((role) => hasRole(node.roles, role)) &&
+      wanted.every(([key, value]) => node.labels[key] === value),
+  );
+  return { nodes: nodes.map((stored) => toApiNode(ctx, stored)) };
+}
+
+async function approveNode(ctx: LeaderContext, req: api.ApproveNodeRequest): Promise<void> {
+  await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
+    switch (node.state) {
+      case common.NodeState.NEW:
+        return { kind: "put", node: { ...node, state: common.NodeState.STANDBY } };
+      case common.NodeState.STANDBY:
+      case common.NodeState.UP:
+        return { kind: "unchanged" }; // Already approved: approving again succeeds.
+      default:
+        throw new FailedPreconditionError(
+          `node ${id} is ${common.nodeStateToJSON(node.state)} and cannot be approved`,
+        );
+    }
+  });
+}
+
+async function updateNodeLabels(
+  ctx: LeaderContext,
+  req: api.UpdateNodeLabelsRequest,
+): Promise<void> {
+  validateLabels(req.add);
+  checkLabelCount(req.add);
+  req.remove.forEach(validateLabelKey);
+  await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
+    const labels = { ...node.labels };
+    for (const key of req.remove) delete labels[key];
+    Object.assign(labels, req.add);
+    const count = Object.keys(labels).length;
+    if (count > maxLabelsPerNode) {
+      throw new FailedPreconditionError(
+        `node ${id} would have ${count} labels, more than the ${maxLabelsPerNode} allowed; remove some first`,
+      );
+    }
+    const same =
+      count === Object.keys(node.labels).length &&
+      Object.entries(labels).every(([k, v]) => node.labels[k] === v);
+    return same ? { kind: "unchanged" } : { kind: "put", node: { ...node, labels } };
+  });
+}
+
+async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
+  const { before } = await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
+    if (hasAnyRole(node.roles) && !req.bypassHasRoles) {
+      throw new FailedPreconditionError(
+        `node ${id} still has roles: take them away first, or set bypass_has_roles`,
+      );
+    }
+    if (node.state === common.NodeState.UP && !req.bypassNodeUp) {
+      throw new FailedPreconditionError(
+        `node ${id} is UP: decommission it first, or set bypass_node_up`,
+      );
+    }
+    // Without its join key the node can never join again, even with its certificate.
+    return {
+      kind: "delete",
+      alsoDelete: node.joinKey.length > 0 ? [joinKeyKey(node.joinKey)] : [],
+    };
+  });
+  ctx.heartbeats.forget(before.id);
+  if (hasRole(before.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
+    // The record is gone either way; a member left behind only weakens quorum, and the
+    // leader's membership reconciliation removes it if this fails.
+    const host = before.node.status?.externalAddress;
+    await ctx.consensus.removeNode(before.id, host ? { host } : undefined).catch((e: unknown) => {
+      ctx.logger.warn(
+        `deleted node ${before.id} is still an etcd member: ${e instanceof Error ? e.message : String(e)}`,
+      );
+    });
+  }
+  ctx.logger.info(`node ${before.id} deleted`);
+}
+
+/**
+ * A Management handler: checks the caller is the owner, then runs `handler`.
+ * Authorization comes first so that nothing about the cluster (not even
+ * whether a node exists) leaks to anyone else.
+ */
+function ownerOnly<Req, Res>(
+  ctx: LeaderContext,
+  method: string,
+  handler: (req: Req) => Promise<Res>,
+): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+  return unary<Req, Res>(`Management.${method}`, ctx.logger, async (call) => {
+    requireOwner(await ctx.identify(call));
+    return handler(call.request);
+  });
+}
+
+/** The Management service of the leader whose context is `ctx`. */
+export function managementServer(ctx: LeaderContext): api.ManagementServer {
+  return {
+    getRegisterTicket: ownerOnly(ctx, "GetRegisterTicket", async () => ({
+      ticket: await registerTicket(ctx),
+    })),
+    getClusterInfo: ownerOnly(ctx, "GetClusterInfo", () => clusterInfo(ctx)),
+    getNodes: ownerOnly(ctx, "GetNodes", (req: api.GetNodesRequest) => getNodes(ctx, req)),
+    approveNode: ownerOnly(ctx, "ApproveNode", async (req: api.ApproveNodeRequest) => {
+      await approveNode(ctx, req);
+      return {};
+    }),
+    updateNodeRoles: ownerOnly(ctx, "UpdateNodeRoles", async (req: api.UpdateNodeRolesRequest) => {
+      await updateNodeRoles(ctx, req);
+      return {};
+    }),
+    updateNodeLabels: ownerOnly(
+      ctx,
+      "UpdateNodeLabels",
+      async (req: api.UpdateNodeLabelsRequest) => {
+        await updateNodeLabels(ctx, req);
+        return {};
+      },
+    ),
+    deleteNode: ownerOnly(ctx, "DeleteNode", async (req: api.DeleteNodeRequest) => {
+      await deleteNode(ctx, req);
+      return {};
+    }),
+  };
+}

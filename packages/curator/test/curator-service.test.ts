@@ -1,0 +1,472 @@
+/**
+ * The Curator service against a real one-member etcd, over real gRPC on
+ * loopback with the curator's mTLS (leader-fixture.ts).
+ */
+import { randomBytes } from "node:crypto";
+import { status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";
+import {
+  CertificateAuthority,
+  nodeIdFromPublicKey,
+  tlsMaterial,
+  verifyCertificate,
+} from "@metropolis/pki";
+import { common, curator, priv } from "@metropolis/proto";
+import { bootstrapNodeFinish } from "../src/bootstrap";
+import { curatorServer } from "../src/curator-service";
+import { CuratorError } from "../src/errors";
+import { registerTicketKey } from "../src/keys";
+import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
+
+const { CuratorClient, CuratorService } = curator;
+type Client = InstanceType<typeof CuratorClient>;
+
+/** A unary call as a promise. */
+function rpc<T>(
+  start: (callback: (error: ServiceError | null, response?: T) => void) => unknown,
+): Promise<T> {
+  return new Promise((resolve, reject) =>
+    start((error, response) => (error ? reject(error) : resolve(response as T))),
+  );
+}
+
+/** Collects a server stream's messages; `until` polls them with a deadline. */
+class Collected<T> {
+  readonly messages: T[] = [];
+  error?: ServiceError;
+  constructor(readonly stream: ClientReadableStream<T>) {
+    stream.on("data", (m: T) => this.messages.push(m));
+    stream.on("error", (e: ServiceError) => (this.error = e));
+  }
+  async until(done: (messages: T[]) => boolean, what: string, timeoutMs = 10_000): Promise<T[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (!done(this.messages)) {
+      if (this.error && this.error.code !== status.CANCELLED) throw this.error;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return this.messages;
+  }
+}
+
+async function pollUntil(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const HEARTBEAT_TIMEOUT_MS = 1_500;
+let leader: LeaderFixture;
+let ticket: Buffer;
+let nodeClient: Client;
+
+beforeAll(async () => {
+  leader = await startLeader({
+    heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
+    services: (ctx) => [[CuratorService, curatorServer(ctx)]],
+  });
+  // Management.GetRegisterTicket creates the ticket; it is not ours, so write it directly.
+  ticket = randomBytes(32);
+  const { ctx } = leader;
+  await ctx.leadership.commit(
+    ctx.leadership
+      .txn()
+      .then(
+        ctx.kv
+          .put(registerTicketKey)
+          .value(Buffer.from(priv.RegisterTicket.encode({ opaque: ticket }).finish())),
+      ),
+  );
+  nodeClient = await leader.client(CuratorClient, "node");
+}, 30_000);
+
+afterAll(async () => {
+  await leader?.stop();
+});
+
+const status_ = (code: status) => expect.objectContaining({ code });
+
+describe("watch", () => {
+  it("streams one node: its state, then updates from UpdateNodeStatus", async () => {
+    const id = leader.firstNode.nodeId;
+    const w = new Collected(
+      nodeClient.watch({ kind: { $case: "nodeInCluster", nodeInCluster: { nodeId: id } } }),
+    );
+    const [first] = await w.until((m) => m.length >= 1, "initial state");
+    expect(first.nodes).toHaveLength(1);
+    expect(first.nodes[0]).toMatchObject({ id, state: common.NodeState.UP });
+    expect(first.nodes[0].roles).toMatchObject({ consensusMember: {}, kubernetesController: {} });
+
+    const before = Date.now();
+    await rpc((cb) =>
+      nodeClient.updateNodeStatus(
+        {
+          nodeId: id,
+          status: common.NodeStatus.fromPartial({ externalAddress: "10.1.2.3", version: "v1" }),
+        },
+        cb,
+      ),
+    );
+    const messages = await w.until(
+      (m) => m.some((x) => x.nodes[0]?.status?.externalAddress === "10.1.2.3"),
+      "status update",
+    );
+    const updated = messages.find((x) => x.nodes[0]?.status?.externalAddress === "10.1.2.3")!
+      .nodes[0].status!;
+    expect(updated.version).toBe("v1");
+    // The leader stamps the update, not the node.
+    expect(updated.timestamp!.getTime()).toBeGreaterThanOrEqual(before - 1000);
+    w.stream.cancel();
+  });
+
+  it("streams all nodes: backlog in chunks, LAST_BACKLOGGED once, then updates and tombstones", async () => {
+    const added = [];
+    for (let i = 0; i < 55; i++) added.push(await leader.addNode({ state: common.NodeState.NEW }));
+    const w = new Collected(
+      nodeClient.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } }),
+    );
+    const backlog = await w.until(
+      (m) => m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED),
+      "end of backlog",
+    );
+    expect(backlog.length).toBeGreaterThanOrEqual(2);
+    backlog.forEach((m) => expect(m.nodes.length).toBeLessThanOrEqual(50));
+    expect(
+      backlog.filter((m) => m.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED),
+    ).toHaveLength(1);
+    expect(backlog[backlog.length - 1].progress).toBe(
+      curator.WatchResponse_Progress.LAST_BACKLOGGED,
+    );
+    const ids = new Set(backlog.flatMap((m) => m.nodes.map((n) => n.id)));
+    for (const n of [leader.firstNode, ...added]) expect(ids.has(n.nodeId)).toBe(true);
+    const backlogLength = backlog.length;
+
+    const target = added[0].nodeId;
+    await leader.updateNode(target, (n) => ({ ...n, labels: { zone: "a" } }));
+    await w.until(
+      (m) =>
+        m
+          .slice(backlogLength)
+          .some((x) => x.nodes[0]?.id === target && x.nodes[0].labels.zone === "a"),
+      "update",
+    );
+    await leader.deleteNode(target);
+    await w.until(
+      (m) => m.some((x) => x.nodeTombstones.some((t) => t.nodeId === target)),
+      "tombstone",
+    );
+    for (const n of added.slice(1)) await leader.deleteNode(n.nodeId);
+    w.stream.cancel();
+  });
+
+  it("rejects a request without a kind and a malformed node ID", async () => {
+    const empty = new Collected(nodeClient.watch({}));
+    await expect(empty.until(() => false, "error", 5000)).rejects.toEqual(
+      status_(status.INVALID_ARGUMENT),
+    );
+    const bad = new Collected(
+      nodeClient.watch({ kind: { $case: "nodeInCluster", nodeInCluster: { nodeId: "x" } } }),
+    );
+    await expect(bad.until(() => false, "error", 5000)).rejects.toEqual(
+      status_(status.INVALID_ARGUMENT),
+    );
+  });
+});
+
+describe("UpdateNodeStatus", () => {
+  it("refuses another node's status and a bad IP", async () => {
+    const other = await leader.addNode();
+    const s = common.NodeStatus.fromPartial({ externalAddress: "10.0.0.1" });
+    await expect(
+      rpc((cb) => nodeClient.updateNodeStatus({ nodeId: other.nodeId, status: s }, cb)),
+    ).rejects.toEqual(status_(status.PERMISSION_DENIED));
+    const id = leader.firstNode.nodeId;
+    for (const externalAddress of ["", "not-an-ip", "10.0.0.256"]) {
+      const bad = common.NodeStatus.fromPartial({ externalAddress });
+      await expect(
+        rpc((cb) => nodeClient.updateNodeStatus({ nodeId: id, status: bad }, cb)),
+      ).rejects.toEqual(status_(status.INVALID_ARGUMENT));
+    }
+    await expect(rpc((cb) => nodeClient.updateNodeStatus({ nodeId: id }, cb))).rejects.toEqual(
+      status_(status.INVALID_ARGUMENT),
+    );
+    await leader.deleteNode(other.nodeId);
+  });
+});
+
+describe("registration", () => {
+  it("goes NEW → STANDBY → UP, and the node can then join with its join key", async () => {
+    const key = newKeyPair();
+    const join = newKeyPair();
+    const cuk = randomBytes(32);
+    const eph = await leader.client(CuratorClient, { ephemeral: key.privateKey });
+    const register = () =>
+      rpc<curator.RegisterNodeResponse>((cb) =>
+        eph.registerNode(
+          { registerTicket: ticket, joinKey: join.publicKey, labels: { "example.com/rack": "r1" } },
+          cb,
+        ),
+      );
+    const commit = () =>
+      rpc<curator.CommitNodeResponse>((cb) => eph.commitNode({ clusterUnlockKey: cuk }, cb));
+
+    expect(await register()).toEqual({ storagePolicy: common.StoragePolicy.ENCRYPTED });
+    const id = nodeIdFromPublicKey(key.publicKey);
+    expect((await leader.getNode(id))?.state).toBe(common.NodeState.NEW);
+    expect((await leader.getNode(id))?.labels).toEqual({ "example.com/rack": "r1" });
+    await register(); // a retry while NEW is fine
+    await expect(commit()).rejects.toEqual(status_(status.PERMISSION_DENIED));
+
+    // Management.ApproveNode is not ours: approve directly.
+    await leader.updateNode(id, (n) => ({ ...n, state: common.NodeState.STANDBY }));
+    await expect(register()).rejects.toEqual(status_(status.FAILED_PRECONDITION));
+    const committed = await commit();
+    expect(committed.caCertificate).toEqual(leader.caCertificate);
+    const cert = await verifyCertificate(committed.nodeCertificate, leader.caCertificate);
+    expect(cert.commonName).toBe(id);
+    expect(cert.extendedKeyUsage).toEqual(expect.arrayContaining(["serverAuth", "clientAuth"]));
+    const stored = (await leader.getNode(id))!;
+    expect(stored.state).toBe(common.NodeState.UP);
+    expect(Buffer.from(stored.clusterUnlockKey)).toEqual(cuk);
+    // Committing again (a lost answer) returns the same certificate.
+    expect((await commit()).nodeCertificate).toEqual(committed.nodeCertificate);
+    // …but not for another unlock key.
+    await expect(
+      rpc((cb) => eph.commitNode({ clusterUnlockKey: randomBytes(32) }, cb)),
+    ).rejects.toEqual(status_(status.FAILED_PRECONDITION));
+    await expect(register()).rejects.toEqual(status_(status.FAILED_PRECONDITION));
+
+    const joiner = await leader.client(CuratorClient, { ephemeral: join.privateKey });
+    for (let i = 0; i < 2; i++) {
+      const joined = await rpc<curator.JoinNodeResponse>((cb) => joiner.joinNode({}, cb));
+      expect(Buffer.from(joined.clusterUnlockKey)).toEqual(cuk);
+    }
+
+    // The new certificate is a working node identity.
+    const asNode = await leader.client(CuratorClient, {
+      node: { privateKey: key.privateKey, certificate: committed.nodeCertificate },
+    });
+    await rpc((cb) =>
+      asNode.updateNodeStatus(
+        { nodeId: id, status: common.NodeStatus.fromPartial({ externalAddress: "::1" }) },
+        cb,
+      ),
+    );
+    expect((await leader.getNode(id))?.status?.externalAddress).toBe("::1");
+  });
+
+  it("refuses a wrong ticket, bad join keys and labels", async () => {
+    const eph = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
+    const joinKey = newKeyPair().publicKey;
+    const cases: Array<[Partial<curator.RegisterNodeRequest>, status]> = [
+      [{ registerTicket: randomBytes(32) }, status.PERMISSION_DENIED],
+      [{ registerTicket: Buffer.alloc(0) }, status.PERMISSION_DENIED],
+      [{ joinKey: randomBytes(31) }, status.INVALID_ARGUMENT],
+      [{ labels: { "-bad": "x" } }, status.INVALID_ARGUMENT],
+      [{ labels: { ok: "bad value" } }, status.INVALID_ARGUMENT],
+      [
+        { labels: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`l${i}`, "v"])) },
+        status.INVALID_ARGUMENT,
+      ],
+    ];
+    for (const [override, code] of cases) {
+      const req = curator.RegisterNodeRequest.fromPartial({
+        registerTicket: ticket,
+        joinKey,
+        ...override,
+      });
+      await expect(rpc((cb) => eph.registerNode(req, cb))).rejects.toEqual(status_(code));
+    }
+  });
+
+  it("CommitNode needs a registered node and a 32-byte unlock key; JoinNode a known join key of an UP node", async () => {
+    const eph = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
+    await expect(
+      rpc((cb) => eph.commitNode({ clusterUnlockKey: randomBytes(32) }, cb)),
+    ).rejects.toEqual(status_(status.NOT_FOUND));
+    await expect(
+      rpc((cb) => eph.commitNode({ clusterUnlockKey: randomBytes(3) }, cb)),
+    ).rejects.toEqual(status_(status.INVALID_ARGUMENT));
+    await expect(rpc((cb) => eph.joinNode({}, cb))).rejects.toEqual(
+      status_(status.PERMISSION_DENIED),
+    );
+    const standby = await leader.addNode({ state: common.NodeState.STANDBY });
+    const joiner = await leader.client(CuratorClient, { ephemeral: standby.join.privateKey });
+    await expect(rpc((cb) => joiner.joinNode({}, cb))).rejects.toEqual(
+      status_(status.FAILED_PRECONDITION),
+    );
+    await leader.deleteNode(standby.nodeId);
+  });
+});
+
+describe("heartbeat", () => {
+  it("moves a node from UNKNOWN to HEALTHY, and to HEARTBEAT_TIMEOUT when it stops", async () => {
+    const node = await leader.addNode();
+    const { heartbeats } = leader.ctx;
+    expect(heartbeats.health(node.nodeId)).toBe(common.NodeHealth.UNKNOWN);
+    const client = await leader.client(CuratorClient, { node });
+    const stream = client.heartbeat();
+    const response = new Promise<curator.HeartbeatResponse>((resolve, reject) => {
+      stream.once("data", resolve);
+      stream.once("error", reject);
+    });
+    stream.write({});
+    expect((await response).health).toBe(common.NodeHealth.HEALTHY);
+    expect(heartbeats.health(node.nodeId)).toBe(common.NodeHealth.HEALTHY);
+    const ended = new Promise<void>((resolve) => stream.on("status", () => resolve()));
+    stream.end();
+    await ended;
+    await pollUntil(
+      () => heartbeats.health(node.nodeId) === common.NodeHealth.HEARTBEAT_TIMEOUT,
+      "heartbeat timeout",
+      HEARTBEAT_TIMEOUT_MS * 4,
+    );
+    await leader.deleteNode(node.nodeId);
+  });
+});
+
+describe("GetConsensusStatus", () => {
+  it("lists the etcd members by node ID", async () => {
+    const res = await rpc<curator.GetConsensusStatusResponse>((cb) =>
+      nodeClient.getConsensusStatus({}, cb),
+    );
+    expect(res.members).toEqual([
+      expect.objectContaining({
+        nodeId: leader.firstNode.nodeId,
+        status: curator.GetConsensusStatusResponse_MemberStatus.VOTER,
+      }),
+    ]);
+  });
+});
+
+describe("authorization", () => {
+  /** Each RPC, reduced to "its status code" (OK = 0). */
+  const calls: Record<string, (c: Client) => Promise<unknown>> = {
+    watch: (c) =>
+      new Collected(c.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } })).until(
+        () => false,
+        "error",
+        5000,
+      ),
+    updateNodeStatus: (c) =>
+      rpc((cb) =>
+        c.updateNodeStatus(
+          {
+            nodeId: leader.firstNode.nodeId,
+            status: common.NodeStatus.fromPartial({ externalAddress: "10.0.0.9" }),
+          },
+          cb,
+        ),
+      ),
+    heartbeat: (c) =>
+      new Promise((resolve, reject) => {
+        const s = c.heartbeat();
+        s.once("data", (m) => (resolve(m), s.cancel())).once("error", reject);
+        s.write({});
+      }),
+    registerNode: (c) =>
+      rpc((cb) =>
+        c.registerNode({ registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: {} }, cb),
+      ),
+    commitNode: (c) => rpc((cb) => c.commitNode({ clusterUnlockKey: randomBytes(32) }, cb)),
+    joinNode: (c) => rpc((cb) => c.joinNode({}, cb)),
+    getConsensusStatus: (c) => rpc((cb) => c.getConsensusStatus({}, cb)),
+  };
+  const nodeOnly = ["watch", "updateNodeStatus", "heartbeat", "getConsensusStatus"];
+
+  it.each<[string, ClientIdentity | "foreign", (method: string) => status | "allowed"]>([
+    ["owner", "owner", () => status.PERMISSION_DENIED],
+    ["no certificate", "none", () => status.UNAUTHENTICATED],
+    ["another cluster's node", "foreign", () => status.UNAUTHENTICATED],
+    ["a node", "node", (m) => (nodeOnly.includes(m) ? "allowed" : status.PERMISSION_DENIED)],
+  ])("%s", async (_name, identity, expected) => {
+    const client =
+      identity === "foreign"
+        ? await leader.client(CuratorClient, { tls: await foreignNode() })
+        : await leader.client(CuratorClient, identity);
+    for (const [method, call] of Object.entries(calls)) {
+      const want = expected(method);
+      if (want === "allowed") {
+        // Watch never returns while allowed; its first message is enough.
+        if (method === "watch") continue;
+        await expect(call(client)).resolves.toBeDefined();
+      } else {
+        await expect(call(client)).rejects.toEqual(status_(want));
+      }
+    }
+  });
+
+  it("an ephemeral certificate may only register, commit and join", async () => {
+    const client = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
+    for (const method of nodeOnly)
+      await expect(calls[method](client)).rejects.toEqual(status_(status.PERMISSION_DENIED));
+    await expect(calls.registerNode(client)).resolves.toBeDefined();
+    await expect(calls.commitNode(client)).rejects.toEqual(status_(status.PERMISSION_DENIED)); // not approved yet
+    await expect(calls.joinNode(client)).rejects.toEqual(status_(status.PERMISSION_DENIED)); // not a join key
+  });
+});
+
+describe("bootstrapNodeFinish", () => {
+  it("is idempotent for the same inputs and refuses different ones", async () => {
+    const { firstNode, owner, ctx } = leader;
+    const params = {
+      nodePublicKey: firstNode.publicKey,
+      joinPublicKey: firstNode.join.publicKey,
+      clusterUnlockKey: firstNode.clusterUnlockKey,
+      ownerPublicKey: owner.publicKey,
+    };
+    const again = await bootstrapNodeFinish(ctx, params);
+    expect(again.created).toBe(false);
+    expect(again.nodeCertificate).toEqual(firstNode.certificate);
+    expect(again.caCertificate).toEqual(leader.caCertificate);
+    await expect(
+      bootstrapNodeFinish(ctx, { ...params, clusterUnlockKey: randomBytes(32) }),
+    ).rejects.toBeInstanceOf(CuratorError);
+    await expect(
+      bootstrapNodeFinish(ctx, { ...params, ownerPublicKey: newKeyPair().publicKey }),
+    ).rejects.toMatchObject({
+      code: status.FAILED_PRECONDITION,
+    });
+    await expect(
+      bootstrapNodeFinish(ctx, { ...params, joinPublicKey: randomBytes(5) }),
+    ).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT,
+    });
+  });
+});
+
+// Last: it ends this leader's leadership.
+describe("lost leadership", () => {
+  it("answers writes with UNAVAILABLE once the election key is gone", async () => {
+    await leader.candidacy.resign();
+    await expect(
+      rpc((cb) =>
+        nodeClient.updateNodeStatus(
+          {
+            nodeId: leader.firstNode.nodeId,
+            status: common.NodeStatus.fromPartial({ externalAddress: "10.0.0.7" }),
+          },
+          cb,
+        ),
+      ),
+    ).rejects.toEqual(status_(status.UNAVAILABLE));
+    const eph = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
+    await expect(
+      rpc((cb) =>
+        eph.registerNode(
+          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: {} },
+          cb,
+        ),
+      ),
+    ).rejects.toEqual(status_(status.UNAVAILABLE));
+  });
+});
+
+/** TLS material of a node certificate from a CA that is not this cluster's. */
+async function foreignNode(): Promise<{ cert: string; key: string }> {
+  const ca = await CertificateAuthority.create();
+  const key = newKeyPair();
+  const certificate = await ca.issueNodeCertificate(key.publicKey);
+  return tlsMaterial({ certificate, privateKey: key.privateKey, ca: ca.certificate });
+}

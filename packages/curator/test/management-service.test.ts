@@ -1,0 +1,364 @@
+/**
+ * The Management service against a real leader: one-member etcd, a
+ * bootstrapped cluster, real mTLS (test/leader-fixture.ts).
+ */
+import { status, type ServiceError } from "@grpc/grpc-js";
+import { api, common } from "@metropolis/proto";
+import { joinKeyKey } from "../src/keys";
+import { maxLabelsPerNode } from "../src/labels";
+import type { LeaderContext } from "../src/leader-context";
+import { managementServer } from "../src/management-service";
+import { startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
+
+type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
+
+/** Promise-returning wrappers of a Management client's calls. */
+function promised(client: api.ManagementClient) {
+  const call = <Res>(f: (cb: Callback<Res>) => unknown) =>
+    new Promise<Res>((resolve, reject) =>
+      f((err, res) => (err ? reject(err) : resolve(res as Res))),
+    );
+  return {
+    getRegisterTicket: () =>
+      call<api.GetRegisterTicketResponse>((cb) => client.getRegisterTicket({}, cb)),
+    getClusterInfo: () => call<api.GetClusterInfoResponse>((cb) => client.getClusterInfo({}, cb)),
+    getNodes: (req: Partial<api.GetNodesRequest> = {}) =>
+      call<api.GetNodesResponse>((cb) => client.getNodes(api.GetNodesRequest.fromPartial(req), cb)),
+    approveNode: (req: api.ApproveNodeRequest) =>
+      call<api.ApproveNodeResponse>((cb) => client.approveNode(req, cb)),
+    updateNodeRoles: (req: api.UpdateNodeRolesRequest) =>
+      call<api.UpdateNodeRolesResponse>((cb) => client.updateNodeRoles(req, cb)),
+    updateNodeLabels: (req: Partial<api.UpdateNodeLabelsRequest>) =>
+      call<api.UpdateNodeLabelsResponse>((cb) =>
+        client.updateNodeLabels(api.UpdateNodeLabelsRequest.fromPartial(req), cb),
+      ),
+    deleteNode: (req: Partial<api.DeleteNodeRequest>) =>
+      call<api.DeleteNodeResponse>((cb) =>
+        client.deleteNode(api.DeleteNodeRequest.fromPartial(req), cb),
+      ),
+  };
+}
+type Management = ReturnType<typeof promised>;
+
+const byId = (id: string) => ({ $case: "id" as const, id });
+
+async function expectCode(p: Promise<unknown>, code: status, message?: RegExp): Promise<void> {
+  const error = await p.then(
+    () => undefined,
+    (e: unknown) => e as ServiceError,
+  );
+  expect(error).toBeDefined();
+  expect(status[error!.code]).toBe(status[code]);
+  if (message) expect(error!.details).toMatch(message);
+}
+
+let leader: LeaderFixture;
+let owner: Management;
+/** Nodes removed from consensus through the service's context. */
+const removedFromConsensus: string[] = [];
+
+async function clientAs(identity: ClientIdentity): Promise<Management> {
+  return promised(await leader.client(api.ManagementClient, identity));
+}
+
+beforeAll(async () => {
+  leader = await startLeader({
+    services: (ctx) => {
+      const testCtx: LeaderContext = {
+        ...ctx,
+        consensus: {
+          ...ctx.consensus,
+          removeNode: (nodeId, address, signal) => {
+            removedFromConsensus.push(nodeId);
+            return ctx.consensus.removeNode(nodeId, address, signal);
+          },
+        },
+      };
+      return [[api.ManagementService, managementServer(testCtx)]];
+    },
+  });
+  owner = await clientAs("owner");
+}, 30_000);
+
+afterAll(async () => {
+  await leader?.stop();
+});
+
+describe("GetRegisterTicket", () => {
+  it("creates one ticket under concurrent first calls and keeps it", async () => {
+    const first = await Promise.all(Array.from({ length: 5 }, () => owner.getRegisterTicket()));
+    expect(first[0].ticket).toHaveLength(32);
+    for (const res of first) expect(res.ticket.equals(first[0].ticket)).toBe(true);
+    const later = await owner.getRegisterTicket();
+    expect(later.ticket.equals(first[0].ticket)).toBe(true);
+  });
+});
+
+describe("GetClusterInfo", () => {
+  it("lists UP nodes with their addresses, the CA and the configuration", async () => {
+    const up = await leader.addNode();
+    await leader.updateNode(up.nodeId, (n) => ({
+      ...n,
+      status: { externalAddress: "10.1.2.3", version: "", bootId: "" },
+    }));
+    const fresh = await leader.addNode({ state: common.NodeState.NEW });
+    const info = await owner.getClusterInfo();
+    const nodes = info.clusterDirectory?.nodes ?? [];
+    const ids = nodes.map((n) => n.id);
+    expect(ids).toEqual(expect.arrayContaining([leader.firstNode.nodeId, up.nodeId]));
+    expect(ids).not.toContain(fresh.nodeId);
+    const listed = nodes.find((n) => n.id === up.nodeId)!;
+    expect(listed.publicKey.equals(up.publicKey)).toBe(true);
+    expect(listed.addresses).toEqual([{ host: "10.1.2.3" }]);
+    expect(info.caCertificate.equals(leader.caCertificate)).toBe(true);
+    expect(info.clusterConfiguration?.storagePolicy).not.toBe(common.StoragePolicy.UNSPECIFIED);
+  });
+});
+
+describe("GetNodes", () => {
+  it("reports state, roles, labels and health, and filters by all criteria", async () => {
+    const a = await leader.addNode({
+      labels: { zone: "a", tier: "db" },
+      roles: { kubernetesWorker: {} },
+    });
+    const b = await leader.addNode({ state: common.NodeState.NEW, labels: { zone: "a" } });
+    leader.ctx.heartbeats.beat(a.nodeId);
+
+    const all = (await owner.getNodes()).nodes;
+    const nodeA = all.find((n) => n.id === a.nodeId)!;
+    expect(nodeA.state).toBe(common.NodeState.UP);
+    expect(nodeA.pubkey.equals(a.publicKey)).toBe(true);
+    expect(nodeA.labels).toEqual({ zone: "a", tier: "db" });
+    expect(nodeA.roles?.kubernetesWorker).toBeDefined();
+    expect(nodeA.health).toBe(common.NodeHealth.HEALTHY);
+    expect(nodeA.timeSinceHeartbeatMs).toBeGreaterThanOrEqual(0);
+    const nodeB = all.find((n) => n.id === b.nodeId)!;
+    expect(nodeB.health).toBe(common.NodeHealth.UNKNOWN);
+    expect(nodeB.timeSinceHeartbeatMs).toBeUndefined();
+
+    const ids = async (req: Partial<api.GetNodesRequest>) =>
+      (await owner.getNodes(req)).nodes.map((n) => n.id).sort();
+    expect(await ids({ labels: { zone: "a" } })).toEqual([a.nodeId, b.nodeId].sort());
+    expect(await ids({ labels: { zone: "a" }, states: [common.NodeState.NEW] })).toEqual([
+      b.nodeId,
+    ]);
+    expect(await ids({ labels: { zone: "a", tier: "db" } })).toEqual([a.nodeId]);
+    expect(await ids({ labels: { zone: "a" }, roles: [api.NodeRole.KUBERNETES_WORKER] })).toEqual([
+      a.nodeId,
+    ]);
+    expect(
+      await ids({ roles: [api.NodeRole.CONSENSUS_MEMBER, api.NodeRole.KUBERNETES_CONTROLLER] }),
+    ).toContain(leader.firstNode.nodeId);
+    expect(await ids({ labels: { zone: "a" }, states: [common.NodeState.STANDBY] })).toEqual([]);
+    await expectCode(
+      owner.getNodes({ roles: [api.NodeRole.UNSPECIFIED] }),
+      status.INVALID_ARGUMENT,
+    );
+  });
+});
+
+describe("ApproveNode", () => {
+  it("moves a NEW node to STANDBY, idempotently, by id or public key", async () => {
+    const n = await leader.addNode({ state: common.NodeState.NEW });
+    await owner.approveNode({ node: { $case: "pubkey", pubkey: n.publicKey } });
+    expect((await leader.getNode(n.nodeId))?.state).toBe(common.NodeState.STANDBY);
+    await owner.approveNode({ node: byId(n.nodeId) });
+    expect((await leader.getNode(n.nodeId))?.state).toBe(common.NodeState.STANDBY);
+    await owner.approveNode({ node: byId(leader.firstNode.nodeId) }); // UP: already approved
+  });
+
+  it("validates its request", async () => {
+    const unknown = await leader.addNode({ state: common.NodeState.NEW });
+    await leader.deleteNode(unknown.nodeId);
+    await expectCode(owner.approveNode({ node: byId(unknown.nodeId) }), status.NOT_FOUND);
+    await expectCode(
+      owner.approveNode({ node: { $case: "pubkey", pubkey: unknown.publicKey } }),
+      status.NOT_FOUND,
+    );
+    await expectCode(owner.approveNode({ node: byId("node-1") }), status.INVALID_ARGUMENT);
+    await expectCode(
+      owner.approveNode({ node: { $case: "pubkey", pubkey: Buffer.alloc(31) } }),
+      status.INVALID_ARGUMENT,
+    );
+    await expectCode(owner.approveNode({ node: undefined }), status.INVALID_ARGUMENT);
+  });
+});
+
+describe("UpdateNodeRoles", () => {
+  it("adds a consensus member as an etcd learner, and removes it again", async () => {
+    const n = await leader.addNode();
+    const req = { node: byId(n.nodeId), consensusMember: true };
+    await expectCode(owner.updateNodeRoles(req), status.FAILED_PRECONDITION, /external address/);
+
+    await leader.updateNode(n.nodeId, (node) => ({
+      ...node,
+      status: { externalAddress: "127.0.0.9", version: "", bootId: "" },
+    }));
+    await owner.updateNodeRoles({ ...req, kubernetesWorker: true });
+    const roles = (await leader.getNode(n.nodeId))?.roles;
+    expect(roles?.consensusMember).toBeDefined();
+    expect(roles?.kubernetesWorker).toBeDefined();
+    const members = await leader.ctx.consensus.members();
+    const learner = members.find((m) => m.peerURLs.some((u) => u.includes("127.0.0.9")));
+    expect(learner?.isLearner).toBe(true);
+    await owner.updateNodeRoles(req); // idempotent
+
+    await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: false });
+    expect((await leader.getNode(n.nodeId))?.roles?.consensusMember).toBeUndefined();
+    expect((await leader.getNode(n.nodeId))?.roles?.kubernetesWorker).toBeDefined();
+    expect(removedFromConsensus).toContain(n.nodeId);
+    // The learner never started (it has no name yet); removal found it by its address.
+    const after = await leader.ctx.consensus.members();
+    expect(after.some((m) => m.peerURLs.some((u) => u.includes("127.0.0.9")))).toBe(false);
+  });
+
+  it("refuses to take consensus from a Kubernetes controller, and roles on nodes not UP", async () => {
+    const controller = await leader.addNode({
+      roles: { consensusMember: {}, kubernetesController: {} },
+    });
+    await expectCode(
+      owner.updateNodeRoles({ node: byId(controller.nodeId), consensusMember: false }),
+      status.FAILED_PRECONDITION,
+      /Kubernetes controller/,
+    );
+    // Taking both away at once is fine (and touches no etcd member: it never had one).
+    await owner.updateNodeRoles({
+      node: byId(controller.nodeId),
+      consensusMember: false,
+      kubernetesController: false,
+    });
+    expect((await leader.getNode(controller.nodeId))?.roles).toEqual({});
+
+    const plain = await leader.addNode();
+    await expectCode(
+      owner.updateNodeRoles({ node: byId(plain.nodeId), kubernetesController: true }),
+      status.FAILED_PRECONDITION,
+      /must be a consensus member/,
+    );
+    const standby = await leader.addNode({ state: common.NodeState.STANDBY });
+    await expectCode(
+      owner.updateNodeRoles({ node: byId(standby.nodeId), kubernetesWorker: true }),
+      status.FAILED_PRECONDITION,
+      /UP/,
+    );
+  });
+});
+
+describe("UpdateNodeLabels", () => {
+  it("adds and removes labels, removals first", async () => {
+    const n = await leader.addNode({ labels: { keep: "1", drop: "2", swap: "old" } });
+    await owner.updateNodeLabels({
+      node: byId(n.nodeId),
+      add: { "example.com/new": "v", swap: "new", empty: "" },
+      remove: ["drop", "swap", "absent"],
+    });
+    expect((await leader.getNode(n.nodeId))?.labels).toEqual({
+      keep: "1",
+      "example.com/new": "v",
+      swap: "new",
+      empty: "",
+    });
+  });
+
+  it("validates keys and values", async () => {
+    const n = await leader.addNode();
+    const invalid: Array<Record<string, string>> = [
+      { "-bad": "v" },
+      { ["a".repeat(64)]: "v" },
+      { "UPPER.Example/k": "v" },
+      { "a/b/c": "v" },
+      { "": "v" },
+      { k: "v".repeat(64) },
+      { k: "not valid" },
+      { k: "-v" },
+    ];
+    for (const add of invalid) {
+      await expectCode(
+        owner.updateNodeLabels({ node: byId(n.nodeId), add }),
+        status.INVALID_ARGUMENT,
+      );
+    }
+    await owner.updateNodeLabels({ node: byId(n.nodeId), add: { ["a".repeat(63)]: "x_y.z-1" } });
+    expect((await leader.getNode(n.nodeId))?.labels).toEqual({ ["a".repeat(63)]: "x_y.z-1" });
+  });
+
+  it("allows at most 128 labels per node", async () => {
+    const labels = (count: number, from = 0) =>
+      Object.fromEntries(Array.from({ length: count }, (_, i) => [`l${from + i}`, "v"]));
+    const n = await leader.addNode({ labels: labels(maxLabelsPerNode - 1) });
+    await owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(1, 1000) });
+    await expectCode(
+      owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(1, 2000) }),
+      status.FAILED_PRECONDITION,
+      /128/,
+    );
+    // Removals are applied first, so a swap at the limit works.
+    await owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(1, 2000), remove: ["l0"] });
+    expect(Object.keys((await leader.getNode(n.nodeId))?.labels ?? {})).toHaveLength(
+      maxLabelsPerNode,
+    );
+    await expectCode(
+      owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(maxLabelsPerNode + 1, 3000) }),
+      status.INVALID_ARGUMENT,
+    );
+  });
+});
+
+describe("DeleteNode", () => {
+  it("deletes a node without roles that is not UP, with its join key", async () => {
+    const n = await leader.addNode({ state: common.NodeState.STANDBY });
+    leader.ctx.heartbeats.beat(n.nodeId);
+    await owner.deleteNode({ node: byId(n.nodeId) });
+    expect(await leader.getNode(n.nodeId)).toBeUndefined();
+    expect(await leader.ctx.kv.get(joinKeyKey(n.join.publicKey)).string()).toBeNull();
+    expect(leader.ctx.heartbeats.sinceLast(n.nodeId)).toBeUndefined();
+    await expectCode(owner.deleteNode({ node: byId(n.nodeId) }), status.NOT_FOUND);
+  });
+
+  it("refuses UP nodes and nodes with roles unless bypassed", async () => {
+    const up = await leader.addNode();
+    await expectCode(owner.deleteNode({ node: byId(up.nodeId) }), status.FAILED_PRECONDITION, /UP/);
+    await owner.deleteNode({ node: byId(up.nodeId), bypassNodeUp: true });
+    expect(await leader.getNode(up.nodeId)).toBeUndefined();
+
+    const worker = await leader.addNode({ roles: { kubernetesWorker: {} } });
+    await expectCode(
+      owner.deleteNode({ node: byId(worker.nodeId), bypassNodeUp: true }),
+      status.FAILED_PRECONDITION,
+      /roles/,
+    );
+    await owner.deleteNode({
+      node: { $case: "pubkey", pubkey: worker.publicKey },
+      bypassNodeUp: true,
+      bypassHasRoles: true,
+    });
+    expect(await leader.getNode(worker.nodeId)).toBeUndefined();
+  });
+});
+
+describe("authorization", () => {
+  const calls = (m: Management, nodeId: string): Array<Promise<unknown>> => [
+    m.getRegisterTicket(),
+    m.getClusterInfo(),
+    m.getNodes(),
+    m.approveNode({ node: byId(nodeId) }),
+    m.updateNodeRoles({ node: byId(nodeId), kubernetesWorker: true }),
+    m.updateNodeLabels({ node: byId(nodeId), add: { a: "b" } }),
+    m.deleteNode({ node: byId(nodeId) }),
+  ];
+
+  it.each([
+    ["a node certificate", "node" as ClientIdentity, status.PERMISSION_DENIED],
+    ["a self-signed certificate", "ephemeral" as const, status.PERMISSION_DENIED],
+    ["no certificate", "none" as ClientIdentity, status.UNAUTHENTICATED],
+  ])("refuses every call with %s", async (_what, identity, code) => {
+    const target = await leader.addNode({ state: common.NodeState.NEW });
+    const client = await clientAs(
+      identity === "ephemeral" ? { ephemeral: target.privateKey } : identity,
+    );
+    for (const p of calls(client, target.nodeId)) await expectCode(p, code);
+    const untouched = await leader.getNode(target.nodeId);
+    expect(untouched?.state).toBe(common.NodeState.NEW);
+    expect(untouched?.labels).toEqual({});
+  });
+});
