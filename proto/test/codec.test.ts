@@ -57,7 +57,7 @@ describe("private records", () => {
       joinKey: key(4),
       clusterUnlockKey: key(5),
       state: common.NodeState.UP,
-      roles: { consensusMember: {}, kubernetesWorker: {} },
+      roles: { consensusMember: common.NodeRoles_ConsensusMember.create(), kubernetesWorker: {} },
       status: {
         externalAddress: "10.0.0.3",
         runningCurator: { port: 7835 },

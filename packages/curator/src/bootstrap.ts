@@ -97,7 +97,7 @@ export async function bootstrapNodeFinish(
     joinKey,
     clusterUnlockKey: cuk,
     state: common.NodeState.UP,
-    roles: { consensusMember: {}, kubernetesController: {} },
+    roles: { consensusMember: common.NodeRoles_ConsensusMember.create(), kubernetesController: {} },
   });
   const owner = Buffer.from(priv.InitialOwner.encode({ publicKey: ownerKey }).finish());
   const config = Buffer.from(common.ClusterConfiguration.encode(configuration).finish());

@@ -22,11 +22,12 @@ import type { StoredNode } from "./node-record";
 function desiredRoles(
   current: common.NodeRoles | undefined,
   req: api.UpdateNodeRolesRequest,
+  consensusMember: common.NodeRoles_ConsensusMember = common.NodeRoles_ConsensusMember.create(),
 ): common.NodeRoles {
   const pick = <T>(wanted: boolean | undefined, held: T | undefined, fresh: T): T | undefined =>
     wanted === undefined ? held : wanted ? (held ?? fresh) : undefined;
   return {
-    consensusMember: pick(req.consensusMember, current?.consensusMember, {}),
+    consensusMember: pick(req.consensusMember, current?.consensusMember, consensusMember),
     kubernetesController: pick(req.kubernetesController, current?.kubernetesController, {}),
     kubernetesWorker: pick(req.kubernetesWorker, current?.kubernetesWorker, {}),
   };
@@ -102,6 +103,7 @@ export async function updateNodeRoles(
   checkRoleChange(stored, desiredRoles(stored.node.roles, req));
 
   const isMember = hasRole(stored.node.roles, api.NodeRole.CONSENSUS_MEMBER);
+  let newMember: common.NodeRoles_ConsensusMember | undefined;
   if (req.consensusMember === true && !isMember) {
     // Only while the role is missing: then a retry after a failed write re-adds the same
     // learner (addNode is idempotent), while a member whose address changed since is not
@@ -109,6 +111,12 @@ export async function updateNodeRoles(
     const join = await ctx.consensus.addNode(stored.id, stored.node.publicKey, {
       host: peerHost(stored),
     });
+    // The node learns from its role what it needs to start its etcd member.
+    newMember = {
+      peers: join.peers.map((p) => ({ name: p.name, peerUrl: p.peerUrl })),
+      caCertificate: Buffer.from(join.caCertificate),
+      peerCertificate: Buffer.from(join.certificate),
+    };
     ctx.logger.info(
       `node ${stored.id} added to consensus as a learner (${join.peers.length} peers)`,
     );
@@ -118,7 +126,7 @@ export async function updateNodeRoles(
 
   await changeNode(ctx, req.node, (current): NodeChange => {
     // The node may have changed since the checks above: check again on what is written.
-    const roles = desiredRoles(current.node.roles, req);
+    const roles = desiredRoles(current.node.roles, req, newMember);
     checkRoleChange(current, roles);
     if (sameRoles(roles, current.node.roles)) return { kind: "unchanged" };
     return { kind: "put", node: { ...current.node, roles } };

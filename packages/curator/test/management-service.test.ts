@@ -3,6 +3,7 @@
  * bootstrapped cluster, real mTLS (test/leader-fixture.ts).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
+import { parseCertificate } from "@metropolis/pki";
 import { api, common } from "@metropolis/proto";
 import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
@@ -198,6 +199,15 @@ describe("UpdateNodeRoles", () => {
     const roles = (await leader.getNode(n.nodeId))?.roles;
     expect(roles?.consensusMember).toBeDefined();
     expect(roles?.kubernetesWorker).toBeDefined();
+    // The role carries what the node needs to start its etcd member.
+    expect(roles?.consensusMember?.peers.map((p) => p.name)).toContain(n.nodeId);
+    expect(roles?.consensusMember?.peers.find((p) => p.name === n.nodeId)?.peerUrl).toBe(
+      "https://127.0.0.9:7834",
+    );
+    expect(parseCertificate(roles!.consensusMember!.peerCertificate).publicKey).toEqual(
+      Buffer.from(n.publicKey),
+    );
+    expect(parseCertificate(roles!.consensusMember!.caCertificate).isCA).toBe(true);
     const members = await leader.ctx.consensus.members();
     const learner = members.find((m) => m.peerURLs.some((u) => u.includes("127.0.0.9")));
     expect(learner?.isLearner).toBe(true);
@@ -214,7 +224,10 @@ describe("UpdateNodeRoles", () => {
 
   it("refuses to take consensus from a Kubernetes controller, and roles on nodes not UP", async () => {
     const controller = await leader.addNode({
-      roles: { consensusMember: {}, kubernetesController: {} },
+      roles: {
+        consensusMember: common.NodeRoles_ConsensusMember.create(),
+        kubernetesController: {},
+      },
     });
     await expectCode(
       owner.updateNodeRoles({ node: byId(controller.nodeId), consensusMember: false }),

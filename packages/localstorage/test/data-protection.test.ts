@@ -31,7 +31,7 @@ afterEach(async () => {
 });
 
 const privateKey = Buffer.from("-----BEGIN PRIVATE KEY-----\nsecret material\n");
-const roles = { consensusMember: {} };
+const roles = { consensusMember: common.NodeRoles_ConsensusMember.create() };
 
 /** Sets up a node's data under `policy` with one secret and one public file; returns its keys. */
 async function setUpNode(policy: DataPolicy) {

@@ -262,6 +262,25 @@ export interface NodeRoles {
 
 /** The node runs an etcd member and a curator. */
 export interface NodeRoles_ConsensusMember {
+  /**
+   * What a node needs to start its etcd member and join the cluster's
+   * etcd: set by the curator when it adds the node as a learner. Empty
+   * for members that bootstrapped the cluster or already have etcd data.
+   * The members of the cluster at the time the node was added, itself included.
+   */
+  peers: NodeRoles_ConsensusMember_Peer[];
+  /** The etcd peer CA certificate (DER). */
+  caCertificate: Buffer;
+  /** The node's etcd peer certificate (DER), issued for its own key. */
+  peerCertificate: Buffer;
+}
+
+/** An etcd member, as etcd's initial cluster lists it. */
+export interface NodeRoles_ConsensusMember_Peer {
+  /** The member's name: the node ID. */
+  name: string;
+  /** The member's peer URL, https://host:port. */
+  peerUrl: string;
 }
 
 /** The node runs the Kubernetes control plane. */
@@ -452,11 +471,20 @@ export const NodeRoles: MessageFns<NodeRoles> = {
 };
 
 function createBaseNodeRoles_ConsensusMember(): NodeRoles_ConsensusMember {
-  return {};
+  return { peers: [], caCertificate: Buffer.alloc(0), peerCertificate: Buffer.alloc(0) };
 }
 
 export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = {
-  encode(_: NodeRoles_ConsensusMember, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: NodeRoles_ConsensusMember, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.peers) {
+      NodeRoles_ConsensusMember_Peer.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.caCertificate.length !== 0) {
+      writer.uint32(18).bytes(message.caCertificate);
+    }
+    if (message.peerCertificate.length !== 0) {
+      writer.uint32(26).bytes(message.peerCertificate);
+    }
     return writer;
   },
 
@@ -473,6 +501,30 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.peers.push(NodeRoles_ConsensusMember_Peer.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.caCertificate = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.peerCertificate = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -485,20 +537,137 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
     }
   },
 
-  fromJSON(_: any): NodeRoles_ConsensusMember {
-    return {};
+  fromJSON(object: any): NodeRoles_ConsensusMember {
+    return {
+      peers: globalThis.Array.isArray(object?.peers)
+        ? object.peers.map((e: any) => NodeRoles_ConsensusMember_Peer.fromJSON(e))
+        : [],
+      caCertificate: isSet(object.caCertificate)
+        ? Buffer.from(bytesFromBase64(object.caCertificate))
+        : isSet(object.ca_certificate)
+        ? Buffer.from(bytesFromBase64(object.ca_certificate))
+        : Buffer.alloc(0),
+      peerCertificate: isSet(object.peerCertificate)
+        ? Buffer.from(bytesFromBase64(object.peerCertificate))
+        : isSet(object.peer_certificate)
+        ? Buffer.from(bytesFromBase64(object.peer_certificate))
+        : Buffer.alloc(0),
+    };
   },
 
-  toJSON(_: NodeRoles_ConsensusMember): unknown {
+  toJSON(message: NodeRoles_ConsensusMember): unknown {
     const obj: any = {};
+    if (message.peers?.length) {
+      obj.peers = message.peers.map((e) => NodeRoles_ConsensusMember_Peer.toJSON(e));
+    }
+    if (message.caCertificate.length !== 0) {
+      obj.caCertificate = base64FromBytes(message.caCertificate);
+    }
+    if (message.peerCertificate.length !== 0) {
+      obj.peerCertificate = base64FromBytes(message.peerCertificate);
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<NodeRoles_ConsensusMember>, I>>(base?: I): NodeRoles_ConsensusMember {
     return NodeRoles_ConsensusMember.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<NodeRoles_ConsensusMember>, I>>(_: I): NodeRoles_ConsensusMember {
+  fromPartial<I extends Exact<DeepPartial<NodeRoles_ConsensusMember>, I>>(object: I): NodeRoles_ConsensusMember {
     const message = createBaseNodeRoles_ConsensusMember();
+    message.peers = object.peers?.map((e) => NodeRoles_ConsensusMember_Peer.fromPartial(e)) || [];
+    message.caCertificate = object.caCertificate ?? Buffer.alloc(0);
+    message.peerCertificate = object.peerCertificate ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseNodeRoles_ConsensusMember_Peer(): NodeRoles_ConsensusMember_Peer {
+  return { name: "", peerUrl: "" };
+}
+
+export const NodeRoles_ConsensusMember_Peer: MessageFns<NodeRoles_ConsensusMember_Peer> = {
+  encode(message: NodeRoles_ConsensusMember_Peer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.peerUrl !== "") {
+      writer.uint32(18).string(message.peerUrl);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeRoles_ConsensusMember_Peer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeRoles_ConsensusMember_Peer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.peerUrl = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeRoles_ConsensusMember_Peer {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      peerUrl: isSet(object.peerUrl)
+        ? globalThis.String(object.peerUrl)
+        : isSet(object.peer_url)
+        ? globalThis.String(object.peer_url)
+        : "",
+    };
+  },
+
+  toJSON(message: NodeRoles_ConsensusMember_Peer): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.peerUrl !== "") {
+      obj.peerUrl = message.peerUrl;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeRoles_ConsensusMember_Peer>, I>>(base?: I): NodeRoles_ConsensusMember_Peer {
+    return NodeRoles_ConsensusMember_Peer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeRoles_ConsensusMember_Peer>, I>>(
+    object: I,
+  ): NodeRoles_ConsensusMember_Peer {
+    const message = createBaseNodeRoles_ConsensusMember_Peer();
+    message.name = object.name ?? "";
+    message.peerUrl = object.peerUrl ?? "";
     return message;
   },
 };
