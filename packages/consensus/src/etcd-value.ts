@@ -18,6 +18,7 @@ import {
   type EtcdValue,
   type EtcdValueOptions,
   type EtcdWatcher,
+  iterateWatcher,
 } from "@metropolis/event";
 import {
   ClientClosedError,
@@ -170,23 +171,8 @@ class EtcdBackedWatcher<T> implements EtcdWatcher<T> {
     this.backlog = undefined;
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    // As @metropolis/event's watchers: a close() from elsewhere ends the loop
-    // normally, and leaving the loop for any reason closes the watcher.
-    try {
-      for (;;) {
-        let v: T;
-        try {
-          v = await this.get();
-        } catch (err) {
-          if (err instanceof WatcherClosedError) return;
-          throw err;
-        }
-        yield v;
-      }
-    } finally {
-      this.close();
-    }
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    return iterateWatcher(this);
   }
 
   /** Hands the pending get() the next change, if there is one it may return. */

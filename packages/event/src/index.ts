@@ -19,6 +19,7 @@
  */
 export type { GetOptions, Value, Watchable, Watcher } from "./watcher";
 export { MemoryValue } from "./memory-value";
+export { iterateWatcher } from "./watcher-iterator";
 export { BacklogDone, ConcurrentGetError, DecoderError, WatcherClosedError } from "./errors";
 export { combine } from "./combine";
 export type { Combined } from "./combine";
