@@ -1,0 +1,162 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
+import { NodeParametersError, parseNodeParameters, readNodeParameters } from "@metropolis/cluster";
+import { placeNodeRoot } from "@metropolis/localstorage";
+import { CertificateAuthority, generateKeyPair } from "@metropolis/pki";
+import { api } from "@metropolis/proto";
+import winston from "winston";
+import Transport from "winston-transport";
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "cluster-params-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const encode = (p: api.NodeParameters) => Buffer.from(api.NodeParameters.encode(p).finish());
+const bootstrap = (
+  ownerPublicKey: Uint8Array = generateKeyPair().publicKey,
+): api.NodeParameters => ({
+  cluster: {
+    $case: "clusterBootstrap",
+    clusterBootstrap: { ownerPublicKey: Buffer.from(ownerPublicKey), labels: {} },
+  },
+});
+async function register(
+  over: Partial<api.NodeParameters_ClusterRegister> = {},
+): Promise<api.NodeParameters> {
+  const ca = await CertificateAuthority.create();
+  return {
+    cluster: {
+      $case: "clusterRegister",
+      clusterRegister: {
+        registerTicket: Buffer.alloc(32, 1),
+        clusterDirectory: {
+          nodes: [{ id: "n", publicKey: Buffer.alloc(32), addresses: [{ host: "127.0.0.2" }] }],
+        },
+        caCertificate: ca.certificate.der,
+        labels: {},
+        ...over,
+      },
+    },
+  };
+}
+
+describe("parseNodeParameters", () => {
+  it("accepts a bootstrap and a register", async () => {
+    expect((await parseNodeParameters(encode(bootstrap()), "p")).kind).toBe("bootstrap");
+    expect((await parseNodeParameters(encode(await register()), "p")).kind).toBe("register");
+  });
+
+  it.each<[string, () => Promise<Uint8Array>, RegExp]>([
+    ["empty", async () => Buffer.alloc(0), /the file is empty/],
+    [
+      "garbage",
+      async () => Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]),
+      /not a NodeParameters message/,
+    ],
+    [
+      "neither",
+      // Only an unknown field 5, so that the file is not simply empty.
+      async () =>
+        new BinaryWriter()
+          .uint32((5 << 3) | 0)
+          .uint32(1)
+          .finish(),
+      /neither cluster_bootstrap nor cluster_register/,
+    ],
+    [
+      "both",
+      async () => {
+        const w = new BinaryWriter();
+        api.NodeParameters_ClusterBootstrap.encode(
+          { ownerPublicKey: Buffer.alloc(32), labels: {} },
+          w.uint32(10).fork(),
+        ).join();
+        const r = (await register()).cluster;
+        if (r?.$case === "clusterRegister")
+          api.NodeParameters_ClusterRegister.encode(r.clusterRegister, w.uint32(18).fork()).join();
+        return w.finish();
+      },
+      /both cluster_bootstrap and cluster_register are set/,
+    ],
+    [
+      "short owner key",
+      async () => encode(bootstrap(Buffer.alloc(31))),
+      /owner_public_key must be a 32-byte/,
+    ],
+    [
+      "malformed ticket",
+      async () => encode(await register({ registerTicket: Buffer.alloc(5) })),
+      /register_ticket must be 32 bytes, got 5/,
+    ],
+    [
+      "empty directory",
+      async () => encode(await register({ clusterDirectory: { nodes: [] } })),
+      /lists no node with an address/,
+    ],
+    [
+      "forged CA",
+      async () => encode(await register({ caCertificate: Buffer.from("not a certificate") })),
+      /ca_certificate is not a valid/,
+    ],
+  ])("refuses %s parameters, naming the problem and the source", async (_what, bytes, message) => {
+    const err = await parseNodeParameters(await bytes(), "/esp/parameters.pb").catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(NodeParametersError);
+    expect(String(err)).toMatch(message);
+    expect(String(err)).toContain("/esp/parameters.pb");
+  });
+
+  it("refuses a leaf certificate as the CA", async () => {
+    const ca = await CertificateAuthority.create();
+    const leaf = await ca.issueNodeCertificate(generateKeyPair().publicKey);
+    await expect(
+      parseNodeParameters(encode(await register({ caCertificate: leaf.der })), "p"),
+    ).rejects.toThrow(/ca_certificate is not a valid self-signed CA certificate/);
+  });
+});
+
+describe("readNodeParameters", () => {
+  const warnings: string[] = [];
+  class Sink extends Transport {
+    override log(info: winston.Logform.TransformableInfo, next: () => void) {
+      if (info.level === "warn") warnings.push(String(info.message));
+      next();
+    }
+  }
+  const logger = winston.createLogger({ transports: [new Sink()] });
+
+  it("reads the ESP copy, or the command line file, which wins with a warning", async () => {
+    const root = placeNodeRoot(dir);
+    await root.esp.mkdirAll();
+    await root.esp.metropolis.parameters.write(bootstrap());
+    expect((await readNodeParameters(root.esp.metropolis.parameters, undefined, logger)).kind).toBe(
+      "bootstrap",
+    );
+
+    const cli = join(dir, "register.pb");
+    await writeFile(cli, encode(await register()));
+    expect((await readNodeParameters(root.esp.metropolis.parameters, cli, logger)).kind).toBe(
+      "register",
+    );
+    expect(warnings.some((w) => w.includes(`using ${cli}`))).toBe(true);
+  });
+
+  it("names what is missing", async () => {
+    const root = placeNodeRoot(dir);
+    await expect(
+      readNodeParameters(root.esp.metropolis.parameters, undefined, logger),
+    ).rejects.toThrow(
+      /no node parameters: neither .*parameters\.pb exists nor was a parameters file given/,
+    );
+    await expect(
+      readNodeParameters(root.esp.metropolis.parameters, join(dir, "nope.pb"), logger),
+    ).rejects.toThrow(/cannot read node parameters from .*nope\.pb/);
+  });
+});
