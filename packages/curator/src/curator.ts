@@ -33,6 +33,7 @@ import { identify } from "./identity";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import { Listener, type ServiceEntry } from "./listener";
+import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
 
 /** Default port of the curator. */
 export const defaultCuratorPort = 7835;
@@ -54,6 +55,8 @@ export interface CuratorConfig {
   heartbeatTimeoutMs?: number;
   /** The services the leader serves besides CuratorLocal. Default: {@link clusterServices}. */
   leaderServices?: (ctx: LeaderContext) => ServiceEntry[];
+  /** Interval of the leader's etcd membership reconciliation. Default 5000 ms. */
+  reconcileIntervalMs?: number;
 }
 
 const endpointOf = ({ nodeId, host, port }: CuratorEndpoint): CuratorEndpoint => ({
@@ -232,14 +235,26 @@ export class Curator {
       identify: (call) => identify(call, caDer),
     };
     ctx.logger.info("elected leader");
-    await this.listener!.serve(
-      [
-        ...(this.config.leaderServices ?? clusterServices)(leaderCtx),
-        this.localService(ctx, signal),
-      ],
-      signal,
-      "leader",
+    // Stopped with the listener, also when serving fails before the state is left.
+    const reconcile = new AbortController();
+    const reconciling = membershipReconciler(
+      leaderCtx,
+      this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs,
+      AbortSignal.any([signal, reconcile.signal]),
     );
+    try {
+      await this.listener!.serve(
+        [
+          ...(this.config.leaderServices ?? clusterServices)(leaderCtx),
+          this.localService(ctx, signal),
+        ],
+        signal,
+        "leader",
+      );
+    } finally {
+      reconcile.abort();
+      await reconciling;
+    }
   }
 
   /** follower: serves CuratorLocal until the state is left. */

@@ -45,4 +45,11 @@ export {
   type BootstrapResult,
 } from "./bootstrap";
 export { validateLabels, checkLabelCount, maxLabelsPerNode } from "./labels";
+export {
+  reconcileMembership,
+  membershipReconciler,
+  defaultReconcileIntervalMs,
+  type MembershipChange,
+  type ReconcileOptions,
+} from "./membership-reconciler";
 export * from "./errors";
