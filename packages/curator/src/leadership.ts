@@ -35,6 +35,8 @@ export class Leadership {
     readonly key: string,
     readonly createRevision: string,
     readonly self: CuratorEndpoint,
+    /** Told when a write finds the leadership gone, so the curator campaigns again. */
+    private readonly onLost: () => void = () => undefined,
   ) {}
 
   /** A transaction guarded by this leadership; add further comparisons with `.and(…)`. */
@@ -50,7 +52,10 @@ export class Leadership {
   async commit(txn: Txn): Promise<boolean> {
     const result = await txn.commit();
     if (result.succeeded) return true;
-    if (!(await this.stillLeads())) throw new LostLeadershipError();
+    if (!(await this.stillLeads())) {
+      this.onLost();
+      throw new LostLeadershipError();
+    }
     return false;
   }
 
@@ -63,8 +68,12 @@ export class Leadership {
 
 /** A curator's standing in the election, from `campaign()` until its lease is lost or revoked. */
 export class Candidacy {
-  /** Resolves when the lease is lost (expired, revoked, or unreachable for too long). */
+  /**
+   * Resolves when the lease is lost (expired, revoked, or unreachable for too
+   * long), or when a guarded write found the election key gone.
+   */
   readonly lost: Promise<void>;
+  private markLost: () => void = () => undefined;
 
   constructor(
     private readonly kv: Namespace,
@@ -73,7 +82,10 @@ export class Candidacy {
     readonly createRevision: string,
     readonly self: CuratorEndpoint,
   ) {
-    this.lost = new Promise((resolve) => lease.once("lost", () => resolve()));
+    this.lost = new Promise((resolve) => {
+      this.markLost = resolve;
+      lease.once("lost", () => resolve());
+    });
   }
 
   /** The current leader: the election key with the lowest create revision. */
@@ -97,7 +109,7 @@ export class Candidacy {
 
   /** This candidacy's leadership; only meaningful once `leader()` says it leads. */
   leadership(): Leadership {
-    return new Leadership(this.kv, this.key, this.createRevision, this.self);
+    return new Leadership(this.kv, this.key, this.createRevision, this.self, () => this.markLost());
   }
 
   /** Resolves on the next change of any election key (a leader leaving, a candidate arriving). */

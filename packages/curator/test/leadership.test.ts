@@ -86,6 +86,19 @@ describe("leadership", () => {
     await second.resign();
   });
 
+  it("a write that finds the election key gone ends the candidacy, so the curator campaigns again", async () => {
+    const { kv } = curatorKv();
+    const c = await campaign(kv, endpoint(6), 30);
+    const l = c.leadership();
+    await kv.delete().key(c.key).exec(); // the lease lives on; only the key is gone
+    await expect(l.commit(l.txn().then(kv.put("/x").value("y")))).rejects.toBeInstanceOf(
+      LostLeadershipError,
+    );
+    await expect(c.lost).resolves.toBeUndefined();
+    expect(await kv.get("/x").string()).toBeNull();
+    await c.resign();
+  });
+
   it("distinguishes a failed comparison of the caller's own from lost leadership", async () => {
     const { kv } = curatorKv();
     const c = await campaign(kv, endpoint(4), 5);
