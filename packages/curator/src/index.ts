@@ -32,7 +32,7 @@ export {
   type Caller,
 } from "./identity";
 export { campaign, Candidacy, Leadership, type CuratorEndpoint } from "./leadership";
-export type { LeaderContext, RunningConsensus } from "./leader-context";
+export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./listener";
 export { curatorServer, checkNodeStatus } from "./curator-service";
 export { managementServer } from "./management-service";
