@@ -29,7 +29,7 @@ import { assign, fromPromise, setup } from "xstate";
 import { curatorServerCredentials, type TlsPem } from "./credentials";
 import { curatorLocalServer } from "./curator-local";
 import { HeartbeatTracker } from "./heartbeat-tracker";
-import { identify } from "./identity";
+import { identifier } from "./identity";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import { Listener, type ServiceEntry } from "./listener";
@@ -232,7 +232,7 @@ export class Curator {
       clusterCa: clusterCa(),
       heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
       logger: ctx.logger,
-      identify: (call) => identify(call, caDer),
+      identify: identifier(caDer),
     };
     ctx.logger.info("elected leader");
     // Stopped with the listener, also when serving fails before the state is left.

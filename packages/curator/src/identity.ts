@@ -56,9 +56,7 @@ function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
   return socket.getPeerCertificate().raw;
 }
 
-function peerCertificate(call: HasAuthContext): ParsedCertificate | undefined {
-  const raw = peerCertificateDer(call);
-  if (!raw || raw.length === 0) return undefined;
+function parsePeerCertificate(raw: Buffer): ParsedCertificate {
   try {
     return parseCertificate(raw);
   } catch (e) {
@@ -70,8 +68,37 @@ function peerCertificate(call: HasAuthContext): ParsedCertificate | undefined {
 
 /** Classifies the caller of `call` against the cluster CA. Never trusts what it cannot verify. */
 export async function identify(call: HasAuthContext, caCertificate: Uint8Array): Promise<Caller> {
-  const cert = peerCertificate(call);
-  if (!cert) return { kind: "anonymous" };
+  const raw = peerCertificateDer(call);
+  if (!raw || raw.length === 0) return { kind: "anonymous" };
+  return classify(parsePeerCertificate(raw), caCertificate);
+}
+
+/** Bound on the classifications {@link identifier} remembers. */
+const identityCacheSize = 4096;
+
+/**
+ * `identify` against one CA, remembering the classification of each
+ * certificate: parsing and verifying an X.509 certificate costs ~10 ms of
+ * CPU with @peculiar/x509, and a node presents the same certificate on every
+ * call (heartbeats, status). Only successful classifications are kept; the
+ * oldest are forgotten first.
+ */
+export function identifier(caCertificate: Uint8Array): (call: HasAuthContext) => Promise<Caller> {
+  const known = new Map<string, Caller>();
+  return async (call) => {
+    const raw = peerCertificateDer(call);
+    if (!raw || raw.length === 0) return { kind: "anonymous" };
+    const key = raw.toString("base64");
+    const cached = known.get(key);
+    if (cached) return cached;
+    const caller = await classify(parsePeerCertificate(raw), caCertificate);
+    if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
+    known.set(key, caller);
+    return caller;
+  };
+}
+
+async function classify(cert: ParsedCertificate, caCertificate: Uint8Array): Promise<Caller> {
   if (cert.issuer === cert.subject && cert.isSignedBy(cert.publicKey)) {
     // TLS proved the caller holds the key; the certificate claims nothing else.
     if (cert.commonName !== nodeIdFromPublicKey(cert.publicKey)) {

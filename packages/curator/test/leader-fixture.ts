@@ -43,7 +43,7 @@ import {
   nodeCertificateEntry,
 } from "../src/curator-pki";
 import { HeartbeatTracker } from "../src/heartbeat-tracker";
-import { identify, ownerCommonName } from "../src/identity";
+import { identifier, ownerCommonName } from "../src/identity";
 import { joinKeyKey, nodeKey } from "../src/keys";
 import { clusterCa, type LeaderContext } from "../src/leader-context";
 import { campaign, type Candidacy } from "../src/leadership";
@@ -195,7 +195,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       clusterCa: ca,
       heartbeats: new HeartbeatTracker(opts.heartbeatTimeoutMs),
       logger,
-      identify: (call) => identify(call, caDer),
+      identify: identifier(caDer),
     };
 
     const join = newKeyPair();
