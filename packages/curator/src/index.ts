@@ -24,6 +24,7 @@ export {
 } from "./curator-client";
 export { curatorClientCredentials, curatorServerCredentials, type TlsPem } from "./credentials";
 export {
+  identifier,
   identify,
   ownerCommonName,
   requireEphemeral,
