@@ -115,11 +115,9 @@ const curatorMachine = setup({
         src: "decide",
         input: ({ context }) => ({ candidacy: context.candidacy! }),
         onDone: [
-          {
-            guard: ({ event }) => event.output.leading,
-            target: "leader",
-            actions: { type: "publishLeader", params: ({ event }) => endpointOf(event.output) },
-          },
+          // A leader announces itself once it serves (serveLeader), not before:
+          // clients told of it must find it answering.
+          { guard: ({ event }) => event.output.leading, target: "leader" },
           {
             target: "follower",
             actions: { type: "publishLeader", params: ({ event }) => endpointOf(event.output) },
@@ -250,6 +248,7 @@ export class Curator {
         ],
         signal,
         "leader",
+        () => this.leader.set(this.self),
       );
     } finally {
       reconcile.abort();

@@ -26,9 +26,17 @@ export class Listener {
     private readonly logger: Logger,
   ) {}
 
-  /** Serves `services` until `signal` aborts, then shuts down; resolves once shut down. */
-  serve(services: readonly ServiceEntry[], signal: AbortSignal, role: string): Promise<void> {
-    const run = this.previous.then(() => this.run(services, signal, role));
+  /**
+   * Serves `services` until `signal` aborts, then shuts down; resolves once
+   * shut down. `onServing` is called once the server accepts calls.
+   */
+  serve(
+    services: readonly ServiceEntry[],
+    signal: AbortSignal,
+    role: string,
+    onServing: () => void = () => undefined,
+  ): Promise<void> {
+    const run = this.previous.then(() => this.run(services, signal, role, onServing));
     this.previous = run.catch(() => undefined);
     return run;
   }
@@ -37,6 +45,7 @@ export class Listener {
     services: readonly ServiceEntry[],
     signal: AbortSignal,
     role: string,
+    onServing: () => void,
   ): Promise<void> {
     if (signal.aborted) return;
     const server = new Server();
@@ -48,6 +57,7 @@ export class Listener {
       ),
     );
     this.logger.info(`serving as ${role} on ${this.address}`);
+    onServing();
     await new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
       signal.addEventListener("abort", () => resolve(), { once: true });
