@@ -3,12 +3,18 @@
  * escrows a certificate with a self-signed certificate for the owner key,
  * and that certificate then works for Management.
  */
-import { status, type ServiceError } from "@grpc/grpc-js";
+import { status } from "@grpc/grpc-js";
 import { parseCertificate, tlsMaterial, verifyCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
 import { aaaServer } from "../src/aaa-service";
 import { managementServer } from "../src/management-service";
-import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
+import {
+  newKeyPair,
+  startLeader,
+  type ClientIdentity,
+  type LeaderFixture,
+  expectCode,
+} from "./leader-fixture";
 
 let leader: LeaderFixture;
 
@@ -37,16 +43,6 @@ async function escrow(
       err ? reject(err) : resolve(res!),
     ),
   );
-}
-
-async function expectCode(p: Promise<unknown>, code: status, message?: RegExp): Promise<void> {
-  const error = await p.then(
-    () => undefined,
-    (e: unknown) => e as ServiceError,
-  );
-  expect(error).toBeDefined();
-  expect(status[error!.code]).toBe(status[code]);
-  if (message) expect(error!.details).toMatch(message);
 }
 
 describe("Escrow", () => {

@@ -18,8 +18,8 @@ import {
   type ChannelCredentials,
   type Client,
   type ClientOptions,
-  type ServiceDefinition,
-  type UntypedServiceImplementation,
+  status,
+  type ServiceError,
 } from "@grpc/grpc-js";
 import winston from "winston";
 import {
@@ -47,10 +47,25 @@ import { identifier, ownerCommonName } from "../src/identity";
 import { joinKeyKey, nodeKey } from "../src/keys";
 import { clusterCa, type LeaderContext } from "../src/leader-context";
 import { campaign, type Candidacy } from "../src/leadership";
+import type { ServiceEntry } from "../src/listener";
 import { encodeNode, findNode } from "../src/node-record";
 
-/** A gRPC service to serve: its definition and implementation. */
-export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
+export type { ServiceEntry };
+
+/** Expects `p` to fail with gRPC status `code` (and a message matching `message`). */
+export async function expectCode(
+  p: Promise<unknown>,
+  code: status,
+  message?: RegExp,
+): Promise<void> {
+  const error = await p.then(
+    () => undefined,
+    (e: unknown) => e as ServiceError,
+  );
+  expect(error).toBeDefined();
+  expect(status[error!.code]).toBe(status[code]);
+  if (message) expect(error!.details).toMatch(message);
+}
 
 export interface LeaderFixtureOptions {
   /** The services to serve, built from the leader's context. Default: none. */

@@ -9,7 +9,7 @@ import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
 import { managementServer } from "../src/management-service";
-import { startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type ClientIdentity, type LeaderFixture, expectCode } from "./leader-fixture";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 
@@ -42,16 +42,6 @@ function promised(client: api.ManagementClient) {
 type Management = ReturnType<typeof promised>;
 
 const byId = (id: string) => ({ $case: "id" as const, id });
-
-async function expectCode(p: Promise<unknown>, code: status, message?: RegExp): Promise<void> {
-  const error = await p.then(
-    () => undefined,
-    (e: unknown) => e as ServiceError,
-  );
-  expect(error).toBeDefined();
-  expect(status[error!.code]).toBe(status[code]);
-  if (message) expect(error!.details).toMatch(message);
-}
 
 let leader: LeaderFixture;
 let owner: Management;

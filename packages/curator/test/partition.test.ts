@@ -7,7 +7,8 @@
  * late, once its member is back and delivers what it had queued — while
  * exactly one of the other two takes over within TTL + 1 s and commits.
  */
-import { type Etcd3, type IOptions, type Namespace } from "etcd3";
+import { noop } from "cockatiel";
+import { type Etcd3, type Namespace } from "etcd3";
 import { ConsensusClient } from "@metropolis/consensus";
 import {
   startEtcdCluster,
@@ -27,22 +28,6 @@ const recoveryMs = 15_000;
 const valueKey = "/partition/value";
 /** Each committed write also leaves a key of its own, so that every commit can be counted. */
 const logKey = (tag: string) => `/partition/log/${tag}`;
-
-type Policy = NonNullable<NonNullable<IOptions["faultHandling"]>["global"]>;
-
-/**
- * Runs each call once: etcd3's defaults retry, and open a circuit breaker for
- * 5 s after 3 failures, which would turn the failures this test provokes
- * into later, unrelated refusals (and would retry a write behind our back).
- */
-const runOnce: Policy = {
-  _altReturn: undefined as never,
-  onSuccess: () => ({ dispose: () => undefined }),
-  onFailure: () => ({ dispose: () => undefined }),
-  async execute(fn, signal) {
-    return await fn({ signal: signal ?? new AbortController().signal });
-  },
-};
 
 /** What became of one guarded write. */
 type Outcome = "committed" | "refused" | "lost" | "timeout" | `error: ${string}`;
@@ -102,7 +87,7 @@ let candidates: Candidate[] = [];
 function clientOf(c: EtcdCluster, member: EtcdMember): Etcd3 {
   return c.client({
     hosts: [member.clientUrl],
-    faultHandling: { host: () => runOnce, global: runOnce },
+    faultHandling: { host: () => noop, global: noop },
     // Reconnect quickly once a killed member is back (grpc-js waits 1 s, growing, by default).
     grpcOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": 500 },
   });
@@ -234,7 +219,7 @@ async function leaderCutOff(fault: Fault): Promise<void> {
   expect(afterHeal).not.toContain("committed");
 
   // Read through every member: only the new leader's writes landed since the cut.
-  const reader = c.client({ faultHandling: { host: () => runOnce, global: runOnce } });
+  const reader = c.client({ faultHandling: { host: () => noop, global: noop } });
   const kv = ConsensusClient.root(reader).sub("curator").kv;
   expect(await kv.get(valueKey).string()).toBe("new-2");
   const log = await kv.getAll().prefix("/partition/log/").keys();

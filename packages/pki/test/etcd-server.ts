@@ -10,25 +10,8 @@ import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { Etcd3, type IOptions } from "etcd3";
-
-type Policy = NonNullable<NonNullable<IOptions["faultHandling"]>["global"]>;
-
-/**
- * A fault-handling policy that runs each call once. etcd3's defaults retry
- * and open a circuit breaker for 5 s after 3 failures — which would turn the
- * readiness poll's expected early failures into a 5 s stall, and would hide
- * real failures in tests. etcd3 does not re-export cockatiel's `noop`, so
- * this is the same thing written against etcd3's own option type.
- */
-const runOnce: Policy = {
-  _altReturn: undefined as never,
-  onSuccess: () => ({ dispose: () => undefined }),
-  onFailure: () => ({ dispose: () => undefined }),
-  async execute(fn, signal) {
-    return await fn({ signal: signal ?? new AbortController().signal });
-  },
-};
+import { noop } from "cockatiel";
+import { Etcd3 } from "etcd3";
 
 const READY_DEADLINE_MS = 20_000;
 const STOP_GRACE_MS = 5_000;
@@ -101,7 +84,7 @@ async function startOnce(): Promise<EtcdServer> {
     client() {
       const client = new Etcd3({
         hosts: endpoint,
-        faultHandling: { host: () => runOnce, global: runOnce },
+        faultHandling: { host: () => noop, global: noop },
       });
       clients.push(client);
       return client;
