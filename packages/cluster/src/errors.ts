@@ -41,3 +41,25 @@ export class DisownedError extends ClusterError {
 
 /** The node parameters are missing, unreadable or inconsistent. */
 export class NodeParametersError extends ClusterError {}
+
+/**
+ * Enrolment cannot go on: the node must not start (the seed's "trapdoor").
+ * The message names what failed and what the operator can do.
+ */
+export class EnrolmentError extends ClusterError {}
+
+/** The cluster refused a request of the enrolment (a wrong ticket, a node it does not know). */
+export class ClusterRefusedError extends EnrolmentError {}
+
+/** The cluster's curators presented certificates the CA of this node does not verify. */
+export class ClusterCaMismatchError extends EnrolmentError {}
+
+/** The enrolment manager was started a second time in one node run. */
+export class EnrolmentRestartedError extends ClusterError {
+  constructor(cause: unknown) {
+    super(
+      `enrolment already ran in this node run and failed (${cause instanceof Error ? cause.message : String(cause)}); it is not retried, since it changes the node's storage`,
+      { cause },
+    );
+  }
+}

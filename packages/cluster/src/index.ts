@@ -2,12 +2,19 @@
  * @metropolis/cluster — enrolment of this node into a cluster, and the
  * cluster status every other part of the node watches.
  *
- * This package is being built: what exists are the status value (with the
- * per-user consensus clients it hands out), `getHome`, and the reading and
- * validation of node parameters. The enrolment manager (bootstrap, register,
- * join) comes next; see README.md.
+ * The `ClusterManager` runs once per node start: with a sealed configuration
+ * on the ESP it rejoins the node's cluster (join), else it follows the node
+ * parameters to bootstrap a new cluster or register into one. It hands the
+ * outcome to the roleserver (`provide*Data`) and publishes `ClusterStatus`,
+ * which hands out namespaced etcd clients to a fixed set of users while the
+ * node runs consensus.
+ *
+ *   parameters / sealed configuration ──▶ ClusterManager ──▶ status ──▶ node services
+ *                                              └──provide*Data──▶ Roleserver
  */
-export { ClusterStatus, consensusUsers, type ConsensusUser, type NodeCredentials } from "./status";
+export { ClusterStatus, consensusUsers, type ConsensusUser } from "./status";
+export { ClusterManager, type ClusterManagerConfig } from "./manager";
+export { readSealedConfiguration } from "./sealed-configuration";
 export { getHome } from "./status-watcher";
 export { parseNodeParameters, readNodeParameters, type Enrolment } from "./node-parameters";
 export * from "./errors";

@@ -6,22 +6,12 @@
  */
 import type { ConsensusClient } from "@metropolis/consensus";
 import { common } from "@metropolis/proto";
+import type { NodeCredentials } from "@metropolis/roleserve";
 import { ConsensusRefusedError, NoLocalConsensusError, UnknownConsensusUserError } from "./errors";
 
 /** The users that may get an etcd client, each confined to its own namespace. */
 export const consensusUsers = ["curator", "kubernetes-pki", "workloads"] as const;
 export type ConsensusUser = (typeof consensusUsers)[number];
-
-/** This node's identity in the cluster, once it has one. */
-export interface NodeCredentials {
-  nodeId: string;
-  /** Ed25519 private key seed (32 bytes). */
-  privateKey: Uint8Array;
-  /** The node certificate issued by the cluster CA (DER). */
-  certificate: Uint8Array;
-  /** The cluster CA certificate (DER). */
-  caCertificate: Uint8Array;
-}
 
 export class ClusterStatus {
   constructor(

@@ -38,6 +38,7 @@ export type { ServiceEntry } from "./listener";
 export { curatorServer, checkNodeStatus } from "./curator-service";
 export { managementServer } from "./management-service";
 export { aaaServer } from "./aaa-service";
+export { curatorLocalServer, type LocalContext } from "./curator-local";
 export {
   bootstrapNodeFinish,
   defaultClusterConfiguration,

@@ -8,9 +8,12 @@
  *   membership ready; the reverse failure (a learner without the role, when
  *   the write fails) is harmless and repaired by retrying, since `addNode`
  *   is idempotent.
- * - removing it first writes the record, then removes the etcd member, so
- *   the node stops its etcd on its own before the cluster forgets it; a
- *   failed removal is repaired by retrying the call, which removes again.
+ * - removing it first removes the etcd member, then writes the record. The
+ *   reverse would let the node stop its etcd while it still counts towards
+ *   quorum: in a two-member cluster the removal could then never commit. A
+ *   removed member's etcd exits by itself; the node stops trying once it
+ *   sees the role gone. A failed write is repaired by retrying the call
+ *   (removing a member that is gone already changes nothing).
  */
 import { api, common } from "@metropolis/proto";
 import { FailedPreconditionError } from "./errors";
@@ -122,6 +125,11 @@ export async function updateNodeRoles(
     );
   } else if (req.consensusMember === false && isMember) {
     await checkNotLastConsensusMember(ctx, stored.id);
+    // With the address, a learner that never started (and so has no name) is found too.
+    const address = stored.node.status?.externalAddress ? { host: peerHost(stored) } : undefined;
+    if (await ctx.consensus.removeNode(stored.id, address)) {
+      ctx.logger.info(`node ${stored.id} removed from consensus`);
+    }
   }
 
   await changeNode(ctx, req.node, (current): NodeChange => {
@@ -131,10 +139,4 @@ export async function updateNodeRoles(
     if (sameRoles(roles, current.node.roles)) return { kind: "unchanged" };
     return { kind: "put", node: { ...current.node, roles } };
   });
-
-  // With the address, a learner that never started (and so has no name) is found too.
-  const address = stored.node.status?.externalAddress ? { host: peerHost(stored) } : undefined;
-  if (req.consensusMember === false && (await ctx.consensus.removeNode(stored.id, address))) {
-    ctx.logger.info(`node ${stored.id} removed from consensus`);
-  }
 }

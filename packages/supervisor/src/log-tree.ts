@@ -32,9 +32,10 @@ class Ring {
   }
 }
 
-/** Per-DN ring buffers of log lines, queried by DN prefix. */
+/** Per-DN ring buffers of log lines, queried by DN prefix, with subscribers to new lines. */
 export class LogTree {
   private readonly rings = new Map<string, Ring>();
+  private readonly listeners = new Set<(entry: LogEntry) => void>();
   private seq = 0;
 
   constructor(readonly linesPerDn: number = 1000) {
@@ -50,6 +51,13 @@ export class LogTree {
       this.rings.set(entry.dn, ring);
     }
     ring.push({ seq: this.seq++, entry });
+    for (const cb of this.listeners) cb(entry);
+  }
+
+  /** Calls `cb` with every entry appended from now on; returns the unsubscribe function. */
+  subscribe(cb: (entry: LogEntry) => void): () => void {
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
   }
 
   /** Lines of `dnPrefix` and every DN below it, oldest first; `tail` keeps the newest N. */

@@ -11,3 +11,4 @@ export {
   type TestHarness,
   type TestHarnessOptions,
 } from "./test-harness";
+export { eventually, EventuallyTimeoutError } from "./eventually";

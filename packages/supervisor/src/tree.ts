@@ -146,6 +146,10 @@ export class Tree implements Supervisor {
     return this.logTree.query(dnPrefix, opts);
   }
 
+  onLog(cb: (entry: LogEntry) => void): () => void {
+    return this.logTree.subscribe(cb);
+  }
+
   // ── Called by RunContextImpl ──────────────────────────────────────────
 
   loggerOf(node: TreeNode): Logger {

@@ -169,4 +169,10 @@ export interface Supervisor {
   onTransition(cb: (t: Transition) => void): () => void;
   /** Log lines of `dnPrefix` and its subtree, oldest first. */
   logs(dnPrefix: string, opts?: { tail?: number }): LogEntry[];
+  /**
+   * Subscribes to log lines as they enter the log tree (every DN, the same
+   * entries `logs()` returns); returns the unsubscribe function. `cb` runs
+   * synchronously inside the logging call: it must not throw or log.
+   */
+  onLog(cb: (entry: LogEntry) => void): () => void;
 }

@@ -1,8 +1,8 @@
-import { supervise } from "@metropolis/supervisor";
+import { supervise, type LogEntry } from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import winston from "winston";
 import Transport from "winston-transport";
-import { serve } from "./helpers";
+import { deferred, serve } from "./helpers";
 
 let h: TestHarness | undefined;
 afterEach(async () => {
@@ -87,6 +87,55 @@ describe("log tree", () => {
     await new Promise((r) => setImmediate(r));
     expect(seen).toEqual([{ level: "info", message: "hello", dn: "root" }]);
     expect(sup.logs("root").map((l) => l.message)).toEqual(["hello"]);
+    await sup.stop();
+  });
+
+  it("tells subscribers every new line, as logs() keeps it, until they unsubscribe", async () => {
+    const logger = winston.createLogger({
+      level: "info",
+      transports: [new winston.transports.Console({ silent: true })],
+    });
+    const seen: string[] = [];
+    const seenEntries: LogEntry[] = [];
+    const more = deferred();
+    const sup = supervise(
+      async (ctx) => {
+        ctx.run("child", async (c) => {
+          c.logger.info("child line", { k: 1 });
+          c.logger.debug("too verbose");
+          c.subLogger("sub").warn("sub line");
+          c.healthy();
+          await more.promise;
+          c.logger.info("after unsubscribe");
+          await c.untilAborted();
+        });
+        ctx.logger.info("root line");
+        await serve(ctx);
+      },
+      { logger },
+    );
+    const unsubscribe = sup.onLog((e) => {
+      seen.push(`${e.dn} ${e.level} ${e.message}`);
+      seenEntries.push(e);
+    });
+    const healthy = new Promise<void>((resolve) =>
+      sup.onTransition((t) => t.dn === "root" && t.to === "healthy" && resolve()),
+    );
+    await healthy;
+    expect(seen).toEqual([
+      "root.child info child line",
+      "root.child.sub warn sub line",
+      "root info root line",
+    ]);
+    expect(seenEntries).toEqual(sup.logs("root"));
+    expect(seenEntries[0].meta).toEqual({ k: 1 });
+    unsubscribe();
+    const logged = new Promise<void>((resolve) =>
+      sup.onLog((e) => e.message === "after unsubscribe" && resolve()),
+    );
+    more.resolve();
+    await logged;
+    expect(seen).toHaveLength(3);
     await sup.stop();
   });
 

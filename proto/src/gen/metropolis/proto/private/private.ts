@@ -73,6 +73,15 @@ export interface SealedConfiguration {
   clusterCa: Buffer;
   /** How the node's data partition is protected. */
   storagePolicy: StoragePolicy;
+  /**
+   * The cluster unlock key (CUK), 32 bytes, kept only while the node is a
+   * consensus member. When every node of a cluster powers off, no curator
+   * can answer JoinNode until the consensus members have brought etcd back,
+   * and they can only do that with their data mounted: so consensus members
+   * keep both halves of the data key sealed (as a TPM would). Cleared when
+   * the node loses the consensus role.
+   */
+  clusterUnlockKey: Buffer;
 }
 
 /**
@@ -422,7 +431,13 @@ export const Node_LabelsEntry: MessageFns<Node_LabelsEntry> = {
 };
 
 function createBaseSealedConfiguration(): SealedConfiguration {
-  return { nodeUnlockKey: Buffer.alloc(0), joinKey: Buffer.alloc(0), clusterCa: Buffer.alloc(0), storagePolicy: 0 };
+  return {
+    nodeUnlockKey: Buffer.alloc(0),
+    joinKey: Buffer.alloc(0),
+    clusterCa: Buffer.alloc(0),
+    storagePolicy: 0,
+    clusterUnlockKey: Buffer.alloc(0),
+  };
 }
 
 export const SealedConfiguration: MessageFns<SealedConfiguration> = {
@@ -438,6 +453,9 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
     }
     if (message.storagePolicy !== 0) {
       writer.uint32(32).int32(message.storagePolicy);
+    }
+    if (message.clusterUnlockKey.length !== 0) {
+      writer.uint32(42).bytes(message.clusterUnlockKey);
     }
     return writer;
   },
@@ -487,6 +505,14 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
             message.storagePolicy = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.clusterUnlockKey = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -521,6 +547,11 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
         : isSet(object.storage_policy)
         ? storagePolicyFromJSON(object.storage_policy)
         : 0,
+      clusterUnlockKey: isSet(object.clusterUnlockKey)
+        ? Buffer.from(bytesFromBase64(object.clusterUnlockKey))
+        : isSet(object.cluster_unlock_key)
+        ? Buffer.from(bytesFromBase64(object.cluster_unlock_key))
+        : Buffer.alloc(0),
     };
   },
 
@@ -538,6 +569,9 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
     if (message.storagePolicy !== 0) {
       obj.storagePolicy = storagePolicyToJSON(message.storagePolicy);
     }
+    if (message.clusterUnlockKey.length !== 0) {
+      obj.clusterUnlockKey = base64FromBytes(message.clusterUnlockKey);
+    }
     return obj;
   },
 
@@ -550,6 +584,7 @@ export const SealedConfiguration: MessageFns<SealedConfiguration> = {
     message.joinKey = object.joinKey ?? Buffer.alloc(0);
     message.clusterCa = object.clusterCa ?? Buffer.alloc(0);
     message.storagePolicy = object.storagePolicy ?? 0;
+    message.clusterUnlockKey = object.clusterUnlockKey ?? Buffer.alloc(0);
     return message;
   },
 };

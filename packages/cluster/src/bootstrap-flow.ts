@@ -1,0 +1,54 @@
+/**
+ * Bootstrap: this node creates a new cluster. Everything local happens here
+ * (storage, keys, directory, sealed configuration); the cluster itself (etcd,
+ * CA, first records) is created by the roleserver's control plane, which this
+ * flow then waits for.
+ */
+import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
+import { api, common, priv } from "@metropolis/proto";
+import { waitFor } from "@metropolis/event";
+import type { NodeCredentials } from "@metropolis/roleserve";
+import type { EnrolmentEnv } from "./enrolment-env";
+import { writeSealedConfiguration } from "./sealed-configuration";
+import { dataPolicyOf } from "./storage-policy";
+
+/** The storage policy of a new cluster (its default configuration). */
+const bootstrapStoragePolicy = common.StoragePolicy.ENCRYPTED;
+
+export async function bootstrapCluster(
+  env: EnrolmentEnv,
+  params: api.NodeParameters_ClusterBootstrap,
+): Promise<NodeCredentials> {
+  const { ctx, storage } = env;
+  const keys = await storage.data.mountNew(dataPolicyOf(bootstrapStoragePolicy));
+  const node = generateKeyPair();
+  const join = generateKeyPair();
+  const nodeId = nodeIdFromPublicKey(node.publicKey);
+  ctx.logger.info(`bootstrapping a new cluster as ${nodeId}`);
+  await storage.esp.metropolis.clusterDirectory.write({
+    nodes: [{ id: nodeId, publicKey: node.publicKey, addresses: [{ host: env.address }] }],
+  });
+  // The first node is a consensus member from the start, so its sealed
+  // configuration keeps the cluster unlock key (see priv.SealedConfiguration).
+  const sealed = priv.SealedConfiguration.fromPartial({
+    nodeUnlockKey: keys.nodeUnlockKey,
+    joinKey: join.privateKey,
+    storagePolicy: bootstrapStoragePolicy,
+    clusterUnlockKey: keys.clusterUnlockKey,
+  });
+  await writeSealedConfiguration(storage, env.machineKeyPath, sealed);
+  env.roleserver.provideBootstrapData(
+    {
+      nodePrivateKey: node.privateKey,
+      joinPublicKey: join.publicKey,
+      ownerPublicKey: params.ownerPublicKey,
+    },
+    { sealed, clusterUnlockKey: keys.clusterUnlockKey },
+  );
+  const { credentials } = await waitFor(
+    env.roleserver.values.curatorConnection,
+    () => true,
+    ctx.signal,
+  );
+  return credentials;
+}

@@ -1,0 +1,224 @@
+/**
+ * The enrolment manager: decides how this node enters its cluster, does it
+ * once per node run, and from then on publishes the node's cluster status.
+ *
+ *   deciding ──sealed configuration──▶ joining ──────┐
+ *       ├────cluster_bootstrap──────▶ bootstrapping ─┼──▶ home (publishes status)
+ *       └────cluster_register───────▶ registering ───┘
+ *
+ * Any failure of a flow is final for this node run (the seed's "trapdoor"):
+ * the flows change storage, so they are never retried blindly. The error is
+ * published through `failure` (the node prints it and stops) and the
+ * runnable fails; a second run after a failure fails at once.
+ */
+import { MemoryValue, type Watcher } from "@metropolis/event";
+import type { NodeRoot } from "@metropolis/localstorage";
+import { defaultCuratorPort } from "@metropolis/curator";
+import { common, type priv } from "@metropolis/proto";
+import type { LocalControlPlane, NodeCredentials, Roleserver } from "@metropolis/roleserve";
+import {
+  machineRunnable,
+  type RunContext,
+  type Runnable,
+  type SupervisedInput,
+} from "@metropolis/supervisor";
+import { assign, fromPromise, setup } from "xstate";
+import { bootstrapCluster } from "./bootstrap-flow";
+import type { EnrolmentEnv } from "./enrolment-env";
+import { EnrolmentRestartedError } from "./errors";
+import { joinCluster } from "./join-flow";
+import { readNodeParameters, type Enrolment } from "./node-parameters";
+import { registerNode } from "./register-flow";
+import { readSealedConfiguration } from "./sealed-configuration";
+import { ClusterStatus } from "./status";
+
+export interface ClusterManagerConfig {
+  storage: NodeRoot;
+  /** The machine key the sealed configuration is sealed with (kept off the ESP). */
+  machineKeyPath: string;
+  /** Node parameters given on the command line; they win over the ESP's. */
+  parametersPath?: string;
+  roleserver: Roleserver;
+  /** This node's address, as other nodes reach it. */
+  address: string;
+  /** The cluster's curator port. Default 7835. */
+  curatorPort?: number;
+  /** Interval of CommitNode attempts while waiting for approval. Default 1 s. */
+  commitIntervalMs?: number;
+}
+
+type Plan = { kind: "join"; sealed: priv.SealedConfiguration } | Enrolment;
+
+interface MachineInput extends SupervisedInput {
+  manager: ClusterManager;
+}
+
+interface MachineContext extends MachineInput {
+  plan?: Plan;
+  credentials?: NodeCredentials;
+}
+
+const enrolmentMachine = setup({
+  types: { input: {} as MachineInput, context: {} as MachineContext },
+  actors: {
+    decide: fromPromise<Plan, MachineInput>(({ input }) => input.manager.decide(input.ctx)),
+    enrol: fromPromise<NodeCredentials, MachineInput & { plan: Plan }>(({ input }) =>
+      input.manager.enrol(input.ctx, input.plan),
+    ),
+    publish: fromPromise<void, MachineInput & { credentials: NodeCredentials }>(
+      ({ input, signal }) => input.manager.publishHome(input.credentials, signal),
+    ),
+  },
+}).createMachine({
+  id: "enrolment",
+  context: ({ input }) => ({ ...input }),
+  initial: "deciding",
+  states: {
+    deciding: {
+      invoke: {
+        src: "decide",
+        input: ({ context }) => ({ ctx: context.ctx, manager: context.manager }),
+        onDone: { target: "enrolling", actions: assign({ plan: ({ event }) => event.output }) },
+      },
+    },
+    enrolling: {
+      invoke: {
+        src: "enrol",
+        input: ({ context }) => ({
+          ctx: context.ctx,
+          manager: context.manager,
+          plan: context.plan!,
+        }),
+        onDone: {
+          target: "home",
+          actions: assign({ credentials: ({ event }) => event.output }),
+        },
+      },
+    },
+    home: {
+      tags: ["healthy"],
+      invoke: {
+        src: "publish",
+        input: ({ context }) => ({
+          ctx: context.ctx,
+          manager: context.manager,
+          credentials: context.credentials!,
+        }),
+      },
+    },
+  },
+});
+
+export class ClusterManager {
+  /** This node's cluster status; UNKNOWN until enrolment got somewhere. */
+  readonly status = new MemoryValue<ClusterStatus>(new ClusterStatus(common.ClusterState.UNKNOWN));
+  /** Rejects with the error that ended enrolment, if one did. */
+  readonly failure: Promise<never>;
+  private fail: (e: unknown) => void = () => undefined;
+  private failed: unknown;
+  private credentials: NodeCredentials | undefined;
+  private started = false;
+  private state: common.ClusterState = common.ClusterState.UNKNOWN;
+
+  constructor(private readonly config: ClusterManagerConfig) {
+    this.failure = new Promise<never>((_, reject) => (this.fail = reject));
+    // Nobody may be listening; the rejection is reported through the runnable too.
+    this.failure.catch(() => undefined);
+  }
+
+  /** The runnable to supervise. Enrols once; a restart after success only publishes. */
+  readonly run: Runnable = async (ctx) => {
+    if (this.failed !== undefined) throw new EnrolmentRestartedError(this.failed);
+    if (this.credentials) {
+      ctx.healthy();
+      return this.publishHome(this.credentials, ctx.signal);
+    }
+    if (this.started) throw new EnrolmentRestartedError("it was interrupted");
+    this.started = true;
+    try {
+      await machineRunnable(enrolmentMachine, { input: { manager: this } })(ctx);
+    } catch (e) {
+      if (!ctx.signal.aborted && this.credentials === undefined) {
+        this.failed = e;
+        this.fail(e);
+      }
+      throw e;
+    }
+  };
+
+  /** deciding: a sealed configuration means join; else the node parameters say. */
+  async decide(ctx: RunContext): Promise<Plan> {
+    await this.config.storage.esp.metropolis.mkdirAll();
+    const sealed = await readSealedConfiguration(this.config.storage, this.config.machineKeyPath);
+    if (sealed) {
+      if (this.config.parametersPath !== undefined) {
+        ctx.logger.warn(
+          `node parameters ${this.config.parametersPath} ignored: this node already belongs to a cluster`,
+        );
+      }
+      return { kind: "join", sealed };
+    }
+    return readNodeParameters(
+      this.config.storage.esp.metropolis.parameters,
+      this.config.parametersPath,
+      ctx.logger,
+    );
+  }
+
+  /** enrolling: runs the chosen flow. */
+  async enrol(ctx: RunContext, plan: Plan): Promise<NodeCredentials> {
+    const env: EnrolmentEnv = {
+      ctx,
+      storage: this.config.storage,
+      machineKeyPath: this.config.machineKeyPath,
+      roleserver: this.config.roleserver,
+      address: this.config.address,
+      curatorPort: this.config.curatorPort ?? defaultCuratorPort,
+      commitIntervalMs: this.config.commitIntervalMs ?? 1000,
+      setState: (state, credentials) => this.publish(state, credentials),
+    };
+    let credentials: NodeCredentials;
+    switch (plan.kind) {
+      case "join":
+        credentials = await joinCluster(env, plan.sealed);
+        break;
+      case "bootstrap":
+        credentials = await bootstrapCluster(env, plan.bootstrap);
+        break;
+      case "register":
+        credentials = await registerNode(env, plan.register);
+        break;
+    }
+    this.credentials = credentials;
+    return credentials;
+  }
+
+  /** home: HOME, with the local consensus client whenever a control plane runs. */
+  async publishHome(credentials: NodeCredentials, signal: AbortSignal): Promise<void> {
+    this.credentials = credentials;
+    this.publish(common.ClusterState.HOME, credentials);
+    const watcher: Watcher<LocalControlPlane | undefined> =
+      this.config.roleserver.values.localControlPlane.watch();
+    try {
+      for (;;) {
+        const controlPlane = await watcher.get({ signal });
+        this.publish(this.state, credentials, { controlPlane });
+      }
+    } finally {
+      watcher.close();
+    }
+  }
+
+  private controlPlane: LocalControlPlane | undefined;
+
+  /** Publishes `state`; the control plane is kept unless `change` gives a new one (or none). */
+  private publish(
+    state: common.ClusterState,
+    credentials?: NodeCredentials,
+    change?: { controlPlane: LocalControlPlane | undefined },
+  ): void {
+    this.state = state;
+    if (change) this.controlPlane = change.controlPlane;
+    this.status.set(new ClusterStatus(state, credentials, this.controlPlane?.consensus.client));
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * Enrolment end to end, in process: a node bootstraps a cluster and reaches
+ * HOME; a second registers, is approved by the owner and reaches HOME; it
+ * gets the consensus role (joins etcd, runs a curator follower) and the
+ * worker role (runs its declared workload), loses them again, and comes back
+ * after a restart through join. Real etcd, real curators, real mTLS gRPC.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { waitFor } from "@metropolis/event";
+import { common } from "@metropolis/proto";
+import { eventually } from "@metropolis/supervisor/testing";
+import { homeOf, loopbackNet, TestClusterNode, TestOwner, type NodeRun } from "./cluster-fixture";
+
+jest.setTimeout(120_000);
+
+const address = loopbackNet();
+const owner = new TestOwner();
+let first: TestClusterNode;
+let second: TestClusterNode;
+let firstRun: NodeRun;
+let secondRun: NodeRun;
+let secondId: string;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  first = await TestClusterNode.create(address(1));
+  const pidFile = join(first.dir, "second-workload.pid");
+  second = await TestClusterNode.create(address(2), [
+    {
+      name: "sleeper",
+      command: process.execPath,
+      args: [
+        "-e",
+        `require("fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`,
+      ],
+    },
+  ]);
+});
+
+afterAll(async () => {
+  owner.close();
+  await second?.remove();
+  await first?.remove();
+});
+
+describe("enrolment", () => {
+  it("bootstraps a cluster: the first node reaches HOME with credentials and local consensus", async () => {
+    firstRun = await first.start(owner.bootstrapParameters());
+    const home = await homeOf(firstRun);
+    expect(home.credentials?.nodeId).toMatch(/^metropolis-[0-9a-f]{32}$/);
+    const withConsensus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
+    await withConsensus.consensusClient("curator").kv.get("probe").string();
+
+    await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
+    const nodes = await owner.nodes();
+    expect(nodes.map((n) => [n.id, n.state])).toEqual([
+      [home.credentials!.nodeId, common.NodeState.UP],
+    ]);
+  });
+
+  it("registers a second node, which reaches HOME once the owner approves it", async () => {
+    secondRun = await second.start(await owner.registerParameters());
+    const pending = await eventually(
+      async () => (await owner.nodes()).find((n) => n.state === common.NodeState.NEW),
+      "the second node to register",
+    );
+    await waitFor(secondRun.manager.status, (s) => s.state === common.ClusterState.FOREIGN);
+    await owner.approve(pending.id);
+    const home = await homeOf(secondRun);
+    secondId = home.credentials!.nodeId;
+    expect(secondId).toBe(pending.id);
+    expect(home.hasLocalConsensus).toBe(false);
+    // Its status reaches the cluster, and heartbeats make it healthy.
+    await eventually(async () => {
+      const node = (await owner.nodes()).find((n) => n.id === secondId);
+      return (
+        node?.status?.externalAddress === second.address &&
+        node.health === common.NodeHealth.HEALTHY
+      );
+    }, "the second node to report its address and be healthy");
+  });
+
+  it("runs a consensus member and a curator follower while it holds the consensus role", async () => {
+    await owner.setRoles(secondId, { consensusMember: true });
+    const controlPlane = await waitFor(
+      secondRun.roleserver.values.localControlPlane,
+      (c) => c !== undefined,
+    );
+    expect(controlPlane!.curatorPort).toBe(7835);
+    const status = await waitFor(secondRun.manager.status, (s) => s.hasLocalConsensus);
+    await status.consensusClient("curator").kv.get("probe").string();
+    const leader = await waitFor(controlPlane!.curator.leader, (l) => l !== undefined);
+    expect(leader!.nodeId).not.toBe(secondId);
+    await eventually(async () => {
+      const members = await controlPlane!.consensus.members();
+      return members.length === 2 && members.every((m) => !m.isLearner);
+    }, "the second member to be promoted");
+
+    await owner.setRoles(secondId, { consensusMember: false });
+    await waitFor(secondRun.roleserver.values.localControlPlane, (c) => c === undefined);
+    await waitFor(secondRun.manager.status, (s) => !s.hasLocalConsensus);
+    const firstStatus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
+    const firstPlane = await waitFor(firstRun.roleserver.values.localControlPlane, (c) => !!c);
+    expect(firstStatus.hasLocalConsensus).toBe(true);
+    await eventually(
+      async () => (await firstPlane!.consensus.members()).length === 1,
+      "the removed member to leave etcd",
+    );
+  });
+
+  it("runs the declared workloads while it holds the worker role", async () => {
+    const pidFile = join(first.dir, "second-workload.pid");
+    await owner.setRoles(secondId, { kubernetesWorker: true });
+    await waitFor(secondRun.roleserver.values.workloadStatus, (w) => w.running);
+    const pid = await eventually(
+      async () => Number(await readFile(pidFile, "utf8")) || undefined,
+      "the workload to write its pid",
+    );
+    expect(alive(pid)).toBe(true);
+    await owner.setRoles(secondId, { kubernetesWorker: false });
+    await waitFor(secondRun.roleserver.values.workloadStatus, (w) => !w.running);
+    await eventually(() => !alive(pid), "the workload process to stop");
+  });
+
+  it("comes back HOME after a restart, through join", async () => {
+    await second.stop();
+    secondRun = await second.start();
+    const home = await homeOf(secondRun);
+    expect(home.credentials?.nodeId).toBe(secondId);
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * A session with the cluster's curator leader: a CuratorConnection (which
+ * finds and follows the leader) with promise-returning Management and AAA
+ * calls, each with a deadline and cancelled when the operator interrupts.
+ */
+import { Metadata, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { CuratorConnection, type LeaderClients } from "@metropolis/curator";
+import { api } from "@metropolis/proto";
+import type { CommandContext } from "./command-context";
+import { formatEndpoint } from "./endpoints";
+import { ConfigFileError, NodeNotFoundError } from "./errors";
+import { configFiles } from "./config-dir";
+import { withProgress } from "./spinner";
+
+/** How long a call may take before a spinner says what metroctl waits for. */
+const progressDelayMs = 500;
+
+type Callback<Res> = (err: ServiceError | null, res: Res) => void;
+
+/** Issues one unary call on a leader's clients; returns the grpc-js call so it can be cancelled. */
+type Invoke<Res> = (
+  leader: LeaderClients,
+  metadata: Metadata,
+  options: Partial<CallOptions>,
+  callback: Callback<Res>,
+) => ClientUnaryCall;
+
+export class ClusterSession {
+  private constructor(
+    private readonly ctx: CommandContext,
+    private readonly connection: CuratorConnection,
+    private readonly endpoints: readonly string[],
+  ) {}
+
+  /** A session with explicit TLS material: the CA to trust and the client identity to present. */
+  static async connect(
+    ctx: CommandContext,
+    tls: { ca: string; identity: { cert: string; key: string } },
+  ): Promise<ClusterSession> {
+    const endpoints = (await ctx.endpoints()).map(formatEndpoint);
+    return new ClusterSession(
+      ctx,
+      new CuratorConnection({ endpoints, ca: tls.ca, identity: tls.identity }),
+      endpoints,
+    );
+  }
+
+  /** A session as the cluster owner, with the credentials takeownership stored. */
+  static async asOwner(ctx: CommandContext): Promise<ClusterSession> {
+    const credentials = await ctx.configDir.readOwnerCredentials();
+    if (!credentials) {
+      throw new ConfigFileError(
+        ctx.configDir.path(configFiles.ownerCertificate),
+        "no owner certificate: run `metroctl takeownership` first",
+      );
+    }
+    return ClusterSession.connect(ctx, {
+      ca: credentials.ca,
+      identity: { cert: credentials.cert, key: credentials.key },
+    });
+  }
+
+  /**
+   * Runs one unary call on the leader, within `timeoutMs` (default: the dial
+   * timeout) for finding the leader and for the call itself.
+   */
+  private call<Res>(invoke: Invoke<Res>, timeoutMs = this.ctx.dialTimeoutMs): Promise<Res> {
+    const deadline = Date.now() + timeoutMs;
+    const signal = this.ctx.signal;
+    // Reaching an unreachable cluster takes the whole dial timeout: say so, unless it is quick.
+    return withProgress(
+      this.ctx.io.stderr,
+      `reaching the curator leader through ${this.endpoints.join(", ")}`,
+      () => this.callLeader(invoke, deadline, timeoutMs, signal),
+      { delayMs: progressDelayMs },
+    );
+  }
+
+  private callLeader<Res>(
+    invoke: Invoke<Res>,
+    deadline: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Res> {
+    return this.connection.call(
+      async (leader) => {
+        await this.ctx.rememberEndpoints();
+        return new Promise<Res>((resolve, reject) => {
+          const call = invoke(leader, new Metadata(), { deadline }, (err, res) => {
+            signal?.removeEventListener("abort", cancel);
+            if (err) reject(err);
+            else resolve(res);
+          });
+          const cancel = () => call.cancel();
+          signal?.addEventListener("abort", cancel, { once: true });
+        });
+      },
+      { timeoutMs, signal },
+    );
+  }
+
+  getNodes(req: Partial<api.GetNodesRequest> = {}, timeoutMs?: number): Promise<api.Node[]> {
+    return this.call<api.GetNodesResponse>(
+      (l, m, o, cb) => l.management.getNodes(api.GetNodesRequest.fromPartial(req), m, o, cb),
+      timeoutMs,
+    ).then((res) => res.nodes);
+  }
+
+  /** Node `id`; {@link NodeNotFoundError} when the cluster has no such node. */
+  async getNode(id: string): Promise<api.Node> {
+    const node = (await this.getNodes()).find((n) => n.id === id);
+    if (!node) throw new NodeNotFoundError(id);
+    return node;
+  }
+
+  getClusterInfo(): Promise<api.GetClusterInfoResponse> {
+    return this.call((l, m, o, cb) => l.management.getClusterInfo({}, m, o, cb));
+  }
+
+  getRegisterTicket(): Promise<Buffer> {
+    return this.call<api.GetRegisterTicketResponse>((l, m, o, cb) =>
+      l.management.getRegisterTicket({}, m, o, cb),
+    ).then((res) => res.ticket);
+  }
+
+  async approveNode(id: string): Promise<void> {
+    await this.call((l, m, o, cb) =>
+      l.management.approveNode({ node: { $case: "id", id } }, m, o, cb),
+    );
+  }
+
+  async updateNodeRoles(req: api.UpdateNodeRolesRequest): Promise<void> {
+    await this.call((l, m, o, cb) => l.management.updateNodeRoles(req, m, o, cb));
+  }
+
+  async updateNodeLabels(req: api.UpdateNodeLabelsRequest): Promise<void> {
+    await this.call((l, m, o, cb) => l.management.updateNodeLabels(req, m, o, cb));
+  }
+
+  async deleteNode(req: api.DeleteNodeRequest): Promise<void> {
+    await this.call((l, m, o, cb) => l.management.deleteNode(req, m, o, cb));
+  }
+
+  escrow(publicKey: Uint8Array): Promise<api.EscrowResponse> {
+    return this.call((l, m, o, cb) =>
+      l.aaa.escrow({ publicKey: Buffer.from(publicKey) }, m, o, cb),
+    );
+  }
+
+  /** Closes every channel; the process can exit afterwards. */
+  close(): void {
+    this.connection.close();
+  }
+}
+
+/** Runs `fn` with an owner session, closing it however `fn` ends. */
+export async function withOwnerSession<T>(
+  ctx: CommandContext,
+  fn: (session: ClusterSession) => Promise<T>,
+): Promise<T> {
+  const session = await ClusterSession.asOwner(ctx);
+  try {
+    return await fn(session);
+  } finally {
+    session.close();
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * @metropolis/metroctl — the cluster owner's command line tool.
+ *
+ * It holds what makes its user the owner of a cluster — an Ed25519 owner
+ * key, the owner certificate escrowed with it, the cluster CA — in a config
+ * dir, and uses them to talk to the curator leader's Management API over
+ * mutual TLS (and to each node's Debug service). Why a separate tool: the
+ * owner's key never has to be on a node, and everything an operator does
+ * to a cluster goes through the same authenticated API.
+ *
+ *   bootstrap-params ─▶ node bootstraps ─▶ takeownership ─▶ nodes, approve,
+ *   set-role, label, delete, cluster-info, register-params, wait, logs, tree
+ *
+ * `runMetroctl(argv, io)` runs it in-process (tests do); `main.ts` is the
+ * executable. See README.md for the commands and the trust model.
+ */
+export { runMetroctl } from "./run-metroctl";
+export type { MetroctlIo, OutputStream } from "./io";
+export {
+  ConfigDir,
+  configFiles,
+  defaultConfigDir,
+  type OwnerCredentials,
+  type OwnerKey,
+} from "./config-dir";
+export { parseEndpoint, parseEndpointList, formatEndpoint, type Endpoint } from "./endpoints";
+export { defaultDebugPort, formatLogEntry } from "./debug-commands";
+export type { NodeView } from "./node-view";
+export type { ClusterInfoView } from "./cluster-info";
+export {
+  buildSupervisionTree,
+  renderSupervisionTree,
+  type SupervisionTreeNode,
+} from "./supervision-tree";
+export * from "./errors";

@@ -1,0 +1,109 @@
+/**
+ * `bootstrap-params` and `register-params`: the NodeParameters files an
+ * operator puts on a node's ESP (`parameters.pb`) to make it bootstrap a
+ * new cluster, or register into an existing one.
+ */
+import { parseCertificate } from "@metropolis/pki";
+import { api } from "@metropolis/proto";
+import { writeFileAtomic } from "./atomic-file";
+import { certificateFingerprint } from "./certificate-fingerprint";
+import { withOwnerSession } from "./cluster-session";
+import type { CommandContext } from "./command-context";
+import { describeError, MetroctlError } from "./errors";
+import { parseLabels } from "./flag-values";
+import { writeLine } from "./io";
+import { collectValues, type DefineCommand } from "./define-command";
+
+/** Writes encoded parameters to `path` atomically; `mode` 0600 when they carry a secret. */
+async function writeParams(path: string, params: api.NodeParameters, mode: number): Promise<void> {
+  try {
+    await writeFileAtomic(path, api.NodeParameters.encode(params).finish(), mode);
+  } catch (e) {
+    throw new MetroctlError(`cannot write ${path}: ${describeError(e)}`, { cause: e });
+  }
+}
+
+/** `bootstrap-params -o FILE [--label k=v]…` */
+export async function bootstrapParams(
+  ctx: CommandContext,
+  opts: { output: string; label: string[] },
+): Promise<void> {
+  const labels = parseLabels(opts.label);
+  const { key, created } = await ctx.configDir.ensureOwnerKey();
+  const keyPath = ctx.configDir.path("owner-key.pem");
+  writeLine(
+    ctx.io.stderr,
+    created ? `created the owner key ${keyPath}` : `using the owner key ${keyPath}`,
+  );
+  await writeParams(
+    opts.output,
+    {
+      cluster: {
+        $case: "clusterBootstrap",
+        clusterBootstrap: { ownerPublicKey: key.publicKey, labels },
+      },
+    },
+    0o644,
+  );
+  writeLine(ctx.io.stdout, `wrote bootstrap parameters to ${opts.output}`);
+}
+
+/** `register-params -o FILE [--label k=v]…` */
+export async function registerParams(
+  ctx: CommandContext,
+  opts: { output: string; label: string[] },
+): Promise<void> {
+  const labels = parseLabels(opts.label);
+  const [ticket, info] = await withOwnerSession(ctx, (session) =>
+    Promise.all([session.getRegisterTicket(), session.getClusterInfo()]),
+  );
+  const directory = info.clusterDirectory ?? { nodes: [] };
+  // A node given a directory without any address could never reach the cluster: refuse now,
+  // not when the node has already formatted its storage.
+  if (!directory.nodes.some((n) => n.addresses.some((a) => a.host !== ""))) {
+    throw new MetroctlError(
+      "the cluster lists no UP node with an address yet: a new node could not reach it",
+    );
+  }
+  const ca = parseCertificate(info.caCertificate);
+  await writeParams(
+    opts.output,
+    {
+      cluster: {
+        $case: "clusterRegister",
+        clusterRegister: {
+          registerTicket: ticket,
+          clusterDirectory: directory,
+          caCertificate: ca.der,
+          labels,
+        },
+      },
+    },
+    // The ticket lets a machine ask to join the cluster: not for everyone's eyes.
+    0o600,
+  );
+  writeLine(
+    ctx.io.stdout,
+    `wrote register parameters to ${opts.output} (${directory.nodes.length} node(s), CA sha256:${certificateFingerprint(ca)})`,
+  );
+}
+
+/** Adds `bootstrap-params` and `register-params`. */
+export function registerParamsCommands(define: DefineCommand): void {
+  define<{ output: string; label: string[] }>("bootstrap-params", (ctx, _args, opts) =>
+    bootstrapParams(ctx, opts),
+  )
+    .description(
+      "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
+    )
+    .requiredOption("-o, --output <file>", "where to write the parameters")
+    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, []);
+  define<{ output: string; label: string[] }>("register-params", (ctx, _args, opts) =>
+    registerParams(ctx, opts),
+  )
+    .description(
+      "write NodeParameters that make a node register into the cluster (ticket, directory and CA fetched from it)",
+    )
+    .requiredOption("-o, --output <file>", "where to write the parameters")
+    .option("--label <key=value>", "label of the new node (repeatable)", collectValues, []);
+}

@@ -1,0 +1,114 @@
+/**
+ * The programmatic entry: parses argv with commander, runs the command, and
+ * turns every failure into one line on stderr and an exit code:
+ *
+ *   metroctl: <command>: <STATUS>: <details>   (the cluster refused, gRPC status)
+ *   metroctl: <command>: <message>             (bad flag, config file, timeout, …)
+ *
+ * Exit codes: 0 success (and --help), 1 failure, 130 interrupted.
+ */
+import { status, type ServiceError } from "@grpc/grpc-js";
+import { Command, CommanderError } from "commander";
+import { registerClusterInfoCommand } from "./cluster-info";
+import { defaultDialTimeoutMs } from "./command-context";
+import { registerDebugCommands } from "./debug-commands";
+import { commandDefiner, type RunOutcome } from "./define-command";
+import {
+  CommandFailedError,
+  describeError,
+  errorName,
+  InterruptedError,
+  MetroctlError,
+} from "./errors";
+import { writeLine, type MetroctlIo } from "./io";
+import { registerNodeChangeCommands } from "./node-changes";
+import { registerParamsCommands } from "./node-params";
+import { registerNodesCommand } from "./nodes-command";
+import { registerTakeOwnershipCommand } from "./take-ownership";
+import { registerWaitCommand } from "./wait-command";
+
+/** Builds the command tree for one run. Commander keeps parse state, so never reuse it. */
+function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
+  const program = new Command("metroctl")
+    .description("Operate a Metropolis cluster as its owner.")
+    .option(
+      "--config <dir>",
+      "config dir: owner key and certificate, cluster CA, endpoints (default ~/.config/metroctl)",
+    )
+    .option(
+      "--endpoints <host:port,...>",
+      "curators to reach the cluster through (default port 7835); remembered once they work",
+    )
+    .option(
+      "--dial-timeout <seconds>",
+      `how long to try to reach the curator leader (default ${defaultDialTimeoutMs / 1000})`,
+    )
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      // Errors are reported once, as one line, by runMetroctl.
+      outputError: () => undefined,
+    });
+  const define = commandDefiner(program, io, outcome);
+  registerParamsCommands(define);
+  registerTakeOwnershipCommand(define);
+  registerNodesCommand(define);
+  registerNodeChangeCommands(define);
+  registerClusterInfoCommand(define);
+  registerWaitCommand(define);
+  registerDebugCommands(define);
+  return program;
+}
+
+const isServiceError = (e: unknown): e is ServiceError =>
+  typeof e === "object" &&
+  e !== null &&
+  typeof (e as ServiceError).code === "number" &&
+  typeof (e as ServiceError).details === "string";
+
+const isAbort = (e: unknown) =>
+  e instanceof InterruptedError ||
+  errorName(e) === "AbortError" ||
+  (isServiceError(e) && e.code === status.CANCELLED);
+
+/** The one-line message and exit code of a command's failure. */
+function describeFailure(e: unknown, signal: AbortSignal | undefined): [string, number] {
+  if (signal?.aborted && (isAbort(e) || e === signal.reason)) {
+    const interrupted = new InterruptedError();
+    return [interrupted.message, interrupted.exitCode];
+  }
+  if (e instanceof CommanderError) return [e.message.replace(/^error: /, ""), e.exitCode || 1];
+  if (e instanceof MetroctlError) return [e.message, e.exitCode];
+  if (isServiceError(e)) {
+    // grpc-js appends an empty "Resolution note:" to connection failures.
+    const details = e.details.replace(/\s*Resolution note:\s*$/, "");
+    return [`${status[e.code] ?? e.code}: ${details}`, 1];
+  }
+  return [describeError(e), 1];
+}
+
+const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ").trim();
+
+/**
+ * Runs metroctl with `argv` (without node and script) against `io`; resolves
+ * to the exit code. Never throws, never calls process.exit.
+ */
+export async function runMetroctl(argv: readonly string[], io: MetroctlIo): Promise<number> {
+  const outcome: RunOutcome = { exitCode: 0 };
+  const program = buildProgram(io, outcome);
+  try {
+    await program.parseAsync([...argv], { from: "user" });
+    return outcome.exitCode;
+  } catch (e) {
+    if (e instanceof CommanderError && e.exitCode === 0) return 0; // --help, --version
+    // Commander already printed the help when run without a command.
+    if (e instanceof CommanderError && e.code === "commander.help") return e.exitCode;
+    const [command, failure] =
+      e instanceof CommandFailedError ? [e.command, e.error] : [undefined, e];
+    if (failure instanceof CommanderError && failure.exitCode === 0) return 0;
+    const [message, exitCode] = describeFailure(failure, io.signal);
+    writeLine(io.stderr, oneLine(`metroctl: ${command ? `${command}: ` : ""}${message}`));
+    return exitCode;
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * A node's supervision tree, from the flat list the Debug service sends
+ * (parents before children, DNs like `root.consensus.etcd`) to a tree, drawn
+ * with its states, restart counts and last errors — the first place to look
+ * when a node does not come up.
+ */
+import { api } from "@metropolis/proto";
+import { renderTable } from "./output";
+
+/** One runnable of the tree, as `tree -o json` prints it. */
+export interface SupervisionTreeNode {
+  /** Full DN. */
+  dn: string;
+  /** Last part of the DN. */
+  name: string;
+  /** NEW, HEALTHY, DONE, DEAD or CANCELED. */
+  state: string;
+  restarts: number;
+  /** When it entered its state (ISO 8601), if known. */
+  since: string | null;
+  /** Message of its last failure, if it ever failed. */
+  lastError: string | null;
+  /** Milliseconds until its scheduled restart, if one is scheduled. */
+  nextRestartInMs: number | null;
+  /** True when it failed too often and will not be restarted. */
+  givenUp: boolean;
+  children: SupervisionTreeNode[];
+}
+
+const parentDn = (dn: string) => {
+  const dot = dn.lastIndexOf(".");
+  return dot === -1 ? undefined : dn.slice(0, dot);
+};
+
+/**
+ * Builds the tree. A runnable whose parent is missing from the list (which a
+ * consistent snapshot never has) becomes a root of its own rather than being
+ * dropped: the operator sees everything the node sent.
+ */
+export function buildSupervisionTree(nodes: readonly api.SupervisionNode[]): SupervisionTreeNode[] {
+  const byDn = new Map<string, SupervisionTreeNode>();
+  const roots: SupervisionTreeNode[] = [];
+  for (const n of nodes) {
+    const parent = parentDn(n.dn);
+    const node: SupervisionTreeNode = {
+      dn: n.dn,
+      name: parent !== undefined && byDn.has(parent) ? n.dn.slice(parent.length + 1) : n.dn,
+      state: api.RunnableState[n.state] ?? `STATE_${n.state}`,
+      restarts: n.restarts,
+      since: n.since ? n.since.toISOString() : null,
+      lastError: n.lastError === "" ? null : n.lastError,
+      nextRestartInMs: n.nextRestartInMs ?? null,
+      givenUp: n.givenUp,
+      children: [],
+    };
+    byDn.set(n.dn, node);
+    const parentNode = parent === undefined ? undefined : byDn.get(parent);
+    if (parentNode) parentNode.children.push(node);
+    else roots.push(node);
+  }
+  return roots;
+}
+
+interface Row {
+  label: string;
+  node: SupervisionTreeNode;
+}
+
+function flatten(nodes: readonly SupervisionTreeNode[], prefix: string, rows: Row[], top: boolean) {
+  nodes.forEach((node, i) => {
+    const last = i === nodes.length - 1;
+    const branch = top ? "" : last ? "└─ " : "├─ ";
+    rows.push({ label: prefix + branch + node.name, node });
+    const childPrefix = top ? "" : prefix + (last ? "   " : "│  ");
+    flatten(node.children, childPrefix, rows, false);
+  });
+}
+
+function detail(node: SupervisionTreeNode): string {
+  const parts: string[] = [];
+  if (node.givenUp) parts.push("gave up");
+  else if (node.nextRestartInMs !== null)
+    parts.push(`restart in ${(node.nextRestartInMs / 1000).toFixed(1)}s`);
+  // One line per runnable: a multi-line error (a stack) would break the tree apart.
+  if (node.lastError !== null) parts.push(`last error: ${node.lastError.split("\n")[0]}`);
+  return parts.join("; ");
+}
+
+/** Draws the tree: one line per runnable, indented under its parent. */
+export function renderSupervisionTree(roots: readonly SupervisionTreeNode[]): string {
+  const rows: Row[] = [];
+  flatten(roots, "", rows, true);
+  return renderTable<Row>(
+    [
+      { heading: "RUNNABLE", cell: (r) => r.label },
+      { heading: "STATE", cell: (r) => r.node.state },
+      { heading: "RESTARTS", cell: (r) => String(r.node.restarts) },
+      { heading: "DETAIL", cell: (r) => detail(r.node) },
+    ],
+    rows,
+  );
+}

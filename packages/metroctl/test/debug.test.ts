@@ -1,0 +1,237 @@
+/**
+ * `logs` and `tree` against a node's Debug service (test/debug-server.ts)
+ * over real mTLS, with the node's address found through the real curator.
+ */
+import { api, common } from "@metropolis/proto";
+import {
+  Capture,
+  eventually,
+  metroctl,
+  startCluster,
+  type MetroctlCluster,
+} from "./cluster-fixture";
+import { startDebugServer, type DebugServer } from "./debug-server";
+
+let cluster: MetroctlCluster;
+let config: string;
+const servers: DebugServer[] = [];
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  config = await cluster.ownerConfig();
+}, 30_000);
+
+afterEach(() => {
+  for (const server of servers.splice(0)) server.stop();
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+/** Starts a Debug server and makes `nodeId`'s reported address point at it. */
+async function serveDebug(
+  nodeId: string,
+  handlers: Parameters<typeof startDebugServer>[1],
+  as?: Parameters<typeof startDebugServer>[2],
+): Promise<DebugServer> {
+  const server = await startDebugServer(cluster.leader, handlers, as);
+  servers.push(server);
+  await cluster.leader.updateNode(nodeId, (n) => ({
+    ...n,
+    status: common.NodeStatus.fromPartial({ externalAddress: server.host }),
+  }));
+  return server;
+}
+
+const entry = (seconds: number, level: string, dn: string, message: string, metaJson = "") => ({
+  time: new Date(Date.UTC(2024, 4, 1, 12, 0, seconds)),
+  level,
+  dn,
+  message,
+  metaJson,
+});
+
+describe("logs", () => {
+  it("prints the backlog as `time level dn message`, asking for the DN and tail given", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, {
+      logs: async (call) => {
+        call.write({ entries: [entry(1, "info", "root.curator", "leader now")] });
+        call.write({
+          entries: [entry(2, "warn", "root.curator.listener", "slow", '{"ms":300}')],
+        });
+      },
+    });
+    const res = await metroctl(config, [
+      "logs",
+      id,
+      "root.curator",
+      "--tail",
+      "5",
+      "--debug-port",
+      String(server.port),
+    ]);
+    expect(res).toEqual({
+      code: 0,
+      stderr: "",
+      stdout:
+        "2024-05-01T12:00:01.000Z info root.curator leader now\n" +
+        '2024-05-01T12:00:02.000Z warn root.curator.listener slow {"ms":300}\n',
+    });
+    expect(server.logRequests).toEqual([{ dnPrefix: "root.curator", tail: 5, follow: false }]);
+    expect(server.callers).toEqual(["owner"]);
+  });
+
+  it("asks for the whole tree and backlog by default", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, { logs: async () => undefined });
+    const res = await metroctl(config, ["logs", id, "--debug-port", String(server.port)]);
+    expect(res).toEqual({ code: 0, stdout: "", stderr: "" });
+    expect(server.logRequests).toEqual([{ dnPrefix: "", tail: undefined, follow: false }]);
+  });
+
+  it("follows new lines until interrupted, then ends the stream and exits 0", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    let cancelled = false;
+    const server = await serveDebug(id, {
+      logs: async (call) => {
+        call.write({ entries: [entry(1, "info", "root", "first")] });
+        await new Promise<void>((resolve) => call.once("cancelled", resolve));
+        cancelled = true;
+      },
+    });
+    const stdout = new Capture();
+    const interrupt = new AbortController();
+    const running = metroctl(
+      config,
+      ["logs", id, "--follow", "--debug-port", String(server.port)],
+      { stdout, signal: interrupt.signal },
+    );
+    await eventually(() => stdout.text.includes(" first\n"), "the first followed line");
+    interrupt.abort();
+    const res = await running;
+    expect(res).toMatchObject({ code: 0, stderr: "" });
+    expect(server.logRequests[0]?.follow).toBe(true);
+    await eventually(() => cancelled, "the server to see the stream cancelled");
+  });
+
+  it("refuses a node that presents another node's certificate", async () => {
+    const impostor = await cluster.leader.addNode();
+    // The server at the impostor's address presents the first node's certificate.
+    const server = await serveDebug(impostor.nodeId, { logs: async () => undefined });
+    const res = await metroctl(config, [
+      "logs",
+      impostor.nodeId,
+      "--debug-port",
+      String(server.port),
+      "--dial-timeout",
+      "5",
+    ]);
+    expect(res.code).toBe(1);
+    expect(res.stderr.trimEnd().split("\n")).toHaveLength(1);
+    expect(res.stderr).toMatch(
+      new RegExp(`^metroctl: logs: UNAVAILABLE: .*not ${impostor.nodeId}`),
+    );
+    expect(server.logRequests).toEqual([]);
+  });
+
+  it("reports a node that is not in the cluster", async () => {
+    const missing = "metropolis-" + "ef".repeat(16);
+    const res = await metroctl(config, ["logs", missing]);
+    expect(res).toMatchObject({ code: 1, stderr: `metroctl: logs: node ${missing} not found\n` });
+  });
+
+  it("reports a node without an address", async () => {
+    const node = await cluster.leader.addNode();
+    const res = await metroctl(config, ["tree", node.nodeId]);
+    expect(res).toMatchObject({
+      code: 1,
+      stderr: `metroctl: tree: node ${node.nodeId} has not reported an address yet\n`,
+    });
+  });
+});
+
+describe("tree", () => {
+  const snapshot: api.GetSupervisionTreeResponse = {
+    nodes: [
+      { dn: "root", state: api.RunnableState.HEALTHY, restarts: 0, lastError: "", givenUp: false },
+      {
+        dn: "root.network",
+        state: api.RunnableState.DEAD,
+        restarts: 2,
+        lastError: "no link",
+        nextRestartInMs: 800,
+        givenUp: false,
+      },
+      {
+        dn: "root.role",
+        state: api.RunnableState.HEALTHY,
+        restarts: 0,
+        lastError: "",
+        givenUp: false,
+      },
+      {
+        dn: "root.role.curator",
+        state: api.RunnableState.NEW,
+        restarts: 0,
+        lastError: "",
+        givenUp: false,
+      },
+    ],
+  };
+
+  it("draws the node's supervision tree", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, { tree: () => snapshot });
+    const res = await metroctl(config, ["tree", id, "--debug-port", String(server.port)]);
+    expect(res.code).toBe(0);
+    expect(res.stdout.split("\n")).toEqual([
+      "RUNNABLE       STATE    RESTARTS  DETAIL",
+      "root           HEALTHY  0",
+      "├─ network     DEAD     2         restart in 0.8s; last error: no link",
+      "└─ role        HEALTHY  0",
+      "   └─ curator  NEW      0",
+      "",
+    ]);
+    expect(server.callers).toEqual(["owner"]);
+  });
+
+  it("gives the same tree nested in JSON", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, { tree: () => snapshot });
+    const res = await metroctl(config, [
+      "tree",
+      id,
+      "-o",
+      "json",
+      "--debug-port",
+      String(server.port),
+    ]);
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual([
+      {
+        dn: "root",
+        name: "root",
+        state: "HEALTHY",
+        restarts: 0,
+        since: null,
+        lastError: null,
+        nextRestartInMs: null,
+        givenUp: false,
+        children: [
+          expect.objectContaining({
+            name: "network",
+            state: "DEAD",
+            lastError: "no link",
+            children: [],
+          }),
+          expect.objectContaining({
+            name: "role",
+            children: [expect.objectContaining({ dn: "root.role.curator", name: "curator" })],
+          }),
+        ],
+      },
+    ]);
+  });
+});

@@ -1,0 +1,388 @@
+/**
+ * The node's Debug service (metropolis.proto.api.Debug): what a test or an
+ * operator asks a running node to find out what it is doing without a log
+ * collector — its log tree (backlog, then followed live), a snapshot of its
+ * supervision tree, and whether its startup conditions hold.
+ *
+ * It is served with the node's own certificate over the same
+ * "request, don't verify" mutual TLS as the curator (`curatorServerCredentials`),
+ * and each call classifies its caller itself: only the cluster's nodes and its
+ * owner may look inside a node, since logs can carry anything a runnable
+ * said. A registering node's self-signed certificate or no certificate at
+ * all is refused.
+ */
+import {
+  status,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+} from "@grpc/grpc-js";
+import {
+  CuratorError,
+  InvalidArgumentError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+  type Caller,
+} from "@metropolis/curator";
+import { api } from "@metropolis/proto";
+import type { LogEntry, NodeState, NodeStatus, Supervisor } from "@metropolis/supervisor";
+
+/** The TCP port a node serves its Debug service on. */
+export const defaultDebugPort = 7837;
+
+/**
+ * Most log entries sent in one GetLogs response. A backlog is sent in
+ * batches of at most this many (and at most {@link maxLogBatchBytes}); so are
+ * followed entries, which are gathered per event-loop tick.
+ */
+export const maxLogEntriesPerResponse = 500;
+
+/** Rough bound on the encoded size of one GetLogs response, well below gRPC's 4 MiB default. */
+export const maxLogBatchBytes = 1 << 20;
+
+/**
+ * Most followed entries that may wait for a slow client. Past it the stream
+ * ends with RESOURCE_EXHAUSTED rather than letting the node's memory grow
+ * with the backlog of one reader.
+ */
+export const maxPendingFollowedEntries = 10_000;
+
+/** Whether a startup condition holds, and optionally why not. */
+export interface ConditionResult {
+  ok: boolean;
+  detail?: string;
+}
+
+/**
+ * Answers for the node's startup conditions. Called only with a known
+ * condition (never UNSPECIFIED). May be async (e.g. to probe a connection);
+ * a throw is answered INTERNAL with its message.
+ */
+export type ConditionSource = (
+  condition: api.Condition,
+) => ConditionResult | Promise<ConditionResult>;
+
+/** Classifies the caller of a gRPC call, e.g. `identifier(caDer)` from @metropolis/curator. */
+export type IdentifyCaller = (
+  call: Pick<ServerUnaryCall<unknown, unknown>, "getAuthContext">,
+) => Promise<Caller>;
+
+export interface DebugServerOptions {
+  /** The node's supervision tree: its logs and its snapshot. */
+  supervisor: Supervisor;
+  /** The node's startup conditions. */
+  conditions: ConditionSource;
+  /** Who is calling; see `identifier` in @metropolis/curator. */
+  identify: IdentifyCaller;
+  /**
+   * When it aborts, open GetLogs follow streams end (status OK), so that a
+   * graceful server shutdown is not held up by a client that follows logs.
+   */
+  signal?: AbortSignal;
+}
+
+/** A followed GetLogs stream fell too far behind and was ended. */
+export class LogFollowOverflowError extends CuratorError {
+  constructor(limit: number) {
+    super(
+      status.RESOURCE_EXHAUSTED,
+      `client reads logs too slowly: more than ${limit} entries were waiting; reconnect with a tail`,
+    );
+  }
+}
+
+/** Refuses anyone but a node or the owner of this cluster. */
+function requireNodeOrOwner(caller: Caller): void {
+  if (caller.kind === "node" || caller.kind === "owner") return;
+  if (caller.kind === "anonymous") {
+    throw new UnauthenticatedError(
+      "the Debug service needs a node or owner certificate of this cluster; none was presented",
+    );
+  }
+  throw new PermissionDeniedError(
+    `the Debug service needs a node or owner certificate of this cluster, not an ${caller.kind} one`,
+  );
+}
+
+/** A gRPC status for a failed call: typed errors keep their code; anything else is INTERNAL. */
+function toStatus(e: unknown, method: string): { code: status; details: string } {
+  if (e instanceof CuratorError) return { code: e.code, details: e.message };
+  const message = e instanceof Error ? e.message : String(e);
+  return { code: status.INTERNAL, details: `${method} failed: ${message}` };
+}
+
+const runnableStates: Record<NodeState, api.RunnableState> = {
+  new: api.RunnableState.NEW,
+  healthy: api.RunnableState.HEALTHY,
+  done: api.RunnableState.DONE,
+  dead: api.RunnableState.DEAD,
+  canceled: api.RunnableState.CANCELED,
+};
+
+/** One node of `Supervisor.tree()` as the wire's SupervisionNode. */
+export function toSupervisionNode(n: NodeStatus): api.SupervisionNode {
+  return {
+    dn: n.dn,
+    state: runnableStates[n.state] ?? api.RunnableState.UNSPECIFIED,
+    restarts: n.restarts,
+    since: new Date(n.since),
+    lastError: n.lastError ?? "",
+    nextRestartInMs: n.nextRestartInMs,
+    givenUp: n.givenUp ?? false,
+  };
+}
+
+/** Structured fields as JSON; never throws (a circular or odd value is described instead). */
+function metaJson(meta: Record<string, unknown> | undefined): string {
+  if (!meta) return "";
+  try {
+    return JSON.stringify(meta, (_key, value: unknown) => {
+      if (typeof value === "bigint") return value.toString();
+      if (value instanceof Error) return { name: value.name, message: value.message };
+      return value;
+    });
+  } catch (e) {
+    return JSON.stringify({ unserializable: e instanceof Error ? e.message : String(e) });
+  }
+}
+
+/** One log tree entry as the wire's LogEntry. */
+export function toApiLogEntry(e: LogEntry): api.LogEntry {
+  return {
+    dn: e.dn,
+    level: e.level,
+    message: e.message,
+    time: new Date(e.time),
+    metaJson: metaJson(e.meta),
+  };
+}
+
+/** True when `dn` is `prefix` or below it (`root.role` covers `root.role.x`, not `root.roles`). */
+export function dnMatches(prefix: string, dn: string): boolean {
+  return prefix === "" || dn === prefix || dn.startsWith(prefix + ".");
+}
+
+/** Approximate encoded size of an entry: its strings plus field overhead. */
+function entrySize(e: api.LogEntry): number {
+  return e.dn.length + e.level.length + e.message.length + e.metaJson.length + 32;
+}
+
+/** Takes the next batch off the front of `queue`: bounded in count and size, never empty. */
+function takeBatch(queue: api.LogEntry[]): api.LogEntry[] {
+  let bytes = 0;
+  let n = 0;
+  while (n < queue.length && n < maxLogEntriesPerResponse) {
+    bytes += entrySize(queue[n]);
+    if (n > 0 && bytes > maxLogBatchBytes) break;
+    n++;
+  }
+  return queue.splice(0, n);
+}
+
+/**
+ * Writes queued entries to a GetLogs stream in batches, in order, respecting
+ * the stream's backpressure: once a write is refused (returns false),
+ * nothing more is written until the stream drains.
+ */
+class LogWriter {
+  private readonly queue: api.LogEntry[] = [];
+  private scheduled = false;
+  private draining = false;
+  private emptied: (() => void) | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
+  ) {}
+
+  /** Entries queued and not yet handed to the stream. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Queues entries and writes what it can now. */
+  write(entries: readonly api.LogEntry[]): void {
+    for (const e of entries) this.queue.push(e);
+    this.flush();
+  }
+
+  /**
+   * Queues one entry and writes on the next turn of the event loop: lines
+   * logged in one tick go out in one response, and the logging runnable
+   * never waits on the network.
+   */
+  writeSoon(entry: api.LogEntry): void {
+    this.queue.push(entry);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
+  }
+
+  /** Resolves once everything queued has been handed to the stream, or the client is gone. */
+  written(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.call.removeListener("cancelled", done);
+        this.emptied = undefined;
+        resolve();
+      };
+      this.call.once("cancelled", done);
+      this.emptied = done;
+      this.flush();
+    });
+  }
+
+  /** Drops what is queued and writes nothing more (the call is ending with an error). */
+  close(): void {
+    this.closed = true;
+    this.queue.length = 0;
+  }
+
+  private flush(): void {
+    while (this.queue.length > 0 && !this.draining && this.open()) {
+      if (!this.call.write({ entries: takeBatch(this.queue) })) {
+        this.draining = true;
+        this.call.once("drain", () => {
+          this.draining = false;
+          this.flush();
+        });
+      }
+    }
+    if (this.queue.length === 0 || !this.open()) this.emptied?.();
+  }
+
+  private open(): boolean {
+    return !this.closed && !this.call.cancelled && !this.call.writableEnded;
+  }
+}
+
+/** The last `tail` entries (all when unset) of `dnPrefix`'s subtree; the whole tree's for "". */
+function backlog(
+  supervisor: Supervisor,
+  dnPrefix: string,
+  tail: number | undefined,
+): api.LogEntry[] {
+  // Every DN is below the tree's root, so the whole tree's backlog is the root's.
+  const prefix = dnPrefix === "" ? (supervisor.tree()[0]?.dn ?? "") : dnPrefix;
+  return supervisor.logs(prefix, tail === undefined ? {} : { tail }).map(toApiLogEntry);
+}
+
+/**
+ * GetLogs: the backlog of the DN prefix's subtree (its last `tail` entries),
+ * then, with `follow`, every new matching entry until the client cancels or
+ * `signal` aborts.
+ */
+async function getLogs(
+  opts: DebugServerOptions,
+  call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
+): Promise<void> {
+  requireNodeOrOwner(await opts.identify(call));
+  if (call.cancelled) return;
+  const { dnPrefix, tail, follow } = call.request;
+  const writer = new LogWriter(call);
+  if (!follow) {
+    writer.write(backlog(opts.supervisor, dnPrefix, tail));
+    return writer.written();
+  }
+
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  let overflow = false;
+  let limit = 0;
+  // Subscribing and reading the backlog happen in one synchronous step, so
+  // no entry can fall between them or be sent twice.
+  const unsubscribe = opts.supervisor.onLog((entry) => {
+    if (overflow || !dnMatches(dnPrefix, entry.dn)) return;
+    if (writer.pending >= limit) {
+      overflow = true;
+      stop();
+      return;
+    }
+    writer.writeSoon(toApiLogEntry(entry));
+  });
+  writer.write(backlog(opts.supervisor, dnPrefix, tail));
+  limit = writer.pending + maxPendingFollowedEntries;
+
+  call.once("cancelled", stop);
+  opts.signal?.addEventListener("abort", stop, { once: true });
+  if (call.cancelled || opts.signal?.aborted) stop();
+  try {
+    await stopped;
+  } finally {
+    call.removeListener("cancelled", stop);
+    opts.signal?.removeEventListener("abort", stop);
+  }
+  if (overflow) {
+    writer.close();
+    throw new LogFollowOverflowError(maxPendingFollowedEntries);
+  }
+  await writer.written();
+}
+
+/**
+ * The Debug service's grpc-js handlers. Every call first checks that its
+ * caller presented a node or owner certificate of this cluster
+ * (UNAUTHENTICATED without one or with an untrusted one, PERMISSION_DENIED
+ * for a registering node's self-signed one).
+ *
+ * @example
+ * server.addService(api.DebugService, debugServer({
+ *   supervisor, conditions, identify: identifier(caDer), signal: ctx.signal,
+ * }));
+ */
+export function debugServer(opts: DebugServerOptions): api.DebugServer {
+  return {
+    getLogs(call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>): void {
+      getLogs(opts, call).then(
+        () => {
+          if (!call.cancelled) call.end();
+        },
+        // grpc-js answers a server stream with the status of an emitted error.
+        (e: unknown) => call.emit("error", toStatus(e, "GetLogs")),
+      );
+    },
+
+    getSupervisionTree(
+      call: ServerUnaryCall<api.GetSupervisionTreeRequest, api.GetSupervisionTreeResponse>,
+      callback: sendUnaryData<api.GetSupervisionTreeResponse>,
+    ): void {
+      opts
+        .identify(call)
+        .then((caller) => {
+          requireNodeOrOwner(caller);
+          return { nodes: opts.supervisor.tree().map(toSupervisionNode) };
+        })
+        .then(
+          (res) => callback(null, res),
+          (e: unknown) => callback(toStatus(e, "GetSupervisionTree")),
+        );
+    },
+
+    getCondition(
+      call: ServerUnaryCall<api.GetConditionRequest, api.GetConditionResponse>,
+      callback: sendUnaryData<api.GetConditionResponse>,
+    ): void {
+      const check = async (): Promise<api.GetConditionResponse> => {
+        requireNodeOrOwner(await opts.identify(call));
+        const condition = call.request.condition;
+        // Known conditions are the enum's named, positive values.
+        if (!(condition > 0 && typeof api.Condition[condition] === "string")) {
+          throw new InvalidArgumentError(
+            condition === api.Condition.UNSPECIFIED
+              ? "condition is unset"
+              : `unknown condition ${condition}`,
+          );
+        }
+        const result = await opts.conditions(condition);
+        return { ok: result.ok, detail: result.detail ?? "" };
+      };
+      check().then(
+        (res) => callback(null, res),
+        (e: unknown) => callback(toStatus(e, "GetCondition")),
+      );
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * The node's metrics endpoint: Prometheus text at `http://<host>:<port>/metrics`,
+ * served from one prom-client Registry as a supervised runnable.
+ *
+ * The registry holds what the node exports: the supervision tree's state
+ * gauge and transition counter (PrometheusSupervisorMetrics registers them
+ * in the registry it is given) and Node's process metrics (CPU, memory,
+ * event loop lag, GC), which {@link nodeMetricsRegistry} adds once. The
+ * registry outlives the runnable: a restart serves the same one again.
+ *
+ *   const registry = nodeMetricsRegistry();
+ *   const sup = supervise(root, { metrics: new PrometheusSupervisorMetrics(registry) });
+ *   // in root: ctx.run("metrics", metricsRunnable(registry, "0.0.0.0", defaultMetricsPort));
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import type { RunContext, Runnable } from "@metropolis/supervisor";
+
+/** The TCP port a node serves its metrics on. */
+export const defaultMetricsPort = 7838;
+
+/** The metrics server could not listen on its address. */
+export class MetricsListenError extends Error {
+  constructor(
+    readonly address: string,
+    cause: Error,
+  ) {
+    super(`cannot serve metrics on ${address}: ${cause.message}`, { cause });
+    this.name = "MetricsListenError";
+  }
+}
+
+/** The metrics server failed after it started listening. */
+export class MetricsServerError extends Error {
+  constructor(
+    readonly address: string,
+    cause: Error,
+  ) {
+    super(`metrics server on ${address} failed: ${cause.message}`, { cause });
+    this.name = "MetricsServerError";
+  }
+}
+
+/**
+ * A fresh registry with Node's default process metrics, for the
+ * supervisor's metrics (`new PrometheusSupervisorMetrics(registry)`) and
+ * {@link metricsRunnable}. Make one per process: the default metrics can be
+ * registered in a registry only once.
+ */
+export function nodeMetricsRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+/** Answers one request: the registry's text at GET/HEAD /metrics, 404 elsewhere. */
+async function answer(registry: Registry, req: IncomingMessage, res: ServerResponse) {
+  const path = new URL(req.url ?? "/", "http://metrics").pathname;
+  if (path !== "/metrics") {
+    res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
+    res.end(`not found: ${path}; metrics are at /metrics\n`);
+    return;
+  }
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" });
+    res.end(`method ${req.method} not allowed\n`);
+    return;
+  }
+  let text: string;
+  try {
+    text = await registry.metrics();
+  } catch (e) {
+    res.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
+    res.end(`collecting metrics failed: ${e instanceof Error ? e.message : String(e)}\n`);
+    return;
+  }
+  res.writeHead(200, { "content-type": registry.contentType });
+  res.end(req.method === "HEAD" ? undefined : text);
+}
+
+/**
+ * Serves `registry` at `http://host:port/metrics` (404 for any other path).
+ * Healthy once listening; fails with {@link MetricsListenError} when the
+ * address cannot be bound, or {@link MetricsServerError} when the server
+ * breaks later; when its context aborts, it closes the server (and every
+ * open connection) and returns.
+ */
+export function metricsRunnable(registry: Registry, host: string, port: number): Runnable {
+  const address = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  return async (ctx: RunContext) => {
+    const server = createServer((req, res) => void answer(registry, req, res));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", (e) => reject(new MetricsListenError(address, e)));
+        server.listen(port, host, () => resolve());
+      });
+      const failed = new Promise<never>((_resolve, reject) =>
+        server.once("error", (e) => reject(new MetricsServerError(address, e))),
+      );
+      ctx.logger.info(`serving metrics on http://${address}/metrics`);
+      ctx.healthy();
+      await Promise.race([ctx.untilAborted(), failed]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  };
+}

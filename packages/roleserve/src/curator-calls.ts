@@ -1,0 +1,176 @@
+/**
+ * How the roleserver's workers talk to the curator leader: through the
+ * node's CuratorConnection, which finds the leader and retries while it is
+ * unavailable, but bounded by the worker's run so that a worker being
+ * stopped never waits for a curator that does not answer.
+ *
+ * Streams (Watch, Heartbeat) are opened inside `CuratorConnection.call` and
+ * count as open once their first message arrives: a leader that is gone
+ * before then is found again and the stream reopened, while a stream that
+ * fails later ends the worker (CuratorStreamError), which the supervisor
+ * restarts.
+ */
+import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
+import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
+import type { curator } from "@metropolis/proto";
+import { CuratorStreamError } from "./errors";
+
+/**
+ * Settles as `promise` does, or rejects with the abort reason as soon as
+ * `signal` aborts. CuratorConnection.call checks its signal only between
+ * attempts, and looking for a leader can take its whole timeout.
+ */
+export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => undefined); // its outcome no longer matters to anyone
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** `connection.call(fn)` for a worker: ends with the abort reason when `signal` aborts. */
+export function callCurator<T>(
+  connection: CuratorConnection,
+  fn: (leader: LeaderClients) => Promise<T>,
+  signal: AbortSignal,
+): Promise<T> {
+  return abortable(connection.call(fn, { signal }), signal);
+}
+
+/** A gRPC call of the curator that the server streams messages on. */
+export type ReadableCall<Res> = ClientReadableStream<Res> | ClientDuplexStream<unknown, Res>;
+
+/**
+ * A curator stream read one message at a time. grpc-js pushes messages as
+ * events; a worker wants to await the next one, and to learn of a failure
+ * even while it is not reading (between heartbeats), so messages are queued
+ * and the first failure or end is kept.
+ */
+export class CuratorStream<Res, C extends ReadableCall<Res> = ReadableCall<Res>> {
+  /**
+   * Never resolves; rejects with a CuratorStreamError once the stream failed
+   * or ended. Race it against other waits to notice the failure at once.
+   */
+  readonly ended: Promise<never>;
+  private readonly queue: Res[] = [];
+  private waiter: { resolve: (m: Res) => void; reject: (e: unknown) => void } | undefined;
+  private failure: CuratorStreamError | undefined;
+  private cancelled = false;
+  private fail!: (e: CuratorStreamError) => void;
+
+  constructor(
+    /** The underlying call, e.g. to write further requests of a bidirectional stream. */
+    readonly call: C,
+    /** The RPC, for errors and logs, e.g. "Curator.Watch". */
+    readonly method: string,
+  ) {
+    this.ended = new Promise<never>((_, reject) => {
+      this.fail = (e) => {
+        if (this.failure) return;
+        this.failure = e;
+        reject(e);
+        const waiter = this.waiter;
+        this.waiter = undefined;
+        waiter?.reject(e);
+      };
+    });
+    // Nobody has to listen: next() reports the failure too.
+    this.ended.catch(() => undefined);
+    call.on("data", (message: Res) => {
+      const waiter = this.waiter;
+      if (waiter) {
+        this.waiter = undefined;
+        waiter.resolve(message);
+      } else this.queue.push(message);
+    });
+    // grpc-js reports our own cancel() as a CANCELLED error; that is not news.
+    call.on("error", (e: Error) => {
+      if (!this.cancelled) this.fail(new CuratorStreamError(method, e));
+    });
+    call.on("end", () => this.fail(new CuratorStreamError(method)));
+  }
+
+  /** The next message; rejects with CuratorStreamError once the stream is over, or with the abort reason. */
+  next(signal: AbortSignal): Promise<Res> {
+    const queued = this.queue.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.waiter) return Promise.reject(new Error(`${this.method}: concurrent next()`));
+    return abortable(
+      new Promise<Res>((resolve, reject) => {
+        this.waiter = { resolve, reject };
+      }),
+      signal,
+    ).finally(() => {
+      // An aborted next() must not swallow the message that arrives later.
+      this.waiter = undefined;
+    });
+  }
+
+  /** Ends the call (the server sees the client cancel it). Idempotent. */
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.call.cancel();
+    this.fail(new CuratorStreamError(this.method, new Error("cancelled by the client")));
+  }
+}
+
+/**
+ * Opens a stream on the current leader and waits for its first message. A
+ * leader that goes away before it answers is found again and the stream
+ * reopened (CuratorConnection.call); other failures reject.
+ */
+export function openStream<Res, C extends ReadableCall<Res>>(
+  connection: CuratorConnection,
+  method: string,
+  open: (leader: LeaderClients) => C,
+  signal: AbortSignal,
+): Promise<{ stream: CuratorStream<Res, C>; first: Res }> {
+  return callCurator(
+    connection,
+    async (leader) => {
+      const stream = new CuratorStream<Res, C>(open(leader), method);
+      try {
+        return { stream, first: await stream.next(signal) };
+      } catch (e) {
+        stream.cancel();
+        throw e;
+      }
+    },
+    signal,
+  );
+}
+
+/** A Curator.Watch stream. */
+export type WatchStream = CuratorStream<
+  curator.WatchResponse,
+  ClientReadableStream<curator.WatchResponse>
+>;
+
+/** Opens Curator.Watch for `kind` on the current leader; see {@link openStream}. */
+export function openWatch(
+  connection: CuratorConnection,
+  kind: curator.WatchRequest["kind"],
+  signal: AbortSignal,
+): Promise<{ stream: WatchStream; first: curator.WatchResponse }> {
+  return openStream(
+    connection,
+    "Curator.Watch",
+    (leader) => leader.curator.watch({ kind }),
+    signal,
+  );
+}

@@ -1,0 +1,117 @@
+/**
+ * The directory worker (seed 004's "hostsfile"): keeps the cluster directory
+ * on the ESP current. After a reboot the node finds its cluster through that
+ * file (join dials the nodes it lists), so a directory written once at
+ * enrolment goes stale as nodes come, go and move; this worker rewrites it
+ * from the curator's view of the cluster.
+ *
+ * It never writes an empty directory: a node that sees no reachable nodes
+ * (a cluster still starting, or a curator that lost its data) would
+ * otherwise lock itself out of its cluster at its next boot. It keeps the
+ * old file instead.
+ */
+import { waitFor } from "@metropolis/event";
+import { FileCorruptedError, type File } from "@metropolis/localstorage";
+import { common, curator } from "@metropolis/proto";
+import type { Runnable } from "@metropolis/supervisor";
+import { openWatch, type WatchStream } from "./curator-calls";
+import type { RoleserveValues } from "./values";
+
+export interface DirectoryOptions {
+  /** The directory file: `esp.metropolis.clusterDirectory` of the node's storage. */
+  directory: File<common.ClusterDirectory>;
+}
+
+/**
+ * The directory of `nodes`: those UP and with a reported address, sorted by
+ * ID so that the same cluster always encodes to the same bytes.
+ */
+export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterDirectory {
+  const listed: common.ClusterDirectory_Node[] = [];
+  for (const node of nodes) {
+    const host = node.status?.externalAddress;
+    if (node.state !== common.NodeState.UP || !host) continue;
+    listed.push({ id: node.id, publicKey: node.publicKey, addresses: [{ host }] });
+  }
+  listed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { nodes: listed };
+}
+
+/**
+ * The directory worker: waits for `values.curatorConnection`, watches all
+ * nodes, and writes the directory of UP nodes with an address whenever it
+ * changes (never an empty one). Healthy once the backlog was processed;
+ * fails when the watch fails.
+ */
+export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions): Runnable {
+  return async (ctx) => {
+    let stream: WatchStream | undefined;
+    try {
+      // The file's current content, so that a restart does not rewrite an
+      // unchanged directory (the ESP is a small FAT partition on real nodes).
+      let written = await readEncoded(opts.directory, (why) => ctx.logger.warn(why));
+      const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
+
+      const nodes = new Map<string, curator.Node>();
+      let backlogged = false;
+      const apply = async (event: curator.WatchResponse) => {
+        for (const node of event.nodes) nodes.set(node.id, node);
+        for (const { nodeId } of event.nodeTombstones) nodes.delete(nodeId);
+        if (event.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED) backlogged = true;
+        // Before the backlog is complete the view is partial: writing it
+        // would drop nodes that simply were not sent yet.
+        if (!backlogged) return false;
+        const directory = clusterDirectory(nodes.values());
+        if (directory.nodes.length === 0) {
+          ctx.logger.debug("no UP node with an address: keeping the directory as it is");
+          return true;
+        }
+        const encoded = Buffer.from(common.ClusterDirectory.encode(directory).finish());
+        if (written?.equals(encoded)) return true;
+        await opts.directory.write(directory);
+        written = encoded;
+        ctx.logger.info(
+          `cluster directory written: ${directory.nodes.map((n) => `${n.id}@${n.addresses[0].host}`).join(", ")}`,
+        );
+        return true;
+      };
+
+      const opened = await openWatch(
+        connection,
+        { $case: "nodesInCluster", nodesInCluster: {} },
+        ctx.signal,
+      );
+      stream = opened.stream;
+      let healthy = await apply(opened.first);
+      if (healthy) ctx.healthy();
+      for (;;) {
+        const event = await stream.next(ctx.signal);
+        if ((await apply(event)) && !healthy) {
+          healthy = true;
+          ctx.healthy();
+        }
+      }
+    } catch (e) {
+      if (ctx.signal.aborted) return;
+      throw e;
+    } finally {
+      stream?.cancel();
+    }
+  };
+}
+
+/** The directory file's content as the encoding this worker would write, if it holds a directory. */
+async function readEncoded(
+  file: File<common.ClusterDirectory>,
+  warn: (why: string) => void,
+): Promise<Buffer | undefined> {
+  if (!(await file.exists())) return undefined;
+  try {
+    return Buffer.from(common.ClusterDirectory.encode(await file.read()).finish());
+  } catch (e) {
+    // Replaced by the next write; the node has no better directory anyway.
+    if (!(e instanceof FileCorruptedError)) throw e;
+    warn(`the cluster directory on disk is corrupted: ${e.message}`);
+    return undefined;
+  }
+}

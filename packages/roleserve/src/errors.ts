@@ -1,0 +1,68 @@
+/**
+ * The roleserver's errors. Launchers end with one of the first two on
+ * purpose: the supervisor then cancels what they started and runs them
+ * again, which is how a role change takes effect (seed 004).
+ */
+
+/** A role flag a launcher depends on flipped; the launcher restarts to follow it. */
+export class RolesChangedError extends Error {
+  constructor(
+    /** What the launcher runs, e.g. "control plane", "workloads". */
+    readonly launcher: string,
+    /** Whether it should run now. */
+    readonly shouldRun: boolean,
+  ) {
+    super(
+      `${launcher}: roles changed, it should ${shouldRun ? "now run" : "no longer run"}: restarting`,
+    );
+    this.name = "RolesChangedError";
+  }
+}
+
+/** The local etcd member stopped while the curator used it; the control plane restarts whole. */
+export class ConsensusStoppedError extends Error {
+  constructor() {
+    super("control plane: the local consensus member stopped; restarting consensus and curator");
+    this.name = "ConsensusStoppedError";
+  }
+}
+
+/**
+ * A curator stream (Watch, Heartbeat) failed or ended. The worker reading it
+ * fails with this error and the supervisor restarts it, which reconnects
+ * through the CuratorConnection (finding a new leader if there is one).
+ * `code` carries the stream's gRPC status so that CuratorConnection.call can
+ * tell a leader that went away (UNAVAILABLE) from a refusal.
+ */
+export class CuratorStreamError extends Error {
+  /** The gRPC status of the failure; undefined when the curator ended the stream. */
+  readonly code: number | undefined;
+
+  constructor(
+    /** The RPC, e.g. "Curator.Watch". */
+    readonly method: string,
+    cause?: unknown,
+  ) {
+    super(
+      cause === undefined
+        ? `${method}: the curator ended the stream`
+        : `${method}: stream failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    this.name = "CuratorStreamError";
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    this.code = typeof code === "number" ? code : undefined;
+  }
+}
+
+/** A declared workload cannot be run: a configuration error, found before anything starts. */
+export class InvalidWorkloadError extends Error {
+  constructor(
+    /** The workload's name as declared (possibly the offending empty or invalid one). */
+    readonly workload: string,
+    why: string,
+  ) {
+    super(`workload ${JSON.stringify(workload)}: ${why}`);
+    this.name = "InvalidWorkloadError";
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * The heartbeat worker: keeps this node HEALTHY in the curator's eyes. The
+ * curator marks a node HEARTBEAT_TIMEOUT when it has not heard from it for
+ * 10 s; the owner sees that in GetNodes and so do operators deciding whether
+ * a node is alive. The worker holds one Curator.Heartbeat stream open on the
+ * leader and sends a heartbeat on it every few seconds.
+ *
+ * It does not repair a broken stream itself: a stream that fails or ends
+ * fails the worker, and the supervisor restarts it, by which time
+ * CuratorConnection finds the leader again (a new one after a failover).
+ */
+import type { Runnable } from "@metropolis/supervisor";
+import { waitFor } from "@metropolis/event";
+import type { curator } from "@metropolis/proto";
+import { openStream, type CuratorStream } from "./curator-calls";
+import type { RoleserveValues } from "./values";
+
+/**
+ * Time between heartbeats: half the curator's heartbeat timeout (10 s), so
+ * that one late or lost heartbeat does not yet make the node look dead.
+ */
+export const defaultHeartbeatIntervalMs = 5000;
+
+type HeartbeatCall = ReturnType<curator.CuratorClient["heartbeat"]>;
+
+export interface HeartbeatOptions {
+  /** Time between heartbeats; default {@link defaultHeartbeatIntervalMs}. Must stay below the curator's timeout. */
+  intervalMs?: number;
+}
+
+/**
+ * The heartbeat worker: waits for `values.curatorConnection`, then sends
+ * heartbeats to the curator leader every `intervalMs`. Healthy once the
+ * first heartbeat was answered; fails when the stream fails or ends.
+ */
+export function heartbeatWorker(values: RoleserveValues, opts: HeartbeatOptions = {}): Runnable {
+  const intervalMs = opts.intervalMs ?? defaultHeartbeatIntervalMs;
+  if (!(intervalMs > 0))
+    throw new RangeError(`heartbeat interval must be positive, not ${intervalMs}`);
+  return async (ctx) => {
+    let stream: CuratorStream<curator.HeartbeatResponse, HeartbeatCall> | undefined;
+    try {
+      const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
+      let sentAt = Date.now();
+      ({ stream } = await openStream<curator.HeartbeatResponse, HeartbeatCall>(
+        connection,
+        "Curator.Heartbeat",
+        (leader) => {
+          const call = leader.curator.heartbeat();
+          sentAt = Date.now();
+          call.write({});
+          return call;
+        },
+        ctx.signal,
+      ));
+      ctx.healthy();
+      ctx.logger.info("heartbeats answered by the curator");
+      for (;;) {
+        // Paced from the previous send, so that slow answers do not stretch
+        // the interval towards the curator's timeout. Racing the stream's end
+        // makes a broken stream fail the worker now, not at the next beat.
+        await Promise.race([
+          ctx.sleep(Math.max(0, sentAt + intervalMs - Date.now())),
+          stream.ended,
+        ]);
+        sentAt = Date.now();
+        stream.call.write({});
+        await stream.next(ctx.signal);
+      }
+    } catch (e) {
+      // Stopping is not a failure; whatever it interrupted is moot.
+      if (ctx.signal.aborted) return;
+      throw e;
+    } finally {
+      stream?.cancel();
+    }
+  };
+}

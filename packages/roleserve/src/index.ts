@@ -1,0 +1,35 @@
+/**
+ * @metropolis/roleserve — reactive, role-driven service management (seed
+ * 004). The roleserver runs on every node: once the cluster manager has
+ * enrolled the node, it starts and stops the node's role-dependent services
+ * (control plane, workloads) as the cluster assigns roles, and keeps the
+ * node's presence in the cluster current (status, heartbeats, directory).
+ *
+ * Its workers talk only through event values (`RoleserveValues`), so each is
+ * a supervised runnable that can be tested alone; launchers follow a role by
+ * failing when its flag flips and being restarted by the supervisor.
+ */
+export { Roleserver, type RoleserverConfig } from "./roleserver";
+export {
+  RoleserveValues,
+  type BootstrapData,
+  type CuratorConnectionValue,
+  type EnrolmentSecrets,
+  type LocalControlPlane,
+  type WorkloadStatus,
+} from "./values";
+export {
+  credentialsPem,
+  loadCredentials,
+  saveCredentials,
+  type CredentialsDirectory,
+  type NodeCredentials,
+} from "./node-credentials";
+export { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
+export { joinFromRoles, type ControlPlaneStartup } from "./controlplane-startup";
+export { heartbeatWorker, defaultHeartbeatIntervalMs } from "./heartbeat";
+export { statusPushWorker } from "./statuspush";
+export { roleFetchWorker } from "./rolefetch";
+export { workloadsWorker, type WorkloadSpec } from "./workloads";
+export { directoryWorker } from "./directory";
+export * from "./errors";

@@ -1,0 +1,150 @@
+/**
+ * The role fetch worker: the only source of `values.localRoles`, the roles
+ * the cluster gave this node, which decide what the launchers run.
+ *
+ * The roles come from the curator, but a consensus member must be able to
+ * start its etcd member before any curator is reachable: when the whole
+ * cluster is powered off and on, no curator runs until consensus is back,
+ * and consensus is back only once the members start theirs. So the roles
+ * are persisted on the data partition at every change, and loaded from there
+ * first (seed 004). The curator's view then replaces them as soon as this
+ * node can watch itself through it.
+ */
+import { rm } from "node:fs/promises";
+import { waitFor } from "@metropolis/event";
+import { FileCorruptedError, type File } from "@metropolis/localstorage";
+import { common, type curator } from "@metropolis/proto";
+import type { Runnable } from "@metropolis/supervisor";
+import { openWatch, type WatchStream } from "./curator-calls";
+import type { RoleserveValues } from "./values";
+
+export interface RoleFetchOptions {
+  /** Where the roles are persisted: `data.node.roles` of the node's storage. */
+  roles: File<common.NodeRoles>;
+}
+
+/** Roles compared as their encoding: two equal messages encode to the same bytes. */
+function encodeRoles(roles: common.NodeRoles): Buffer {
+  return Buffer.from(common.NodeRoles.encode(roles).finish());
+}
+
+/**
+ * The role fetch worker: sets `values.localRoles` from the persisted roles
+ * at once, then from a Watch of this node through the curator, persisting
+ * every change. Healthy after the curator's first answer; fails when the
+ * watch fails.
+ */
+export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions): Runnable {
+  // What localRoles holds, kept across restarts of this runnable: a restart
+  // (after a failed watch) must not announce unchanged roles again, since
+  // every set() wakes the launchers.
+  let published: Buffer | undefined;
+  const publish = (roles: common.NodeRoles, encoded: Buffer) => {
+    if (published?.equals(encoded)) return false;
+    published = encoded;
+    values.localRoles.set(roles);
+    return true;
+  };
+
+  return async (ctx) => {
+    let stream: WatchStream | undefined;
+    try {
+      // What the disk holds: no file is no roles (see persist()); undefined
+      // is a corrupted file, replaced at the first answer of the curator.
+      const stored = await readPersisted(opts.roles, (why) => ctx.logger.warn(why));
+      let persisted = stored === "corrupted" ? undefined : encodeRoles(stored ?? {});
+      if (stored !== undefined && stored !== "corrupted") {
+        if (publish(stored, encodeRoles(stored))) ctx.logger.info("roles loaded from disk");
+      }
+
+      const { connection, credentials } = await waitFor(
+        values.curatorConnection,
+        () => true,
+        ctx.signal,
+      );
+      const nodeId = credentials.nodeId;
+      const apply = async (event: curator.WatchResponse) => {
+        if (event.nodeTombstones.some((t) => t.nodeId === nodeId)) {
+          // Deleting a node that holds roles needs the owner's explicit
+          // bypass; what such a node should stop is the cluster manager's
+          // call (it will find itself disowned), not a guess made here.
+          ctx.logger.warn(`this node (${nodeId}) was deleted from the cluster; keeping its roles`);
+        }
+        for (const node of event.nodes) {
+          if (node.id !== nodeId) continue;
+          const roles = common.NodeRoles.fromPartial(node.roles ?? {});
+          const encoded = encodeRoles(roles);
+          // Persisted before published: after a crash in between, the disk
+          // holds what the services were about to follow, never less.
+          if (!persisted?.equals(encoded)) {
+            await persist(opts.roles, roles, encoded);
+            persisted = encoded;
+          }
+          if (publish(roles, encoded))
+            ctx.logger.info(`roles from the curator: ${describe(roles)}`);
+        }
+      };
+
+      const opened = await openWatch(
+        connection,
+        { $case: "nodeInCluster", nodeInCluster: { nodeId } },
+        ctx.signal,
+      );
+      stream = opened.stream;
+      await apply(opened.first);
+      ctx.healthy();
+      for (;;) await apply(await stream.next(ctx.signal));
+    } catch (e) {
+      if (ctx.signal.aborted) return;
+      throw e;
+    } finally {
+      stream?.cancel();
+    }
+  };
+}
+
+/**
+ * Writes `roles` atomically. No roles are persisted as no file: their
+ * encoding is empty, and an empty file is one the protobuf codec refuses to
+ * read (it cannot tell it from a truncated one). A node without roles has
+ * nothing to start before the curator answers, which is what a missing file
+ * means.
+ */
+async function persist(
+  file: File<common.NodeRoles>,
+  roles: common.NodeRoles,
+  encoded: Buffer,
+): Promise<void> {
+  if (encoded.length > 0) await file.write(roles);
+  else await rm(file.fullPath, { force: true });
+}
+
+/**
+ * The persisted roles: undefined when there is no file, "corrupted" when it
+ * does not decode. A corrupted file is reported and ignored rather than
+ * failed on: failing would only repeat at every restart, while the curator's
+ * answer will overwrite it.
+ */
+async function readPersisted(
+  file: File<common.NodeRoles>,
+  warn: (why: string) => void,
+): Promise<common.NodeRoles | "corrupted" | undefined> {
+  if (!(await file.exists())) return undefined;
+  try {
+    return await file.read();
+  } catch (e) {
+    if (!(e instanceof FileCorruptedError)) throw e;
+    warn(`ignoring the persisted roles: ${e.message}`);
+    return "corrupted";
+  }
+}
+
+/** The roles held, for logs. */
+function describe(roles: common.NodeRoles): string {
+  const held = [
+    roles.consensusMember && "consensus member",
+    roles.kubernetesController && "kubernetes controller",
+    roles.kubernetesWorker && "kubernetes worker",
+  ].filter(Boolean);
+  return held.length > 0 ? held.join(", ") : "none";
+}

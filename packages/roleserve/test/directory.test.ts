@@ -1,0 +1,182 @@
+/**
+ * The directory worker against a real curator: the ESP directory lists the
+ * UP nodes that reported an address, sorted, follows changes and deletions,
+ * is never replaced by an empty one, and a broken watch fails the worker.
+ */
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { unaryCall } from "@metropolis/curator";
+import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
+import { api, common } from "@metropolis/proto";
+import { MockContext } from "@metropolis/supervisor/testing";
+import { clusterDirectory, directoryWorker } from "../src/directory";
+import { CuratorStreamError } from "../src/errors";
+import { RoleserveValues } from "../src/values";
+import { startTestCluster, type ClusterNode, type TestCluster } from "./curator-fixture";
+import { eventually } from "./eventually";
+
+let tmp: string;
+beforeAll(async () => {
+  tmp = await mkdtemp(join(tmpdir(), "roleserve-directory-"));
+});
+afterAll(() => rm(tmp, { recursive: true, force: true }));
+
+/** A directory file of its own, declared as the node root declares `esp.metropolis.clusterDirectory`. */
+async function directoryFile(name: string) {
+  const root = place(
+    dir({
+      metropolis: dir({
+        clusterDirectory: file("cluster_directory.pb", {
+          codec: protobufCodec(common.ClusterDirectory),
+        }),
+      }),
+    }),
+    join(tmp, name),
+  );
+  await root.mkdirAll();
+  return root.metropolis.clusterDirectory;
+}
+type DirectoryFile = Awaited<ReturnType<typeof directoryFile>>;
+
+/** The directory file as [id, host] pairs, in file order. */
+async function listed(f: DirectoryFile): Promise<[string, string][]> {
+  return (await f.read()).nodes.map((n) => [n.id, n.addresses.map((a) => a.host).join(",")]);
+}
+
+function start(values: RoleserveValues, directory: DirectoryFile) {
+  const ctx = new MockContext("root.directory");
+  const result = directoryWorker(values, { directory })(ctx);
+  return {
+    ctx,
+    result,
+    stop: async () => {
+      ctx.abort();
+      await result;
+      expect(ctx.failures).toEqual([]);
+    },
+  };
+}
+
+describe("clusterDirectory", () => {
+  it("keeps UP nodes with an address, sorted by ID", () => {
+    const node = (id: string, state: common.NodeState, host?: string) => ({
+      id,
+      publicKey: Buffer.from(id),
+      state,
+      roles: undefined,
+      status:
+        host === undefined ? undefined : common.NodeStatus.fromPartial({ externalAddress: host }),
+      labels: {},
+    });
+    expect(
+      clusterDirectory([
+        node("c", common.NodeState.UP, "10.0.0.3"),
+        node("a", common.NodeState.UP, "10.0.0.1"),
+        node("b", common.NodeState.STANDBY, "10.0.0.2"),
+        node("d", common.NodeState.UP),
+        node("e", common.NodeState.UP, ""),
+      ]),
+    ).toEqual({
+      nodes: [
+        { id: "a", publicKey: Buffer.from("a"), addresses: [{ host: "10.0.0.1" }] },
+        { id: "c", publicKey: Buffer.from("c"), addresses: [{ host: "10.0.0.3" }] },
+      ],
+    });
+  });
+});
+
+describe("directoryWorker", () => {
+  let cluster: TestCluster;
+  beforeEach(async () => {
+    cluster = await startTestCluster();
+  });
+  afterEach(() => cluster?.stop());
+
+  it("never replaces the directory with an empty one", async () => {
+    // No node of this fresh cluster reported an address yet.
+    const directory = await directoryFile("empty");
+    const old = {
+      nodes: [
+        { id: "metropolis-old", publicKey: Buffer.alloc(32), addresses: [{ host: "10.9.9.9" }] },
+      ],
+    };
+    await directory.write(old);
+    const before = await stat(directory.fullPath);
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(cluster.firstNode));
+    const run = start(values, directory);
+    try {
+      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      expect(await listed(directory)).toEqual([["metropolis-old", "10.9.9.9"]]);
+      expect((await stat(directory.fullPath)).mtimeMs).toBe(before.mtimeMs);
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it("lists the UP nodes with an address and follows the cluster", async () => {
+    const first = cluster.firstNode;
+    const second = await cluster.addNode();
+    const standby = await cluster.addNode({ commit: false });
+    const silent = await cluster.addNode(); // UP, never reports an address
+    await cluster.reportStatus(first, { externalAddress: "127.0.0.11" });
+    await cluster.reportStatus(second, { externalAddress: "127.0.0.12" });
+    expect((await cluster.getNode(standby.nodeId))?.state).toBe(common.NodeState.STANDBY);
+    expect((await cluster.getNode(silent.nodeId))?.state).toBe(common.NodeState.UP);
+
+    const directory = await directoryFile("follow");
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(second));
+    const run = start(values, directory);
+    const expected = (...nodes: [ClusterNode, string][]) =>
+      nodes
+        .map(([n, host]): [string, string] => [n.nodeId, host])
+        .sort(([a], [b]) => (a < b ? -1 : 1));
+    try {
+      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      expect(await listed(directory)).toEqual(
+        expected([first, "127.0.0.11"], [second, "127.0.0.12"]),
+      );
+      const stored = await directory.read();
+      expect(Buffer.from(stored.nodes.find((n) => n.id === first.nodeId)!.publicKey)).toEqual(
+        Buffer.from(first.publicKey),
+      );
+
+      // A node moves, another reports in.
+      await cluster.reportStatus(second, { externalAddress: "127.0.0.22" });
+      await cluster.reportStatus(silent, { externalAddress: "127.0.0.13" });
+      const all = expected([first, "127.0.0.11"], [second, "127.0.0.22"], [silent, "127.0.0.13"]);
+      await eventually(
+        "the directory updated",
+        async () => JSON.stringify(await listed(directory)) === JSON.stringify(all),
+      );
+
+      // A node is deleted (forcibly, while UP): it leaves the directory.
+      await cluster.management((m) =>
+        unaryCall<api.DeleteNodeRequest, api.DeleteNodeResponse>(m.deleteNode.bind(m), {
+          node: { $case: "id", id: silent.nodeId },
+          bypassHasRoles: true,
+          bypassNodeUp: true,
+        }),
+      );
+      const remaining = expected([first, "127.0.0.11"], [second, "127.0.0.22"]);
+      await eventually(
+        "the deleted node gone",
+        async () => JSON.stringify(await listed(directory)) === JSON.stringify(remaining),
+      );
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it("fails when its watch breaks", async () => {
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(cluster.firstNode));
+    const ctx = new MockContext("root.directory");
+    const result = directoryWorker(values, { directory: await directoryFile("break") })(ctx);
+    await eventually("the worker healthy", () => ctx.state === "healthy");
+    await cluster.restartCurator();
+    await expect(result).rejects.toBeInstanceOf(CuratorStreamError);
+  });
+});

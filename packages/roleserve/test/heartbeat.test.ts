@@ -1,0 +1,90 @@
+/**
+ * The heartbeat worker against a real curator: it keeps its node HEALTHY
+ * past the curator's heartbeat timeout, stops beating when stopped, and
+ * fails (to be restarted onto the new curator) when its stream breaks.
+ */
+import { common } from "@metropolis/proto";
+import { MockContext, testHarness } from "@metropolis/supervisor/testing";
+import { CuratorStreamError } from "../src/errors";
+import { defaultHeartbeatIntervalMs, heartbeatWorker } from "../src/heartbeat";
+import { RoleserveValues } from "../src/values";
+import { startTestCluster, type TestCluster } from "./curator-fixture";
+import { eventually } from "./eventually";
+
+/** Short, so that a node that stops beating times out within the test. */
+const HEARTBEAT_TIMEOUT_MS = 600;
+const INTERVAL_MS = 100;
+
+let cluster: TestCluster;
+beforeAll(async () => {
+  cluster = await startTestCluster({ heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS });
+});
+afterAll(() => cluster?.stop());
+
+const healthOf = async (nodeId: string) => (await cluster.getNode(nodeId))?.health;
+
+describe("heartbeatWorker", () => {
+  it("beats more often than the curator's default timeout", () => {
+    // The curator's HeartbeatTracker default: a node is timed out after 10 s.
+    expect(defaultHeartbeatIntervalMs).toBeLessThan(10_000);
+    expect(() => heartbeatWorker(new RoleserveValues(), { intervalMs: 0 })).toThrow(RangeError);
+  });
+
+  it("waits for a connection, keeps its node HEALTHY past the timeout, and stops beating when stopped", async () => {
+    const node = await cluster.addNode();
+    const values = new RoleserveValues();
+    const ctx = new MockContext("root.heartbeat");
+    const result = heartbeatWorker(values, { intervalMs: INTERVAL_MS })(ctx);
+    try {
+      expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.UNKNOWN);
+      values.curatorConnection.set(cluster.connect(node));
+      await eventually("the worker healthy", () => ctx.state === "healthy");
+      expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.HEALTHY);
+
+      // One beat would be forgotten after the timeout: the node must stay
+      // HEALTHY for several timeouts in a row.
+      const since = Date.now();
+      while (Date.now() - since < 3 * HEARTBEAT_TIMEOUT_MS) {
+        expect(common.NodeHealth[(await healthOf(node.nodeId))!]).toBe("HEALTHY");
+        await new Promise((r) => setTimeout(r, 50)); // poll interval, not a wait for an outcome
+      }
+    } finally {
+      ctx.abort();
+      await result;
+    }
+    expect(ctx.failures).toEqual([]);
+    // Stopped means no more heartbeats (no timer or stream left behind).
+    await eventually(
+      "the node timed out after the worker stopped",
+      async () => (await healthOf(node.nodeId)) === common.NodeHealth.HEARTBEAT_TIMEOUT,
+    );
+  });
+
+  it("fails when its stream breaks, and beats again once restarted on the new curator", async () => {
+    const node = await cluster.addNode();
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const harness = testHarness(heartbeatWorker(values, { intervalMs: INTERVAL_MS }), {
+      expectDeath: (dn) => dn === "root",
+    });
+    try {
+      await harness.waitFor("root", "healthy");
+      const died = harness.nextTransition((t) => t.dn === "root" && t.to === "dead", {
+        timeoutMs: 20_000,
+      });
+      await cluster.restartCurator();
+      const death = await died;
+      expect(death.error).toBeInstanceOf(CuratorStreamError);
+      // The restarted worker finds the new curator and beats again.
+      await harness.nextTransition((t) => t.dn === "root" && t.to === "healthy", {
+        timeoutMs: 20_000,
+      });
+      await eventually(
+        "the node HEALTHY with the new curator",
+        async () => (await healthOf(node.nodeId)) === common.NodeHealth.HEALTHY,
+      );
+    } finally {
+      await harness.cleanup();
+    }
+  });
+});

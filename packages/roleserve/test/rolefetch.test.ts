@@ -1,0 +1,163 @@
+/**
+ * The role fetch worker: persisted roles are published before any curator is
+ * reachable (the cold start of a whole cluster depends on it), then the
+ * curator's roles replace them, are persisted, and are published only when
+ * they change; a broken watch fails the worker.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { waitFor } from "@metropolis/event";
+import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
+import { common } from "@metropolis/proto";
+import { MockContext } from "@metropolis/supervisor/testing";
+import { CuratorStreamError } from "../src/errors";
+import { roleFetchWorker } from "../src/rolefetch";
+import { RoleserveValues } from "../src/values";
+import { startTestCluster, type TestCluster } from "./curator-fixture";
+import { eventually } from "./eventually";
+
+let cluster: TestCluster;
+let tmp: string;
+beforeAll(async () => {
+  cluster = await startTestCluster();
+  tmp = await mkdtemp(join(tmpdir(), "roleserve-rolefetch-"));
+});
+afterAll(async () => {
+  await cluster?.stop();
+  await rm(tmp, { recursive: true, force: true });
+});
+
+/** A roles file of its own, declared as the node root declares `data.node.roles`. */
+async function rolesFile(name: string) {
+  const root = place(
+    dir({ node: dir({ roles: file("roles.pb", { codec: protobufCodec(common.NodeRoles) }) }) }),
+    join(tmp, name),
+  );
+  await root.mkdirAll();
+  return root.node.roles;
+}
+
+const roleNames = (r: common.NodeRoles) =>
+  [
+    r.consensusMember && "consensus",
+    r.kubernetesController && "controller",
+    r.kubernetesWorker && "worker",
+  ].filter(Boolean);
+
+/** Runs the worker under a MockContext; `stop()` aborts it and returns how it ended. */
+function start(values: RoleserveValues, roles: Awaited<ReturnType<typeof rolesFile>>) {
+  const ctx = new MockContext("root.rolefetch");
+  const result = roleFetchWorker(values, { roles })(ctx);
+  return {
+    ctx,
+    result,
+    stop: async () => {
+      ctx.abort();
+      await result;
+      expect(ctx.failures).toEqual([]);
+    },
+  };
+}
+
+describe("roleFetchWorker", () => {
+  it("publishes the persisted roles at once, with no curator anywhere", async () => {
+    const roles = await rolesFile("cold");
+    await roles.write({
+      consensusMember: common.NodeRoles_ConsensusMember.create(),
+      kubernetesController: {},
+    });
+    const values = new RoleserveValues();
+    const run = start(values, roles);
+    try {
+      const published = await waitFor(values.localRoles, () => true, AbortSignal.timeout(5000));
+      expect(roleNames(published)).toEqual(["consensus", "controller"]);
+      // Not healthy: the curator has not confirmed them.
+      expect(run.ctx.state).toBe("new");
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it("follows the curator's roles, persisting and publishing only changes", async () => {
+    const node = await cluster.addNode();
+    await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
+    const roles = await rolesFile("follow");
+    // Stale roles from an earlier life: published first, then replaced.
+    await roles.write({ kubernetesController: {} });
+    const values = new RoleserveValues();
+    const sets = jest.spyOn(values.localRoles, "set");
+    const run = start(values, roles);
+    try {
+      await waitFor(values.localRoles, () => true, AbortSignal.timeout(5000));
+      values.curatorConnection.set(cluster.connect(node));
+      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      expect(sets.mock.calls.map(([r]) => roleNames(r))).toEqual([["controller"], ["worker"]]);
+      expect(roleNames(await roles.read())).toEqual(["worker"]);
+
+      // A change of the node that is not a change of roles: not published.
+      await cluster.reportStatus(node, { externalAddress: "127.0.0.9" });
+      // A change of roles: persisted and published.
+      await cluster.updateRoles(node.nodeId, { kubernetesWorker: false });
+      await eventually("the role taken away", () => sets.mock.calls.length === 3);
+      expect(roleNames(sets.mock.calls[2][0])).toEqual([]);
+      // No roles are persisted as no file (an empty .pb file would not read back).
+      expect(await roles.exists()).toBe(false);
+      // The status update came before it on the stream; had it been
+      // published, it would be call 3.
+      expect(sets.mock.calls.map(([r]) => roleNames(r))).toEqual([["controller"], ["worker"], []]);
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it("does not announce the same roles again after a restart", async () => {
+    const node = await cluster.addNode();
+    await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
+    const roles = await rolesFile("restart");
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const sets = jest.spyOn(values.localRoles, "set");
+    const worker = roleFetchWorker(values, { roles });
+    for (let run = 0; run < 2; run++) {
+      const ctx = new MockContext("root.rolefetch");
+      const result = worker(ctx);
+      await eventually("the worker healthy", () => ctx.state === "healthy");
+      ctx.abort();
+      await result;
+    }
+    // Run 2 read the same roles from disk and from the curator: nothing new to announce.
+    expect(sets).toHaveBeenCalledTimes(1);
+  });
+
+  it("ignores a corrupted roles file and replaces it with the curator's roles", async () => {
+    const node = await cluster.addNode();
+    await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
+    const roles = await rolesFile("corrupt");
+    await writeFile(roles.fullPath, Buffer.from([0xff, 0xff, 0xff]));
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const run = start(values, roles);
+    try {
+      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      expect(run.ctx.lines.some((l) => l.level === "warn" && /ignoring/.test(l.message))).toBe(
+        true,
+      );
+      expect(roleNames(await roles.read())).toEqual(["worker"]);
+      expect(roleNames(await waitFor(values.localRoles, () => true))).toEqual(["worker"]);
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it("fails when its watch breaks", async () => {
+    const node = await cluster.addNode();
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const ctx = new MockContext("root.rolefetch");
+    const result = roleFetchWorker(values, { roles: await rolesFile("break") })(ctx);
+    await eventually("the worker healthy", () => ctx.state === "healthy");
+    await cluster.restartCurator();
+    await expect(result).rejects.toBeInstanceOf(CuratorStreamError);
+  });
+});
