@@ -58,3 +58,16 @@ export function curatorClientCredentials(
     },
   );
 }
+
+/**
+ * grpc-js sets the TLS server name to the IP it dials, which Node flags as
+ * DEP0123 on every connection. Curators and nodes are dialled by IP by
+ * design (their certificates name node IDs, checked above), so binaries
+ * silence that one warning; every other warning is still printed.
+ */
+export function silenceIpServerNameWarning(): void {
+  process.removeAllListeners("warning");
+  process.on("warning", (warning: Error & { code?: string }) => {
+    if (warning.code !== "DEP0123") process.stderr.write(`${warning.name}: ${warning.message}\n`);
+  });
+}

@@ -22,7 +22,12 @@ export {
   type CuratorConnectionOptions,
   type LeaderClients,
 } from "./curator-client";
-export { curatorClientCredentials, curatorServerCredentials, type TlsPem } from "./credentials";
+export {
+  curatorClientCredentials,
+  curatorServerCredentials,
+  silenceIpServerNameWarning,
+  type TlsPem,
+} from "./credentials";
 export {
   identifier,
   identify,

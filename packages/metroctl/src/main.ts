@@ -5,16 +5,10 @@
  * followed log normally and a wait with exit code 130); a second one exits
  * at once.
  */
+import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { runMetroctl } from "./run-metroctl";
 
-// grpc-js sets the TLS server name to the IP it dials, which Node flags as
-// DEP0123 on every connection. Curators and nodes are dialled by IP by design
-// (their certificates name node IDs), so that warning would only bury
-// metroctl's one-line errors; every other warning is still printed.
-process.removeAllListeners("warning");
-process.on("warning", (warning: Error & { code?: string }) => {
-  if (warning.code !== "DEP0123") process.stderr.write(`${warning.name}: ${warning.message}\n`);
-});
+silenceIpServerNameWarning();
 
 const interrupt = new AbortController();
 process.on("SIGINT", () => {

@@ -312,6 +312,7 @@ async function getLogs(
   try {
     await stopped;
   } finally {
+    unsubscribe();
     call.removeListener("cancelled", stop);
     opts.signal?.removeEventListener("abort", stop);
   }

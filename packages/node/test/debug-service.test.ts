@@ -295,11 +295,15 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  for (const c of clients) c.close();
-  for (const s of servers) s.forceShutdown();
-  // A server going away lets go of its follow subscriptions.
-  await eventually(() => following === 0, "every follow subscription to end");
-  await h.cleanup();
+  try {
+    for (const c of clients) c.close();
+    for (const s of servers) s.forceShutdown();
+    // A server going away lets go of its follow subscriptions.
+    await eventually(() => following === 0, "every follow subscription to end");
+  } finally {
+    following = 0;
+    await h.cleanup();
+  }
 });
 
 // ── The tests ─────────────────────────────────────────────────────────────

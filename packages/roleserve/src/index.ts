@@ -30,6 +30,6 @@ export { joinFromRoles, type ControlPlaneStartup } from "./controlplane-startup"
 export { heartbeatWorker, defaultHeartbeatIntervalMs } from "./heartbeat";
 export { statusPushWorker } from "./statuspush";
 export { roleFetchWorker } from "./rolefetch";
-export { workloadsWorker, type WorkloadSpec } from "./workloads";
+export { validateWorkloads, workloadsWorker, type WorkloadSpec } from "./workloads";
 export { directoryWorker } from "./directory";
 export * from "./errors";

@@ -9,12 +9,11 @@ import { join } from "node:path";
 import { unaryCall } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
-import { MockContext } from "@metropolis/supervisor/testing";
+import { MockContext, eventually } from "@metropolis/supervisor/testing";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type ClusterNode, type TestCluster } from "./curator-fixture";
-import { eventually } from "./eventually";
 
 let tmp: string;
 beforeAll(async () => {
@@ -107,7 +106,7 @@ describe("directoryWorker", () => {
     values.curatorConnection.set(cluster.connect(cluster.firstNode));
     const run = start(values, directory);
     try {
-      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
       expect(await listed(directory)).toEqual([["metropolis-old", "10.9.9.9"]]);
       expect((await stat(directory.fullPath)).mtimeMs).toBe(before.mtimeMs);
     } finally {
@@ -134,7 +133,7 @@ describe("directoryWorker", () => {
         .map(([n, host]): [string, string] => [n.nodeId, host])
         .sort(([a], [b]) => (a < b ? -1 : 1));
     try {
-      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
       expect(await listed(directory)).toEqual(
         expected([first, "127.0.0.11"], [second, "127.0.0.12"]),
       );
@@ -148,8 +147,8 @@ describe("directoryWorker", () => {
       await cluster.reportStatus(silent, { externalAddress: "127.0.0.13" });
       const all = expected([first, "127.0.0.11"], [second, "127.0.0.22"], [silent, "127.0.0.13"]);
       await eventually(
-        "the directory updated",
         async () => JSON.stringify(await listed(directory)) === JSON.stringify(all),
+        "the directory updated",
       );
 
       // A node is deleted (forcibly, while UP): it leaves the directory.
@@ -162,8 +161,8 @@ describe("directoryWorker", () => {
       );
       const remaining = expected([first, "127.0.0.11"], [second, "127.0.0.22"]);
       await eventually(
-        "the deleted node gone",
         async () => JSON.stringify(await listed(directory)) === JSON.stringify(remaining),
+        "the deleted node gone",
       );
     } finally {
       await run.stop();
@@ -175,7 +174,7 @@ describe("directoryWorker", () => {
     values.curatorConnection.set(cluster.connect(cluster.firstNode));
     const ctx = new MockContext("root.directory");
     const result = directoryWorker(values, { directory: await directoryFile("break") })(ctx);
-    await eventually("the worker healthy", () => ctx.state === "healthy");
+    await eventually(() => ctx.state === "healthy", "the worker healthy");
     await cluster.restartCurator();
     await expect(result).rejects.toBeInstanceOf(CuratorStreamError);
   });

@@ -4,12 +4,11 @@
  * fails (to be restarted onto the new curator) when its stream breaks.
  */
 import { common } from "@metropolis/proto";
-import { MockContext, testHarness } from "@metropolis/supervisor/testing";
+import { MockContext, testHarness, eventually } from "@metropolis/supervisor/testing";
 import { CuratorStreamError } from "../src/errors";
 import { defaultHeartbeatIntervalMs, heartbeatWorker } from "../src/heartbeat";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type TestCluster } from "./curator-fixture";
-import { eventually } from "./eventually";
 
 /** Short, so that a node that stops beating times out within the test. */
 const HEARTBEAT_TIMEOUT_MS = 600;
@@ -38,7 +37,7 @@ describe("heartbeatWorker", () => {
     try {
       expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.UNKNOWN);
       values.curatorConnection.set(cluster.connect(node));
-      await eventually("the worker healthy", () => ctx.state === "healthy");
+      await eventually(() => ctx.state === "healthy", "the worker healthy");
       expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.HEALTHY);
 
       // One beat would be forgotten after the timeout: the node must stay
@@ -55,8 +54,8 @@ describe("heartbeatWorker", () => {
     expect(ctx.failures).toEqual([]);
     // Stopped means no more heartbeats (no timer or stream left behind).
     await eventually(
-      "the node timed out after the worker stopped",
       async () => (await healthOf(node.nodeId)) === common.NodeHealth.HEARTBEAT_TIMEOUT,
+      "the node timed out after the worker stopped",
     );
   });
 
@@ -80,8 +79,8 @@ describe("heartbeatWorker", () => {
         timeoutMs: 20_000,
       });
       await eventually(
-        "the node HEALTHY with the new curator",
         async () => (await healthOf(node.nodeId)) === common.NodeHealth.HEALTHY,
+        "the node HEALTHY with the new curator",
       );
     } finally {
       await harness.cleanup();

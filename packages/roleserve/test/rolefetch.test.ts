@@ -10,12 +10,11 @@ import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
-import { MockContext } from "@metropolis/supervisor/testing";
+import { MockContext, eventually } from "@metropolis/supervisor/testing";
 import { CuratorStreamError } from "../src/errors";
 import { roleFetchWorker } from "../src/rolefetch";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type TestCluster } from "./curator-fixture";
-import { eventually } from "./eventually";
 
 let cluster: TestCluster;
 let tmp: string;
@@ -91,7 +90,7 @@ describe("roleFetchWorker", () => {
     try {
       await waitFor(values.localRoles, () => true, AbortSignal.timeout(5000));
       values.curatorConnection.set(cluster.connect(node));
-      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
       expect(sets.mock.calls.map(([r]) => roleNames(r))).toEqual([["controller"], ["worker"]]);
       expect(roleNames(await roles.read())).toEqual(["worker"]);
 
@@ -99,7 +98,7 @@ describe("roleFetchWorker", () => {
       await cluster.reportStatus(node, { externalAddress: "127.0.0.9" });
       // A change of roles: persisted and published.
       await cluster.updateRoles(node.nodeId, { kubernetesWorker: false });
-      await eventually("the role taken away", () => sets.mock.calls.length === 3);
+      await eventually(() => sets.mock.calls.length === 3, "the role taken away");
       expect(roleNames(sets.mock.calls[2][0])).toEqual([]);
       // No roles are persisted as no file (an empty .pb file would not read back).
       expect(await roles.exists()).toBe(false);
@@ -122,7 +121,7 @@ describe("roleFetchWorker", () => {
     for (let run = 0; run < 2; run++) {
       const ctx = new MockContext("root.rolefetch");
       const result = worker(ctx);
-      await eventually("the worker healthy", () => ctx.state === "healthy");
+      await eventually(() => ctx.state === "healthy", "the worker healthy");
       ctx.abort();
       await result;
     }
@@ -139,7 +138,7 @@ describe("roleFetchWorker", () => {
     values.curatorConnection.set(cluster.connect(node));
     const run = start(values, roles);
     try {
-      await eventually("the worker healthy", () => run.ctx.state === "healthy");
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
       expect(run.ctx.lines.some((l) => l.level === "warn" && /ignoring/.test(l.message))).toBe(
         true,
       );
@@ -156,7 +155,7 @@ describe("roleFetchWorker", () => {
     values.curatorConnection.set(cluster.connect(node));
     const ctx = new MockContext("root.rolefetch");
     const result = roleFetchWorker(values, { roles: await rolesFile("break") })(ctx);
-    await eventually("the worker healthy", () => ctx.state === "healthy");
+    await eventually(() => ctx.state === "healthy", "the worker healthy");
     await cluster.restartCurator();
     await expect(result).rejects.toBeInstanceOf(CuratorStreamError);
   });

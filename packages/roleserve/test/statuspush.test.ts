@@ -6,11 +6,10 @@
 import type { ClientReadableStream, ServiceError } from "@grpc/grpc-js";
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { common, curator } from "@metropolis/proto";
-import { MockContext } from "@metropolis/supervisor/testing";
+import { MockContext, eventually } from "@metropolis/supervisor/testing";
 import { statusPushWorker } from "../src/statuspush";
 import { RoleserveValues, type LocalControlPlane } from "../src/values";
 import { startTestCluster, type ClusterNode, type TestCluster } from "./curator-fixture";
-import { eventually } from "./eventually";
 
 let cluster: TestCluster;
 beforeAll(async () => {
@@ -30,7 +29,7 @@ async function watchStatuses(node: ClusterNode) {
     r.nodes.filter((n) => n.id === node.nodeId).forEach((n) => seen.push(n.status)),
   );
   stream.on("error", () => undefined);
-  await eventually("the watch's first event", () => seen.length > 0);
+  await eventually(() => seen.length > 0, "the watch's first event");
   return { seen, stop: () => stream.cancel() };
 }
 
@@ -59,7 +58,7 @@ describe("statusPushWorker", () => {
       expect(ctx.state).toBe("new");
 
       values.localControlPlane.set(controlPlane);
-      await eventually("the worker healthy", () => ctx.state === "healthy");
+      await eventually(() => ctx.state === "healthy", "the worker healthy");
       const first = (await cluster.getNode(node.nodeId))?.status;
       expect(reported(first)).toEqual({
         externalAddress: "127.0.0.77",
@@ -71,20 +70,21 @@ describe("statusPushWorker", () => {
 
       // The same status again (a new connection value): processed, not pushed.
       values.curatorConnection.set(cluster.connect(node));
-      await eventually("the unchanged status skipped", () =>
-        ctx.lines.some((l) => l.message.startsWith("status unchanged")),
+      await eventually(
+        () => ctx.lines.some((l) => l.message.startsWith("status unchanged")),
+        "the unchanged status skipped",
       );
 
       // The control plane stops: the curator port is no longer reported.
       values.localControlPlane.set(undefined);
       await eventually(
-        "the curator port gone",
         async () => (await cluster.getNode(node.nodeId))?.status?.runningCurator === undefined,
+        "the curator port gone",
       );
 
       // Exactly two pushes reached the cluster: none before the control
       // plane was known, none for the unchanged status.
-      await eventually("the watch caught up", () => watch.seen.length === 3);
+      await eventually(() => watch.seen.length === 3, "the watch caught up");
       expect(watch.seen.map((s) => (s ? (s.runningCurator?.port ?? "none") : "unset"))).toEqual([
         "unset", // the node before any push
         7835,

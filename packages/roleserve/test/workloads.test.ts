@@ -9,11 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import type { common } from "@metropolis/proto";
-import { MockContext, testHarness } from "@metropolis/supervisor/testing";
+import { MockContext, testHarness, eventually } from "@metropolis/supervisor/testing";
 import { InvalidWorkloadError, RolesChangedError } from "../src/errors";
 import { RoleserveValues } from "../src/values";
 import { workloadsWorker, type WorkloadSpec } from "../src/workloads";
-import { eventually } from "./eventually";
 
 const worker: common.NodeRoles = { kubernetesWorker: {} };
 const none: common.NodeRoles = {};
@@ -119,8 +118,9 @@ describe("workloadsWorker", () => {
       values.localRoles.set(worker);
       await harness.waitFor("root", "healthy");
       for (const name of ["web", "db"] as const) {
-        const content = await eventually(`${name} started`, () =>
-          readFile(files[name], "utf8").catch(() => undefined),
+        const content = await eventually(
+          () => readFile(files[name], "utf8").catch(() => undefined),
+          `${name} started`,
         );
         const [pid, greeting] = content.split(" ");
         expect(greeting).toBe(`hi-${name}`);
@@ -128,8 +128,10 @@ describe("workloadsWorker", () => {
         pids.push(Number(pid));
         await harness.waitFor(`root.${name}`, "healthy");
         // Each workload logs at its own DN.
-        await eventually(`${name}'s output in its log`, () =>
-          harness.supervisor.logs(`root.${name}`).some((l) => l.message === `hello from ${name}`),
+        await eventually(
+          () =>
+            harness.supervisor.logs(`root.${name}`).some((l) => l.message === `hello from ${name}`),
+          `${name}'s output in its log`,
         );
       }
       expect(await waitFor(values.workloadStatus, () => true)).toEqual({
@@ -141,7 +143,7 @@ describe("workloadsWorker", () => {
       values.localRoles.set(none);
       const death = await died;
       expect(death.error).toBeInstanceOf(RolesChangedError);
-      for (const pid of pids) await eventually(`process ${pid} gone`, () => !alive(pid));
+      for (const pid of pids) await eventually(() => !alive(pid), `process ${pid} gone`);
       // The restarted launcher sees no role and runs nothing.
       await waitFor(values.workloadStatus, (s) => !s.running, AbortSignal.timeout(10_000));
       await harness.waitFor("root", "healthy");

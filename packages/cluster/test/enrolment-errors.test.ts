@@ -1,0 +1,84 @@
+/**
+ * Enrolment refuses bad input with an error naming the problem, and leaves
+ * the node's storage as it was: a wrong ticket, a CA the cluster's curators
+ * do not match, a corrupt sealed configuration.
+ */
+import { readFile, writeFile } from "node:fs/promises";
+import { CertificateAuthority } from "@metropolis/pki";
+import { api } from "@metropolis/proto";
+import { SealedCorruptedError } from "@metropolis/localstorage";
+import { ClusterCaMismatchError, ClusterRefusedError } from "../src/errors";
+import { homeOf, loopbackNet, TestClusterNode, TestOwner } from "./cluster-fixture";
+
+jest.setTimeout(60_000);
+
+const address = loopbackNet();
+const owner = new TestOwner();
+const nodes: TestClusterNode[] = [];
+let params: api.NodeParameters_ClusterRegister;
+
+async function newNode(host: number): Promise<TestClusterNode> {
+  const node = await TestClusterNode.create(address(host));
+  nodes.push(node);
+  return node;
+}
+
+function register(changes: Partial<api.NodeParameters_ClusterRegister>): api.NodeParameters {
+  return { cluster: { $case: "clusterRegister", clusterRegister: { ...params, ...changes } } };
+}
+
+beforeAll(async () => {
+  const first = await newNode(1);
+  const home = await homeOf(await first.start(owner.bootstrapParameters()));
+  await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
+  const p = await owner.registerParameters();
+  if (p.cluster?.$case !== "clusterRegister") throw new Error("no register parameters");
+  params = p.cluster.clusterRegister;
+});
+
+afterAll(async () => {
+  owner.close();
+  for (const n of nodes) await n.remove();
+});
+
+describe("enrolment refuses", () => {
+  it("a wrong register ticket, and seals nothing", async () => {
+    const node = await newNode(2);
+    const run = await node.start(register({ registerTicket: Buffer.alloc(32, 7) }));
+    const error = await homeOf(run).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ClusterRefusedError);
+    expect((error as Error).message).toMatch(
+      /RegisterNode: the cluster refused: PERMISSION_DENIED/,
+    );
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(false);
+  });
+
+  it("a CA certificate the cluster's curators do not match", async () => {
+    const forged = await CertificateAuthority.create();
+    const node = await newNode(3);
+    const run = await node.start(register({ caCertificate: forged.certificate.der }));
+    const error = await homeOf(run).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ClusterCaMismatchError);
+    expect((error as Error).message).toMatch(/CA certificate is wrong or forged/);
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(false);
+  });
+
+  it("a corrupt sealed configuration, and keeps it rather than enrolling afresh", async () => {
+    const node = await newNode(4);
+    const sealed = node.storage().esp.metropolis.sealedConfiguration;
+    await node.storage().esp.metropolis.mkdirAll();
+    await writeFile(sealed.fullPath, Buffer.from("not a sealed configuration"));
+    // Register parameters are there too: a node that already belongs to a
+    // cluster must not register again because its sealed configuration broke.
+    const error = await homeOf(await node.start(register({}))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SealedCorruptedError);
+    expect((error as Error).message).toContain(sealed.fullPath);
+    expect((await readFile(sealed.fullPath)).toString()).toBe("not a sealed configuration");
+    expect(
+      await node
+        .storage()
+        .data.node.credentials.certificate.exists()
+        .catch(() => false),
+    ).toBe(false);
+  });
+});

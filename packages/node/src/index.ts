@@ -1,0 +1,23 @@
+/**
+ * @metropolis/node — the `metropolis-node` binary (main.ts) and its parts:
+ * the node's supervision tree (cluster manager, roleserver, debug service,
+ * metrics), its configuration, logging and fatal-error reporting.
+ *
+ *   main ──▶ supervise(root)
+ *              ├─ enrolment  (ClusterManager)
+ *              ├─ roleserver (Roleserver)
+ *              ├─ debug      (Debug gRPC: logs, tree, conditions)
+ *              └─ metrics    (Prometheus /metrics)
+ */
+export { nodeServices, nodeVersion, type NodeServices } from "./node-tree";
+export {
+  loadNodeConfig,
+  NodeConfigError,
+  usage,
+  type NodeConfig,
+  type NodePorts,
+} from "./node-config";
+export { debugServer, defaultDebugPort, type ConditionSource } from "./debug-service";
+export { metricsRunnable, nodeMetricsRegistry, defaultMetricsPort } from "./metrics-server";
+export { nodeLogger } from "./node-logger";
+export { formatFatal } from "./boxed-error";

@@ -1,0 +1,81 @@
+#!/usr/bin/env node
+/**
+ * `metropolis-node`: the node's init. Places the node's storage under
+ * `--root`, runs the node's supervision tree until SIGTERM/SIGINT, then
+ * stops it gracefully and exits 0. An enrolment that cannot go on (the
+ * seed's "trapdoor") prints one boxed error and exits 1.
+ */
+import { copyFile } from "node:fs/promises";
+import { silenceIpServerNameWarning } from "@metropolis/curator";
+import { placeNodeRoot } from "@metropolis/localstorage";
+import { PrometheusSupervisorMetrics, supervise, type Supervisor } from "@metropolis/supervisor";
+import { formatFatal } from "./boxed-error";
+import { nodeMetricsRegistry } from "./metrics-server";
+import { loadNodeConfig, NodeConfigError } from "./node-config";
+import { nodeLogger } from "./node-logger";
+import { nodeServices } from "./node-tree";
+
+/** How long a graceful stop may take before the node exits anyway. */
+const stopTimeoutMs = 20_000;
+
+async function main(): Promise<number> {
+  silenceIpServerNameWarning();
+  let config;
+  try {
+    config = await loadNodeConfig(process.argv.slice(2));
+  } catch (e) {
+    if (e instanceof NodeConfigError) {
+      process.stderr.write(`metropolis-node: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const logger = nodeLogger();
+  const storage = placeNodeRoot(config.root);
+  await storage.esp.metropolis.mkdirAll();
+  await storage.ephemeral.wipe();
+  if (config.parametersPath && !(await storage.esp.metropolis.sealedConfiguration.exists())) {
+    // Kept on the ESP like a real node's, so that a restart before
+    // enrolment finished finds them without the flag.
+    await copyFile(config.parametersPath, storage.esp.metropolis.parameters.fullPath);
+    config = { ...config, parametersPath: undefined };
+  }
+  const registry = nodeMetricsRegistry();
+  const services = nodeServices(config, storage, registry);
+  let supervisor: Supervisor | undefined;
+  supervisor = supervise(
+    services.root(() => supervisor!),
+    { logger, metrics: new PrometheusSupervisorMetrics(registry) },
+  );
+  logger.info(`metropolis-node ${config.address}: started (root ${config.root})`);
+
+  const stopped = new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info(`${signal}: stopping`);
+      void supervisor!.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(0));
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  });
+  const failed = services.manager.failure.catch(async (e: unknown) => {
+    process.stderr.write(formatFatal("enrolment into the cluster failed", e) + "\n");
+    await supervisor!.stop({ timeoutMs: stopTimeoutMs });
+    return 1;
+  });
+  const crashed = supervisor.done.then(
+    () => 0,
+    (e: unknown) => {
+      process.stderr.write(formatFatal("the supervision tree failed", e) + "\n");
+      return 1;
+    },
+  );
+  return Promise.race([stopped, failed, crashed]);
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    process.stderr.write(formatFatal("unexpected error", e) + "\n");
+    process.exit(1);
+  },
+);

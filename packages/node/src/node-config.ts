@@ -1,0 +1,168 @@
+/**
+ * The command line and configuration file of `metropolis-node`, validated
+ * before anything starts: every bad flag or field is a `NodeConfigError`
+ * naming it.
+ *
+ *   metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]
+ *
+ * The configuration file (JSON) holds what a real node would get from its
+ * image: ports, the workloads it runs as a worker, and timings.
+ */
+import { readFile } from "node:fs/promises";
+import { isIPv4 } from "node:net";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { defaultPeerPort } from "@metropolis/consensus";
+import { defaultCuratorPort } from "@metropolis/curator";
+import { validateWorkloads, type WorkloadSpec } from "@metropolis/roleserve";
+import { defaultDebugPort } from "./debug-service";
+import { defaultMetricsPort } from "./metrics-server";
+
+export class NodeConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NodeConfigError";
+  }
+}
+
+export interface NodePorts {
+  consensus: number;
+  curator: number;
+  debug: number;
+  metrics: number;
+}
+
+export interface NodeConfig {
+  /** Where the node keeps its storage (esp/, data/, ephemeral/) and machine key. */
+  root: string;
+  /** The node's IP address: it binds and is reached there. */
+  address: string;
+  /** Node parameters file (as metroctl writes it); copied to the ESP. */
+  parametersPath?: string;
+  ports: NodePorts;
+  workloads: WorkloadSpec[];
+  /** etcd raft timings tuned for loopback (fast elections) instead of etcd's defaults. */
+  loopbackTimings: boolean;
+  /** Curator election lease TTL, seconds. */
+  leaderTtlSeconds: number;
+  /** Heartbeat timeout of the curator, ms; nodes beat at half of it. */
+  heartbeatTimeoutMs: number;
+}
+
+export const usage =
+  "usage: metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]";
+
+function port(value: unknown, field: string): number {
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 65535) {
+    throw new NodeConfigError(
+      `${field} must be a port number (1-65535), got ${JSON.stringify(value)}`,
+    );
+  }
+  return value as number;
+}
+
+function positive(value: unknown, field: string): number {
+  if (typeof value !== "number" || !(value > 0)) {
+    throw new NodeConfigError(`${field} must be a positive number, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+const configKeys = [
+  "ports",
+  "workloads",
+  "loopbackTimings",
+  "leaderTtlSeconds",
+  "heartbeatTimeoutMs",
+] as const;
+
+/** Parses the command line (without `node` and the script) and reads the configuration file. */
+export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
+  let values: { root?: string; address?: string; parameters?: string; config?: string };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        root: { type: "string" },
+        address: { type: "string" },
+        parameters: { type: "string" },
+        config: { type: "string" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    throw new NodeConfigError(`${e instanceof Error ? e.message : String(e)}\n${usage}`);
+  }
+  if (!values.root) throw new NodeConfigError(`--root is required\n${usage}`);
+  if (!values.address) throw new NodeConfigError(`--address is required\n${usage}`);
+  if (!isIPv4(values.address)) {
+    throw new NodeConfigError(
+      `--address must be an IPv4 address, got ${JSON.stringify(values.address)}`,
+    );
+  }
+  const file = values.config ? await readConfigFile(resolve(values.config)) : {};
+  const where = values.config ?? "config";
+  const ports = (file.ports ?? {}) as Record<string, unknown>;
+  for (const key of Object.keys(ports)) {
+    if (!["consensus", "curator", "debug", "metrics"].includes(key)) {
+      throw new NodeConfigError(`${where}: unknown port ${JSON.stringify(key)}`);
+    }
+  }
+  let workloads: WorkloadSpec[];
+  try {
+    workloads = (file.workloads ?? []) as WorkloadSpec[];
+    if (!Array.isArray(workloads)) throw new Error("must be an array");
+    validateWorkloads(workloads);
+  } catch (e) {
+    throw new NodeConfigError(`${where}: workloads: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (file.loopbackTimings !== undefined && typeof file.loopbackTimings !== "boolean") {
+    throw new NodeConfigError(`${where}: loopbackTimings must be true or false`);
+  }
+  return {
+    root: resolve(values.root),
+    address: values.address,
+    parametersPath: values.parameters ? resolve(values.parameters) : undefined,
+    ports: {
+      consensus: port(ports.consensus ?? defaultPeerPort, `${where}: ports.consensus`),
+      curator: port(ports.curator ?? defaultCuratorPort, `${where}: ports.curator`),
+      debug: port(ports.debug ?? defaultDebugPort, `${where}: ports.debug`),
+      metrics: port(ports.metrics ?? defaultMetricsPort, `${where}: ports.metrics`),
+    },
+    workloads,
+    loopbackTimings: (file.loopbackTimings as boolean | undefined) ?? false,
+    leaderTtlSeconds: positive(file.leaderTtlSeconds ?? 10, `${where}: leaderTtlSeconds`),
+    heartbeatTimeoutMs: positive(file.heartbeatTimeoutMs ?? 10_000, `${where}: heartbeatTimeoutMs`),
+  };
+}
+
+async function readConfigFile(path: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new NodeConfigError(
+      `cannot read config ${path}: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new NodeConfigError(
+      `config ${path} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new NodeConfigError(`config ${path} must be a JSON object`);
+  }
+  for (const key of Object.keys(parsed)) {
+    if (!(configKeys as readonly string[]).includes(key)) {
+      throw new NodeConfigError(
+        `config ${path}: unknown field ${JSON.stringify(key)} (known: ${configKeys.join(", ")})`,
+      );
+    }
+  }
+  return parsed as Record<string, unknown>;
+}

@@ -1,0 +1,130 @@
+/**
+ * The node's supervision tree: what `metropolis-node` runs.
+ *
+ *   root
+ *    ├─ enrolment   ClusterManager: join / bootstrap / register, then status
+ *    ├─ roleserver  control plane, workloads, status, heartbeat, directory
+ *    ├─ debug       Debug gRPC service (once the node has credentials)
+ *    └─ metrics     Prometheus text at /metrics
+ */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { Server } from "@grpc/grpc-js";
+import { ClusterManager } from "@metropolis/cluster";
+import { localTimings } from "@metropolis/consensus";
+import { curatorServerCredentials, identifier } from "@metropolis/curator";
+import { waitFor } from "@metropolis/event";
+import type { NodeRoot } from "@metropolis/localstorage";
+import { api, common } from "@metropolis/proto";
+import { credentialsPem, Roleserver } from "@metropolis/roleserve";
+import { grpcServerRunnable, type Runnable, type Supervisor } from "@metropolis/supervisor";
+import type { Registry } from "prom-client";
+import { debugServer, type ConditionSource } from "./debug-service";
+import { metricsRunnable } from "./metrics-server";
+import type { NodeConfig } from "./node-config";
+
+/** The node software's version, reported in its status. */
+export const nodeVersion = "0.1.0";
+
+export interface NodeServices {
+  manager: ClusterManager;
+  roleserver: Roleserver;
+  /** The root runnable; needs the supervisor it runs under (for the debug service). */
+  root: (supervisor: () => Supervisor) => Runnable;
+}
+
+export function nodeServices(
+  config: NodeConfig,
+  storage: NodeRoot,
+  registry: Registry,
+): NodeServices {
+  const machineKeyPath = join(config.root, "machine.key");
+  const roleserver = new Roleserver({
+    storage,
+    machineKeyPath,
+    host: config.address,
+    consensusPort: config.ports.consensus,
+    curatorPort: config.ports.curator,
+    timings: config.loopbackTimings ? localTimings : undefined,
+    leaderTtlSeconds: config.leaderTtlSeconds,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    heartbeatIntervalMs: config.heartbeatTimeoutMs / 2,
+    version: nodeVersion,
+    bootId: randomBytes(16).toString("hex"),
+    workloads: config.workloads,
+  });
+  const manager = new ClusterManager({
+    storage,
+    machineKeyPath,
+    parametersPath: config.parametersPath,
+    roleserver,
+    address: config.address,
+    curatorPort: config.ports.curator,
+  });
+
+  const conditions: ConditionSource = async (condition) => {
+    const status = await manager.status.watch().get();
+    switch (condition) {
+      case api.Condition.STORAGE_MOUNTED:
+        return { ok: status.credentials !== undefined };
+      case api.Condition.CLUSTER_HOME:
+        return {
+          ok: status.state === common.ClusterState.HOME,
+          detail: common.clusterStateToJSON(status.state),
+        };
+      case api.Condition.CONSENSUS_RUNNING:
+        return { ok: status.hasLocalConsensus };
+      default: {
+        const connection = await Promise.race([
+          roleserver.values.curatorConnection.watch().get(),
+          new Promise<undefined>((r) => setTimeout(() => r(undefined), 100).unref()),
+        ]);
+        if (!connection) return { ok: false, detail: "no credentials yet" };
+        try {
+          const leader = await connection.connection.leader(2_000);
+          return { ok: true, detail: `leader ${leader.nodeId} at ${leader.host}:${leader.port}` };
+        } catch (e) {
+          return { ok: false, detail: e instanceof Error ? e.message : String(e) };
+        }
+      }
+    }
+  };
+
+  const root =
+    (supervisor: () => Supervisor): Runnable =>
+    async (ctx) => {
+      ctx.run("enrolment", manager.run);
+      ctx.run("roleserver", roleserver.run);
+      ctx.run("metrics", metricsRunnable(registry, config.address, config.ports.metrics));
+      ctx.run("debug", async (debugCtx) => {
+        // The debug service authenticates with the node certificate, so it
+        // starts once the node has one.
+        const { credentials } = await waitFor(
+          manager.status,
+          (s) => s.credentials !== undefined,
+          debugCtx.signal,
+        );
+        const tls = credentialsPem(credentials!);
+        await grpcServerRunnable(
+          () => {
+            const server = new Server();
+            server.addService(
+              api.DebugService,
+              debugServer({
+                supervisor: supervisor(),
+                conditions,
+                identify: identifier(Buffer.from(credentials!.caCertificate)),
+                signal: debugCtx.signal,
+              }),
+            );
+            return server;
+          },
+          `${config.address}:${config.ports.debug}`,
+          curatorServerCredentials(tls),
+        )(debugCtx);
+      });
+      ctx.healthy();
+      await ctx.untilAborted();
+    };
+  return { manager, roleserver, root };
+}
