@@ -42,9 +42,9 @@ async function main(): Promise<number> {
   }
   const registry = nodeMetricsRegistry();
   const services = nodeServices(config, storage, registry);
-  let supervisor: Supervisor | undefined;
-  supervisor = supervise(
-    services.root(() => supervisor!),
+  // The debug service needs the supervisor that runs it: handed over lazily.
+  const supervisor: Supervisor = supervise(
+    services.root(() => supervisor),
     { logger, metrics: new PrometheusSupervisorMetrics(registry) },
   );
   logger.info(`metropolis-node ${config.address}: started (root ${config.root})`);
@@ -52,14 +52,14 @@ async function main(): Promise<number> {
   const stopped = new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       logger.info(`${signal}: stopping`);
-      void supervisor!.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(0));
+      void supervisor.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(0));
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
   const failed = services.manager.failure.catch(async (e: unknown) => {
     process.stderr.write(formatFatal("enrolment into the cluster failed", e) + "\n");
-    await supervisor!.stop({ timeoutMs: stopTimeoutMs });
+    await supervisor.stop({ timeoutMs: stopTimeoutMs });
     return 1;
   });
   const crashed = supervisor.done.then(

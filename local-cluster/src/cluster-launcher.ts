@@ -1,0 +1,620 @@
+/**
+ * LocalCluster: a Metropolis cluster of real `metropolis-node` processes on
+ * loopback addresses, driven the way an operator drives one — through
+ * metroctl (run in-process) with the owner's credentials. It exists so that
+ * one command gives a developer a working multi-node cluster, and so that
+ * the e2e tests bring clusters up and take them down the same way.
+ *
+ * A cluster lives in a state dir:
+ *
+ *   <state>/cluster.json       the nodes: name, address, node ID (written as they join)
+ *   <state>/node-config.json   the config every node gets (--config)
+ *   <state>/metroctl/          the owner's metroctl config dir (key, certificate, CA)
+ *   <state>/params/<name>.pb   node parameters (bootstrap / register)
+ *   <state>/nodes/<name>/      each node's --root
+ *
+ * `up()` creates the cluster when the state dir has none (bootstrap node 1,
+ * take ownership, register and approve the others, make every node a
+ * consensus member one at a time), or cold-starts it from disk when it
+ * exists. Every step is timed.
+ */
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { runMetroctl, type NodeView } from "@metropolis/metroctl";
+import { describeExit, NodeProcess, type NodeLine } from "./node-process";
+
+/** The node configuration file's fields (see packages/node/src/node-config.ts). */
+export interface NodeConfigFile {
+  ports?: { consensus?: number; curator?: number; debug?: number; metrics?: number };
+  workloads?: { name: string; command: string; args?: string[]; env?: Record<string, string> }[];
+  loopbackTimings?: boolean;
+  leaderTtlSeconds?: number;
+  heartbeatTimeoutMs?: number;
+}
+
+/** What every node of a local cluster gets: fast etcd elections, short leases and heartbeats. */
+export const localNodeConfig: NodeConfigFile = {
+  loopbackTimings: true,
+  leaderTtlSeconds: 3,
+  heartbeatTimeoutMs: 4000,
+};
+
+/** Default curator port (all nodes of one cluster must use the same one). */
+const defaultCuratorPort = 7835;
+
+/** Node `index` (1-based) of the default cluster: 127.0.0.2, 127.0.0.3, … */
+export const defaultAddress = (index: number): string => `127.0.0.${index + 1}`;
+
+/** Base class of the launcher's errors. */
+export class LocalClusterError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A metroctl command exited non-zero. */
+export class MetroctlFailedError extends LocalClusterError {
+  constructor(
+    readonly args: readonly string[],
+    readonly exitCode: number,
+    readonly stderr: string,
+  ) {
+    super(
+      `metroctl ${args.join(" ")} failed (exit ${exitCode}): ${stderr.trim() || "(no output)"}`,
+    );
+  }
+}
+
+/** The state dir's cluster.json cannot be used. */
+export class StateFileError extends LocalClusterError {}
+
+/** A node came back from disk as another node than the one recorded. */
+export class NodeIdentityError extends LocalClusterError {}
+
+/** A condition polled for did not hold before its deadline. */
+export class StepTimeoutError extends LocalClusterError {}
+
+/** One node of the cluster, and its process while it runs. */
+export interface ClusterNode {
+  /** 1-based position: node1 bootstrapped the cluster. */
+  index: number;
+  /** `node<index>`. */
+  name: string;
+  address: string;
+  /** The node's --root. */
+  root: string;
+  /** Its node ID (metropolis-…), once known. */
+  id: string;
+  /** The running (or last) process. */
+  process?: NodeProcess;
+}
+
+/** How long one step took. */
+export interface StepTiming {
+  /** What was measured, e.g. `node2 UP after approval`. */
+  step: string;
+  ms: number;
+}
+
+/** What metroctl printed and returned. */
+export interface MetroctlResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface LocalClusterOptions {
+  /** Where the cluster lives (created if missing). */
+  stateDir: string;
+  /** How many nodes the cluster should have; a resumed cluster that has fewer gets new ones. */
+  nodes: number;
+  /** Address of node `index` (1-based); default 127.0.0.(index+1). Only used for new nodes. */
+  address?: (index: number) => string;
+  /** Fields merged over `localNodeConfig` (e.g. workloads, ports). */
+  nodeConfig?: NodeConfigFile;
+  /** Progress messages (step timings); default: stdout. Pass `() => {}` for quiet. */
+  log?: (message: string) => void;
+  /** Every output line of every node, as it arrives. */
+  onNodeLine?: (line: NodeLine) => void;
+  /** Aborts the bring-up (Ctrl-C). */
+  signal?: AbortSignal;
+  /** Deadline of each waiting step; default 90 s. */
+  stepTimeoutMs?: number;
+  /** Lines each node process keeps. */
+  bufferLines?: number;
+}
+
+interface StateFile {
+  version: 1;
+  nodes: { name: string; address: string; id: string }[];
+}
+
+const nodeIdPattern = "metropolis-[0-9a-f]+";
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** A local cluster of `metropolis-node` processes; see the module comment. */
+export class LocalCluster {
+  readonly stateDir: string;
+  /** The owner's metroctl config dir. */
+  readonly metroctlDir: string;
+  readonly nodeConfigPath: string;
+  /** The nodes, in order (node1 first). */
+  readonly nodes: ClusterNode[] = [];
+  /** Every timed step so far. */
+  readonly timings: StepTiming[] = [];
+
+  private readonly address: (index: number) => string;
+  private readonly log: (message: string) => void;
+  private readonly stepTimeoutMs: number;
+  private readonly curatorPort: number;
+
+  constructor(private readonly opts: LocalClusterOptions) {
+    if (!Number.isInteger(opts.nodes) || opts.nodes < 1) {
+      throw new LocalClusterError(`a cluster needs at least 1 node, got ${opts.nodes}`);
+    }
+    this.stateDir = resolve(opts.stateDir);
+    this.metroctlDir = join(this.stateDir, "metroctl");
+    this.nodeConfigPath = join(this.stateDir, "node-config.json");
+    this.address = opts.address ?? defaultAddress;
+    this.log = opts.log ?? ((m) => process.stdout.write(m + "\n"));
+    this.stepTimeoutMs = opts.stepTimeoutMs ?? 90_000;
+    this.curatorPort = opts.nodeConfig?.ports?.curator ?? defaultCuratorPort;
+  }
+
+  private get statePath(): string {
+    return join(this.stateDir, "cluster.json");
+  }
+
+  /**
+   * Brings the cluster up: creates it, or cold-starts it from the state dir,
+   * then adds nodes up to `nodes` and makes every node a consensus member.
+   * Resolves once every node is UP and HEALTHY. On failure the nodes it
+   * started keep running: call `stop()`.
+   *
+   * @returns whether an existing cluster was resumed.
+   */
+  async up(): Promise<{ resumed: boolean }> {
+    await mkdir(this.stateDir, { recursive: true });
+    await writeFile(
+      this.nodeConfigPath,
+      JSON.stringify({ ...localNodeConfig, ...this.opts.nodeConfig }, null, 2) + "\n",
+    );
+    const state = await this.readState();
+    const resumed = state !== undefined;
+    if (state) {
+      if (state.nodes.length > this.opts.nodes) {
+        this.log(
+          `the cluster in ${this.stateDir} has ${state.nodes.length} nodes: starting all of them`,
+        );
+      }
+      await this.resume(state);
+    } else {
+      // Leftovers of a creation that did not get as far as a bootstrapped cluster.
+      await rm(join(this.stateDir, "nodes"), { recursive: true, force: true });
+      await rm(join(this.stateDir, "params"), { recursive: true, force: true });
+      await this.bootstrap();
+    }
+    while (this.nodes.length < this.opts.nodes) await this.addNode();
+    for (const node of this.nodes) await this.ensureConsensus(node);
+    return { resumed };
+  }
+
+  /** The node called `name` (`node2`), or number `index` (1-based). */
+  node(nameOrIndex: string | number): ClusterNode {
+    const node =
+      typeof nameOrIndex === "number"
+        ? this.nodes[nameOrIndex - 1]
+        : this.nodes.find((n) => n.name === nameOrIndex);
+    if (!node) throw new LocalClusterError(`no node ${nameOrIndex} in this cluster`);
+    return node;
+  }
+
+  /** The node with ID `id`. */
+  nodeById(id: string): ClusterNode {
+    const node = this.nodes.find((n) => n.id === id);
+    if (!node) throw new LocalClusterError(`no node ${id} in this cluster`);
+    return node;
+  }
+
+  /** Runs metroctl in-process against this cluster (owner config dir, every node as endpoint). */
+  async metroctl(args: readonly string[]): Promise<MetroctlResult> {
+    const argv = ["--config", this.metroctlDir];
+    if (this.nodes.length > 0) {
+      argv.push("--endpoints", this.nodes.map((n) => `${n.address}:${this.curatorPort}`).join(","));
+    }
+    argv.push(...args);
+    let stdout = "";
+    let stderr = "";
+    const exitCode = await runMetroctl(argv, {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+      signal: this.opts.signal,
+    });
+    return { exitCode, stdout, stderr };
+  }
+
+  /** `metroctl` that must succeed; resolves to its stdout. @throws MetroctlFailedError */
+  async metroctlOk(args: readonly string[]): Promise<string> {
+    const result = await this.metroctl(args);
+    if (result.exitCode !== 0) throw new MetroctlFailedError(args, result.exitCode, result.stderr);
+    return result.stdout;
+  }
+
+  /** `metroctl nodes -o json`. */
+  async listNodes(): Promise<NodeView[]> {
+    return JSON.parse(await this.metroctlOk(["nodes", "-o", "json"])) as NodeView[];
+  }
+
+  /** `metroctl nodes`: the table. */
+  async nodeTable(): Promise<string> {
+    return (await this.metroctlOk(["nodes"])).trimEnd();
+  }
+
+  /**
+   * `metroctl wait ID --state … --health …`, failing early if the node's
+   * process exits meanwhile.
+   */
+  async waitFor(
+    node: ClusterNode,
+    goal: { state?: string; health?: string },
+    timeoutMs = this.stepTimeoutMs,
+  ): Promise<void> {
+    const args = ["wait", node.id, "--timeout", String(timeoutMs / 1000), "--interval", "0.2"];
+    if (goal.state) args.push("--state", goal.state);
+    if (goal.health) args.push("--health", goal.health);
+    await this.unlessExited(node, this.metroctlOk(args), `${goal.state ?? ""} ${goal.health ?? ""}`);
+  }
+
+  /**
+   * Starts node `node`'s process (it must not be running). A node that has
+   * enrolled needs no parameters: it finds its sealed configuration.
+   */
+  startNode(node: ClusterNode, parametersPath?: string): NodeProcess {
+    if (node.process?.running) {
+      throw new LocalClusterError(`${node.name} is already running (pid ${node.process.pid})`);
+    }
+    node.process = NodeProcess.start({
+      name: node.name,
+      root: node.root,
+      address: node.address,
+      parametersPath,
+      configPath: this.nodeConfigPath,
+      onLine: this.opts.onNodeLine,
+      bufferLines: this.opts.bufferLines,
+    });
+    return node.process;
+  }
+
+  /** Stops node `node` gracefully (SIGTERM, wait for exit). */
+  async stopNode(node: ClusterNode): Promise<void> {
+    await node.process?.stop();
+  }
+
+  /** Cuts node `node`'s power (SIGKILL to its process group). */
+  async killNode(node: ClusterNode): Promise<void> {
+    await node.process?.kill();
+  }
+
+  /**
+   * Reboots node `node` (graceful stop, start) and waits until the cluster
+   * sees it UP and HEALTHY again; the time is recorded.
+   */
+  async rebootNode(node: ClusterNode): Promise<void> {
+    await this.timed(
+      (ms) => `${node.name} stopped (SIGTERM) in ${seconds(ms)}`,
+      () => this.stopNode(node),
+    );
+    await this.timed(
+      (ms) => `${node.name} UP and HEALTHY after restart in ${seconds(ms)}`,
+      async () => {
+        const proc = this.startNode(node);
+        await this.rejoined(node, proc);
+        await this.waitFor(node, { state: "UP", health: "HEALTHY" });
+      },
+    );
+  }
+
+  /** Stops every running node, all at once (SIGTERM by PID, SIGKILL after a timeout). */
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.process?.stop()));
+  }
+
+  /** Kills every node process group at once (SIGKILL): a power cut of the whole cluster. */
+  async kill(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.process?.kill()));
+  }
+
+  /** Runs `fn`, records how long it took as `describe(ms)` and logs that. */
+  async timed<T>(describe: (ms: number) => string, fn: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const result = await fn();
+    const ms = performance.now() - started;
+    const step = describe(ms);
+    this.timings.push({ step, ms });
+    this.log(step);
+    return result;
+  }
+
+  private async bootstrap(): Promise<void> {
+    const node = this.newNode(1);
+    const params = await this.paramsPath(node);
+    await this.metroctlOk(["bootstrap-params", "-o", params]);
+    await this.timed(
+      (ms) => `${node.name} bootstrapped the cluster as ${node.id}: curator leader in ${seconds(ms)}`,
+      async () => {
+        const proc = this.startNode(node, params);
+        const [, id] = await proc.waitForMessage(
+          new RegExp(`^bootstrapping a new cluster as (${nodeIdPattern})$`),
+          this.stepTimeoutMs,
+          { signal: this.opts.signal },
+        );
+        node.id = id!;
+        await proc.waitForMessage(/^serving as leader on /, this.stepTimeoutMs, {
+          signal: this.opts.signal,
+        });
+      },
+    );
+    this.nodes.push(node);
+    await this.timed(
+      (ms) => `took ownership of the cluster in ${seconds(ms)}`,
+      () => this.metroctlOk(["takeownership"]),
+    );
+    await this.waitFor(node, { state: "UP", health: "HEALTHY" });
+    await this.writeState();
+  }
+
+  /** Registers node number `nodes.length + 1`, approves it, and waits until it is UP and HEALTHY. */
+  async addNode(): Promise<ClusterNode> {
+    const node = this.newNode(this.nodes.length + 1);
+    await rm(node.root, { recursive: true, force: true });
+    const params = await this.paramsPath(node);
+    // Refused until some UP node has reported its address: retried.
+    await this.retry(`register parameters for ${node.name}`, () =>
+      this.metroctlOk(["register-params", "-o", params]),
+    );
+    const started = performance.now();
+    const proc = this.startNode(node, params);
+    try {
+      const [, id] = await proc.waitForMessage(
+        new RegExp(`^registering as (${nodeIdPattern})$`),
+        this.stepTimeoutMs,
+        { signal: this.opts.signal },
+      );
+      node.id = id!;
+      this.nodes.push(node);
+      await this.waitFor(node, { state: "NEW" });
+    } catch (e) {
+      await proc.stop();
+      throw e;
+    }
+    const registered = performance.now() - started;
+    this.timings.push({ step: `${node.name} NEW after start`, ms: registered });
+    this.log(`${node.name} registered as ${node.id}: NEW ${seconds(registered)} after start`);
+    await this.metroctlOk(["approve", node.id]);
+    await this.timed(
+      (ms) => `${node.name} UP and HEALTHY after approval in ${seconds(ms)}`,
+      () => this.waitFor(node, { state: "UP", health: "HEALTHY" }),
+    );
+    await this.writeState();
+    return node;
+  }
+
+  /**
+   * Gives `node` the consensus role unless it has it, and waits until it has
+   * joined etcd as a voting member, runs a curator and is HEALTHY.
+   */
+  private async ensureConsensus(node: ClusterNode): Promise<void> {
+    const view = (await this.listNodes()).find((n) => n.id === node.id);
+    if (view?.roles.includes("consensus")) return;
+    await this.setConsensus(node, true);
+  }
+
+  /**
+   * `set-role ID --consensus on|off`, then waits until it took effect: on —
+   * the node's etcd member serves and was promoted to a voting member, its
+   * curator runs, and the node is HEALTHY; off — the node's control plane
+   * has stopped and the node is HEALTHY. The time is recorded.
+   */
+  async setConsensus(node: ClusterNode, on: boolean): Promise<void> {
+    const proc = node.process;
+    if (!proc?.running) throw new LocalClusterError(`${node.name} is not running`);
+    const cursors = new Map(this.running().map((n) => [n, n.process!.cursor()]));
+    const signal = this.opts.signal;
+    const id = escape(node.id);
+    await this.timed(
+      (ms) =>
+        on
+          ? `${node.name} joined consensus (voting etcd member, curator running) in ${seconds(ms)}`
+          : `${node.name} left consensus (control plane stopped) in ${seconds(ms)}`,
+      async () => {
+        await this.metroctlOk(["set-role", node.id, "--consensus", on ? "on" : "off"]);
+        const since = cursors.get(node);
+        if (on) {
+          await proc.waitForMessage(new RegExp(`^member ${id} serves$`), this.stepTimeoutMs, {
+            since,
+            signal,
+          });
+          await this.anyNodeLogs(new RegExp(`^promoted learner ${id} to a voting member$`), cursors);
+          await proc.waitForMessage(/^pushed status: .*curator on port/, this.stepTimeoutMs, {
+            since,
+            signal,
+          });
+        } else {
+          await proc.waitForMessage(/^pushed status: .*no curator/, this.stepTimeoutMs, {
+            since,
+            signal,
+          });
+        }
+        await this.poll(`${node.name} to show consensus ${on ? "on" : "off"}`, async () => {
+          const view = (await this.listNodes()).find((n) => n.id === node.id);
+          return view?.roles.includes("consensus") === on;
+        });
+        await this.waitFor(node, { health: "HEALTHY" });
+      },
+    );
+  }
+
+  /** Cold start: starts every recorded node at once and waits until all are UP and HEALTHY. */
+  private async resume(state: StateFile): Promise<void> {
+    for (const [i, recorded] of state.nodes.entries()) {
+      const node = this.newNode(i + 1, recorded.address);
+      node.id = recorded.id;
+      this.nodes.push(node);
+    }
+    await this.timed(
+      (ms) => `cold start: all ${this.nodes.length} nodes UP and HEALTHY in ${seconds(ms)}`,
+      () =>
+        Promise.all(
+          this.nodes.map(async (node) => {
+            const started = performance.now();
+            const proc = this.startNode(node);
+            await this.rejoined(node, proc);
+            await this.waitFor(node, { state: "UP", health: "HEALTHY" });
+            const ms = performance.now() - started;
+            this.timings.push({ step: `${node.name} UP and HEALTHY after cold start`, ms });
+            this.log(`${node.name} (${node.id}) UP and HEALTHY ${seconds(ms)} after start`);
+          }),
+        ),
+    );
+  }
+
+  /** Waits until `proc` logged that it rejoined as `node.id`. @throws NodeIdentityError */
+  private async rejoined(node: ClusterNode, proc: NodeProcess): Promise<void> {
+    const [, id] = await proc.waitForMessage(
+      new RegExp(`^rejoined the cluster as (${nodeIdPattern})$`),
+      this.stepTimeoutMs,
+      { signal: this.opts.signal },
+    );
+    if (id !== node.id) {
+      throw new NodeIdentityError(`${node.name} rejoined as ${id}, but it was ${node.id}`);
+    }
+  }
+
+  private running(): ClusterNode[] {
+    return this.nodes.filter((n) => n.process?.running);
+  }
+
+  /** Waits until some running node logs a message matching `pattern` after its cursor. */
+  private async anyNodeLogs(pattern: RegExp, cursors: Map<ClusterNode, number>): Promise<void> {
+    const waits = [...cursors].map(([n, since]) =>
+      n.process!.waitForMessage(pattern, this.stepTimeoutMs, { since, signal: this.opts.signal }),
+    );
+    try {
+      await Promise.any(waits);
+    } catch (e) {
+      throw (e as AggregateError).errors?.[0] ?? e;
+    }
+  }
+
+  /** Rejects as soon as `node`'s process exits while `promise` is pending. */
+  private async unlessExited<T>(node: ClusterNode, promise: Promise<T>, what: string): Promise<T> {
+    const proc = node.process;
+    if (!proc) return promise;
+    const exited = proc.exited.then((exit) => {
+      throw new LocalClusterError(
+        `${node.name} ${describeExit(exit)} while waiting for it to be ${what.trim()}` +
+          (proc.stderr().trim() ? `; its stderr:\n${proc.stderr().trimEnd()}` : ""),
+      );
+    });
+    exited.catch(() => undefined);
+    return Promise.race([promise, exited]);
+  }
+
+  /** Calls `fn` until it succeeds; rethrows its last error at the deadline. */
+  private async retry<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.stepTimeoutMs;
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (Date.now() > deadline || this.opts.signal?.aborted) {
+          throw new StepTimeoutError(`${what}: gave up after ${seconds(this.stepTimeoutMs)}`, {
+            cause: e,
+          });
+        }
+      }
+      await this.pause(200);
+    }
+  }
+
+  /** Polls `check` until it returns true. @throws StepTimeoutError */
+  private async poll(what: string, check: () => Promise<boolean>): Promise<void> {
+    const deadline = Date.now() + this.stepTimeoutMs;
+    let last: unknown;
+    for (;;) {
+      try {
+        if (await check()) return;
+      } catch (e) {
+        last = e;
+      }
+      if (Date.now() > deadline || this.opts.signal?.aborted) {
+        throw new StepTimeoutError(`timed out waiting for ${what}`, { cause: last });
+      }
+      await this.pause(200);
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.opts.signal?.aborted) return reject(this.opts.signal.reason);
+      const timer = setTimeout(resolve, ms);
+      this.opts.signal?.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          reject(this.opts.signal!.reason);
+        },
+        { once: true },
+      );
+    });
+  }
+
+  private newNode(index: number, address = this.address(index)): ClusterNode {
+    const name = `node${index}`;
+    return { index, name, address, root: join(this.stateDir, "nodes", name), id: "" };
+  }
+
+  private async paramsPath(node: ClusterNode): Promise<string> {
+    await mkdir(join(this.stateDir, "params"), { recursive: true });
+    return join(this.stateDir, "params", `${node.name}.pb`);
+  }
+
+  private async readState(): Promise<StateFile | undefined> {
+    let text: string;
+    try {
+      text = await readFile(this.statePath, "utf8");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw new StateFileError(`cannot read ${this.statePath}: ${(e as Error).message}`);
+    }
+    let state: StateFile;
+    try {
+      state = JSON.parse(text) as StateFile;
+    } catch (e) {
+      throw new StateFileError(`${this.statePath} is not JSON: ${(e as Error).message}`);
+    }
+    if (
+      state.version !== 1 ||
+      !Array.isArray(state.nodes) ||
+      state.nodes.length === 0 ||
+      !state.nodes.every((n) => typeof n.address === "string" && /^metropolis-/.test(n.id))
+    ) {
+      throw new StateFileError(
+        `${this.statePath} is not a local cluster's state (remove the state dir to start afresh)`,
+      );
+    }
+    return state;
+  }
+
+  private async writeState(): Promise<void> {
+    const state: StateFile = {
+      version: 1,
+      nodes: this.nodes.map((n) => ({ name: n.name, address: n.address, id: n.id })),
+    };
+    const tmp = this.statePath + ".tmp";
+    await writeFile(tmp, JSON.stringify(state, null, 2) + "\n");
+    await rename(tmp, this.statePath);
+  }
+}

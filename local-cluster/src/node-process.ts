@@ -1,0 +1,371 @@
+/**
+ * One `metropolis-node` as a child process: the unit the local cluster and
+ * the e2e tests are made of. It keeps the node's output lines (parsed from
+ * the node's JSON log lines) in a ring buffer so that a caller can wait for
+ * a line ("elected leader", "registering as …") instead of sleeping, and
+ * offers the two ways a machine goes down: `stop()`, a graceful shutdown
+ * (SIGTERM to the node's PID, as init would get), and `kill()`, a power cut
+ * (SIGKILL to the node and everything it started).
+ *
+ * Each node runs in its own process group (it is spawned detached), so that
+ * a power cut takes its etcd and workloads down with it, a Ctrl-C in the
+ * launcher's terminal reaches only the launcher (which then stops the nodes
+ * in order), and processes a node leaves behind can be found and reported.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+
+/** Default number of output lines a NodeProcess keeps. */
+export const defaultBufferLines = 20_000;
+/** Default time `stop()` waits after SIGTERM before it cuts the power. */
+export const defaultStopTimeoutMs = 30_000;
+
+/** Something went wrong with a node process; the base of this module's errors. */
+export class NodeProcessError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The node binary has not been built. */
+export class NodeBinaryMissingError extends NodeProcessError {
+  constructor(readonly path: string) {
+    super(`${path} does not exist: build it with \`npx tsc -b packages/node\``);
+  }
+}
+
+/** The process exited while a caller waited for it to do something. */
+export class NodeExitedError extends NodeProcessError {
+  constructor(
+    readonly node: string,
+    readonly exit: NodeExit,
+    readonly waitingFor: string,
+    readonly stderr: string,
+  ) {
+    super(
+      `${node} ${describeExit(exit)} while waiting for ${waitingFor}` +
+        (stderr.trim() ? `; its stderr:\n${stderr.trimEnd()}` : ""),
+    );
+  }
+}
+
+/** No matching line arrived before the deadline. */
+export class LogWaitTimeoutError extends NodeProcessError {
+  constructor(
+    readonly node: string,
+    readonly waitingFor: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${node}: no log line ${waitingFor} within ${timeoutMs / 1000} s`);
+  }
+}
+
+/** How a node process ended. */
+export interface NodeExit {
+  /** Exit code, or null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** "exited with code 1" / "was killed by SIGKILL". */
+export function describeExit(exit: NodeExit): string {
+  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+}
+
+/** One output line of a node, with the fields of its JSON log line when it is one. */
+export interface NodeLine {
+  /** Position in the node's output, counting from 0; see `NodeProcess.cursor()`. */
+  seq: number;
+  /** The NodeProcess's name, e.g. `node2`. */
+  node: string;
+  stream: "stdout" | "stderr";
+  /** The line as the node wrote it. */
+  raw: string;
+  /** The log line's distinguished name (`root.roleserver.heartbeat`); `""` for the root. */
+  dn?: string;
+  level?: string;
+  message?: string;
+  time?: string;
+  meta?: Record<string, unknown>;
+}
+
+/** Parses one output line; JSON log lines get their fields, anything else is kept raw. */
+export function parseNodeLine(
+  raw: string,
+  node: string,
+  stream: "stdout" | "stderr",
+  seq: number,
+): NodeLine {
+  const line: NodeLine = { seq, node, stream, raw };
+  if (!raw.startsWith("{")) return line;
+  try {
+    const parsed = JSON.parse(raw) as Record<string, unknown>;
+    if (typeof parsed.dn === "string") line.dn = parsed.dn;
+    if (typeof parsed.level === "string") line.level = parsed.level;
+    if (typeof parsed.message === "string") line.message = parsed.message;
+    if (typeof parsed.time === "string") line.time = parsed.time;
+    if (typeof parsed.meta === "object" && parsed.meta !== null) {
+      line.meta = parsed.meta as Record<string, unknown>;
+    }
+  } catch {
+    // Not JSON after all: keep it raw.
+  }
+  return line;
+}
+
+/** Where `metropolis-node` is: packages/node/dist/main.js of this repository. */
+export function nodeBinaryPath(): string {
+  try {
+    return join(dirname(require.resolve("@metropolis/node/package.json")), "dist", "main.js");
+  } catch {
+    // Not linked into node_modules: the repository layout.
+    return join(__dirname, "..", "..", "packages", "node", "dist", "main.js");
+  }
+}
+
+export interface NodeProcessOptions {
+  /** Name in logs and errors, e.g. `node2`. */
+  name: string;
+  /** `--root`: the node's storage. */
+  root: string;
+  /** `--address`: the IPv4 address the node binds and is reached at. */
+  address: string;
+  /** `--parameters`: node parameters (only needed until the node has enrolled). */
+  parametersPath?: string;
+  /** `--config`: the node's JSON configuration. */
+  configPath?: string;
+  /** The node binary; default `nodeBinaryPath()`. */
+  binary?: string;
+  /** Called with every output line as it arrives (to forward them). */
+  onLine?: (line: NodeLine) => void;
+  /** How many lines to keep; default 20 000. */
+  bufferLines?: number;
+  /** How long `stop()` waits after SIGTERM before SIGKILL; default 30 s. */
+  stopTimeoutMs?: number;
+  /** Extra environment for the node. */
+  env?: Record<string, string>;
+}
+
+interface LineWaiter {
+  predicate: (line: NodeLine) => boolean;
+  resolve: (line: NodeLine) => void;
+}
+
+/** A running (or exited) `metropolis-node` child process. */
+export class NodeProcess {
+  /** The node's PID (also its process group ID). */
+  readonly pid: number;
+  /** Resolves once the process has exited (never rejects). */
+  readonly exited: Promise<NodeExit>;
+  /** Set once the process has exited. */
+  exit: NodeExit | undefined;
+  /**
+   * After `stop()`: whether processes of the node's group (etcd, workloads)
+   * were still alive after the node itself exited; they were killed.
+   */
+  leftovers = false;
+
+  private readonly child: ChildProcess;
+  private readonly buffer: (NodeLine | undefined)[];
+  private nextSeq = 0;
+  private waiters = new Set<LineWaiter>();
+  private readonly stopTimeoutMs: number;
+
+  private constructor(private readonly opts: NodeProcessOptions) {
+    const binary = opts.binary ?? nodeBinaryPath();
+    if (!existsSync(binary)) throw new NodeBinaryMissingError(binary);
+    this.buffer = new Array<NodeLine | undefined>(opts.bufferLines ?? defaultBufferLines);
+    this.stopTimeoutMs = opts.stopTimeoutMs ?? defaultStopTimeoutMs;
+    const args = [binary, "--root", opts.root, "--address", opts.address];
+    if (opts.parametersPath) args.push("--parameters", opts.parametersPath);
+    if (opts.configPath) args.push("--config", opts.configPath);
+    this.child = spawn(process.execPath, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+      env: { ...process.env, ...opts.env },
+    });
+    if (this.child.pid === undefined) {
+      throw new NodeProcessError(`${opts.name}: could not start ${process.execPath} ${binary}`);
+    }
+    this.pid = this.child.pid;
+    const outputs = [
+      this.readLines(this.child.stdout!, "stdout"),
+      this.readLines(this.child.stderr!, "stderr"),
+    ];
+    const exitCode = new Promise<NodeExit>((resolve) =>
+      this.child.once("exit", (code, signal) => resolve({ code, signal })),
+    );
+    // The exit is reported once every line the node wrote has been read.
+    this.exited = Promise.all([exitCode, ...outputs]).then(([exit]) => {
+      this.exit = exit;
+      return exit;
+    });
+  }
+
+  /** Starts `metropolis-node`. @throws NodeBinaryMissingError when it has not been built. */
+  static start(opts: NodeProcessOptions): NodeProcess {
+    return new NodeProcess(opts);
+  }
+
+  get name(): string {
+    return this.opts.name;
+  }
+
+  get address(): string {
+    return this.opts.address;
+  }
+
+  get root(): string {
+    return this.opts.root;
+  }
+
+  /** Whether the node process is still running. */
+  get running(): boolean {
+    return this.exit === undefined;
+  }
+
+  /** The sequence number the next line will get: pass it as `since` to wait only for new lines. */
+  cursor(): number {
+    return this.nextSeq;
+  }
+
+  /** The kept lines (oldest first), optionally only those from `since` on. */
+  lines(since = 0): NodeLine[] {
+    const size = this.buffer.length;
+    const first = Math.max(since, this.nextSeq - size, 0);
+    const out: NodeLine[] = [];
+    for (let seq = first; seq < this.nextSeq; seq++) out.push(this.buffer[seq % size]!);
+    return out;
+  }
+
+  /** The kept stderr output, as text. */
+  stderr(): string {
+    return this.lines()
+      .filter((l) => l.stream === "stderr")
+      .map((l) => l.raw + "\n")
+      .join("");
+  }
+
+  /**
+   * Resolves with the first line (from `since` on, default: every kept line)
+   * for which `predicate` holds.
+   *
+   * @param what how the line is described in errors, e.g. `"elected leader"`.
+   * @throws LogWaitTimeoutError when none arrives within `timeoutMs`.
+   * @throws NodeExitedError when the process exits first.
+   */
+  waitForLog(
+    predicate: (line: NodeLine) => boolean,
+    timeoutMs: number,
+    opts: { since?: number; what?: string; signal?: AbortSignal } = {},
+  ): Promise<NodeLine> {
+    const what = opts.what ?? "matching the predicate";
+    const seen = this.lines(opts.since ?? 0).find(predicate);
+    if (seen) return Promise.resolve(seen);
+    return new Promise<NodeLine>((resolve, reject) => {
+      const waiter: LineWaiter = { predicate, resolve: (line) => done(() => resolve(line)) };
+      const timer = setTimeout(
+        () => done(() => reject(new LogWaitTimeoutError(this.name, what, timeoutMs))),
+        timeoutMs,
+      );
+      const onAbort = () => done(() => reject(opts.signal!.reason));
+      const done = (settle: () => void) => {
+        this.waiters.delete(waiter);
+        clearTimeout(timer);
+        opts.signal?.removeEventListener("abort", onAbort);
+        settle();
+      };
+      if (opts.signal?.aborted) return onAbort();
+      opts.signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiters.add(waiter);
+      void this.exited.then((exit) => {
+        if (this.waiters.has(waiter)) {
+          done(() => reject(new NodeExitedError(this.name, exit, what, this.stderr())));
+        }
+      });
+    });
+  }
+
+  /** `waitForLog` for a log message matching `pattern` (optionally only in the DN `dn` and below). */
+  waitForMessage(
+    pattern: RegExp,
+    timeoutMs: number,
+    opts: { since?: number; dn?: string; signal?: AbortSignal } = {},
+  ): Promise<RegExpMatchArray> {
+    const matches = (line: NodeLine) =>
+      line.message !== undefined &&
+      (opts.dn === undefined || line.dn === opts.dn || line.dn?.startsWith(opts.dn + ".")) &&
+      pattern.test(line.message);
+    return this.waitForLog(matches, timeoutMs, {
+      ...opts,
+      what: `matching ${pattern}${opts.dn ? ` in ${opts.dn}` : ""}`,
+    }).then((line) => line.message!.match(pattern)!);
+  }
+
+  /**
+   * Shuts the node down as init would: SIGTERM to its PID, then waits until
+   * it has exited. If it has not after the stop timeout, its whole process
+   * group gets SIGKILL. Processes of its group still alive after it exited
+   * (an etcd or workload it left behind) are killed, and `leftovers` is set.
+   */
+  async stop(): Promise<NodeExit> {
+    if (this.exit) return this.exit;
+    this.signal(this.pid, "SIGTERM");
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), this.stopTimeoutMs);
+    });
+    const outcome = await Promise.race([this.exited, timedOut]);
+    clearTimeout(timer);
+    if (outcome === "timeout") return this.kill();
+    if (this.groupAlive()) {
+      this.leftovers = true;
+      this.signal(-this.pid, "SIGKILL");
+    }
+    return outcome;
+  }
+
+  /** Cuts the power: SIGKILL to the node and every process of its group; resolves once it exited. */
+  async kill(): Promise<NodeExit> {
+    if (!this.exit) this.signal(-this.pid, "SIGKILL");
+    const exit = await this.exited;
+    // Children that had not died with it yet (they were signalled together).
+    if (this.groupAlive()) this.signal(-this.pid, "SIGKILL");
+    return exit;
+  }
+
+  /** Whether any process of the node's process group is alive. */
+  groupAlive(): boolean {
+    try {
+      process.kill(-this.pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private signal(target: number, signal: NodeJS.Signals): void {
+    try {
+      process.kill(target, signal);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ESRCH") throw e;
+    }
+  }
+
+  private async readLines(
+    stream: NodeJS.ReadableStream,
+    name: "stdout" | "stderr",
+  ): Promise<void> {
+    for await (const raw of createInterface({ input: stream, crlfDelay: Infinity })) {
+      const line = parseNodeLine(raw, this.name, name, this.nextSeq++);
+      this.buffer[line.seq % this.buffer.length] = line;
+      this.opts.onLine?.(line);
+      for (const waiter of [...this.waiters]) {
+        if (waiter.predicate(line)) waiter.resolve(line);
+      }
+    }
+  }
+}
