@@ -8,6 +8,7 @@
  */
 import type { ChannelCredentials, Client, ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
+import { setTimeout as sleep } from "node:timers/promises";
 import { api, curator as curatorProto } from "@metropolis/proto";
 import { curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
@@ -70,7 +71,8 @@ export class CuratorConnection {
   /**
    * Runs `fn` against the current leader. When it fails because the leader is
    * unavailable, finds the leader again and retries, until `timeoutMs`
-   * (default 30 s) has passed; other errors are returned as they are.
+   * (default 30 s) has passed; other errors are returned as they are. An
+   * aborted `signal` ends the call at once, also while the leader is sought.
    */
   async call<T>(
     fn: (leader: LeaderClients) => Promise<T>,
@@ -81,11 +83,12 @@ export class CuratorConnection {
     for (;;) {
       opts.signal?.throwIfAborted();
       try {
-        return await fn(await this.leaderClients(deadline));
+        return await fn(await this.leaderClients(deadline, opts.signal));
       } catch (e) {
+        opts.signal?.throwIfAborted();
         if (!isRetryable(e) || Date.now() + delay > deadline) throw e;
         this.dropLeader();
-        await new Promise((r) => setTimeout(r, delay));
+        await sleep(delay, undefined, { signal: opts.signal });
         delay = Math.min(delay * 2, 1000);
       }
     }
@@ -100,9 +103,9 @@ export class CuratorConnection {
     this.dropLeader();
   }
 
-  private async leaderClients(deadline: number): Promise<LeaderClients> {
+  private async leaderClients(deadline: number, signal?: AbortSignal): Promise<LeaderClients> {
     if (this.current) return this.current;
-    const endpoint = await this.findLeader(deadline);
+    const endpoint = await this.findLeader(deadline, signal);
     const address = `${endpoint.host}:${endpoint.port}`;
     if (!this.endpoints.includes(address)) this.endpoints.push(address);
     this.current = {
@@ -122,31 +125,40 @@ export class CuratorConnection {
   }
 
   /** Asks each known curator in turn, until one names a leader or the deadline passes. */
-  private async findLeader(deadline: number): Promise<CuratorEndpoint> {
+  private async findLeader(deadline: number, signal?: AbortSignal): Promise<CuratorEndpoint> {
     let lastError: unknown = new Error("no curator answered");
     let delay = 50;
     while (Date.now() < deadline) {
       for (const address of this.endpoints) {
+        signal?.throwIfAborted();
         try {
-          return await this.askLeader(address, deadline);
+          return await this.askLeader(address, deadline, signal);
         } catch (e) {
+          signal?.throwIfAborted();
           lastError = e;
         }
       }
-      await new Promise((r) => setTimeout(r, delay));
+      await sleep(delay, undefined, { signal });
       delay = Math.min(delay * 2, 1000);
     }
     throw new NoLeaderError(this.endpoints, lastError);
   }
 
-  private askLeader(address: string, deadline: number): Promise<CuratorEndpoint> {
+  private askLeader(
+    address: string,
+    deadline: number,
+    signal?: AbortSignal,
+  ): Promise<CuratorEndpoint> {
     const local = new curatorProto.CuratorLocalClient(address, this.credentials);
     return new Promise<CuratorEndpoint>((resolve, reject) => {
       const stream = local.getCurrentLeader(
         {},
         { deadline: Math.min(deadline, Date.now() + 5000) },
       );
+      const onAbort = () => finish(() => reject(signal!.reason));
+      signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {
+        signal?.removeEventListener("abort", onAbort);
         stream.removeAllListeners();
         stream.on("error", () => undefined); // the cancel below reports CANCELLED
         stream.cancel();

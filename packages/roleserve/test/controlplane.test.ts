@@ -1,0 +1,143 @@
+/**
+ * The control plane launcher without a control plane to run: what it
+ * decides from the values, and what it cleans up on a node that is no
+ * consensus member (run on MockContext with memory values; the running
+ * control plane is tested end to end in packages/cluster).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { waitFor } from "@metropolis/event";
+import { CuratorConnection } from "@metropolis/curator";
+import {
+  placeNodeRoot,
+  sealConfiguration,
+  unsealConfiguration,
+  type NodeRoot,
+} from "@metropolis/localstorage";
+import { CertificateAuthority, generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
+import { common, priv } from "@metropolis/proto";
+import { eventually, MockContext } from "@metropolis/supervisor/testing";
+import { controlPlaneWorker } from "../src/controlplane";
+import { joinFromRoles } from "../src/controlplane-startup";
+import { RolesChangedError } from "../src/errors";
+import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
+import { RoleserveValues } from "../src/values";
+
+let dir: string;
+let storage: NodeRoot;
+let credentials: NodeCredentials;
+
+beforeAll(async () => {
+  const ca = await CertificateAuthority.create();
+  const keys = generateKeyPair();
+  credentials = {
+    nodeId: nodeIdFromPublicKey(keys.publicKey),
+    privateKey: keys.privateKey,
+    certificate: (await ca.issueNodeCertificate(keys.publicKey)).der,
+    caCertificate: ca.certificate.der,
+  };
+});
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "metropolis-controlplane-"));
+  storage = placeNodeRoot(join(dir, "root"));
+  await storage.esp.metropolis.mkdirAll();
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A member's values: enrolled, with credentials, the given roles. */
+function memberValues(sealed: priv.SealedConfiguration, roles: common.NodeRoles) {
+  const values = new RoleserveValues();
+  const tls = credentialsPem(credentials);
+  values.curatorConnection.set({
+    credentials,
+    connection: new CuratorConnection({ endpoints: ["127.0.0.1:1"], ca: tls.ca, identity: tls }),
+  });
+  values.bootstrapData.set(undefined);
+  values.enrolment.set({ sealed, clusterUnlockKey: randomBytes(32) });
+  values.localRoles.set(roles);
+  return values;
+}
+
+describe("controlPlaneWorker", () => {
+  it("without the consensus role: publishes no control plane, unseals the CUK, drops stale etcd data, and restarts when the role comes", async () => {
+    const machineKeyPath = join(dir, "machine.key");
+    const sealed = priv.SealedConfiguration.fromPartial({
+      nodeUnlockKey: randomBytes(32),
+      joinKey: randomBytes(32),
+      clusterCa: Buffer.from(credentials.caCertificate),
+      storagePolicy: common.StoragePolicy.ENCRYPTED,
+      clusterUnlockKey: randomBytes(32),
+    });
+    const file = storage.esp.metropolis.sealedConfiguration;
+    await sealConfiguration(file, priv.SealedConfiguration.encode(sealed).finish(), {
+      machineKeyPath,
+    });
+    // What an earlier membership left behind.
+    const member = join(storage.data.etcd.data.fullPath, "member");
+    await mkdir(member, { recursive: true });
+
+    const values = memberValues(sealed, { kubernetesWorker: {} });
+    const ctx = new MockContext("root.controlplane");
+    const result = controlPlaneWorker(values, { storage, machineKeyPath, host: "127.0.0.1" })(ctx);
+    expect(await waitFor(values.localControlPlane, () => true)).toBeUndefined();
+    // Healthy once it stood down: the clean-up below is done by then.
+    await eventually(() => ctx.state === "healthy", "the launcher to stand down");
+    const resealed = priv.SealedConfiguration.decode(
+      await unsealConfiguration(file, { machineKeyPath }),
+    );
+    expect(resealed.clusterUnlockKey.length).toBe(0);
+    expect(resealed.nodeUnlockKey.equals(sealed.nodeUnlockKey)).toBe(true);
+    expect(resealed.clusterCa.equals(sealed.clusterCa)).toBe(true);
+    await expect(stat(member)).rejects.toThrow(/ENOENT/);
+    expect(ctx.children).toEqual([]);
+
+    // A change that keeps the node without the role changes nothing.
+    values.localRoles.set({ kubernetesController: {} });
+    values.localRoles.set({
+      consensusMember: {
+        peers: [],
+        caCertificate: Buffer.alloc(0),
+        peerCertificate: Buffer.alloc(0),
+      },
+    });
+    const error = await result.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RolesChangedError);
+    expect((error as RolesChangedError).shouldRun).toBe(true);
+  });
+});
+
+describe("joinFromRoles", () => {
+  it("gives join data only when the role carries peers", () => {
+    expect(joinFromRoles({})).toBeUndefined();
+    expect(
+      joinFromRoles({
+        consensusMember: {
+          peers: [],
+          caCertificate: Buffer.alloc(0),
+          peerCertificate: Buffer.alloc(0),
+        },
+      }),
+    ).toBeUndefined();
+    const join = joinFromRoles({
+      consensusMember: {
+        peers: [{ name: "metropolis-a", peerUrl: "https://127.0.0.2:7834" }],
+        caCertificate: Buffer.from([1]),
+        peerCertificate: Buffer.from([2]),
+      },
+    });
+    expect(join).toEqual({
+      peers: [{ name: "metropolis-a", peerUrl: "https://127.0.0.2:7834" }],
+      caCertificate: Buffer.from([1]),
+      certificate: Buffer.from([2]),
+    });
+  });
+});
