@@ -21,6 +21,7 @@ import { grpcServerRunnable, type Runnable, type Supervisor } from "@metropolis/
 import type { Registry } from "prom-client";
 import { debugServer, type ConditionSource } from "./debug-service";
 import { metricsRunnable } from "./metrics-server";
+import { nodeMetricsRunnable } from "./node-metrics";
 import type { NodeConfig } from "./node-config";
 
 /** The node software's version, reported in its status. */
@@ -90,12 +91,14 @@ export function nodeServices(
     }
   };
 
+  const nodeMetrics = nodeMetricsRunnable(registry, manager, roleserver);
   const root =
     (supervisor: () => Supervisor): Runnable =>
     async (ctx) => {
       ctx.run("enrolment", manager.run);
       ctx.run("roleserver", roleserver.run);
       ctx.run("metrics", metricsRunnable(registry, config.address, config.ports.metrics));
+      ctx.run("nodemetrics", nodeMetrics);
       ctx.run("debug", async (debugCtx) => {
         // The debug service authenticates with the node certificate, so it
         // starts once the node has one.
