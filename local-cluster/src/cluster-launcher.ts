@@ -12,6 +12,7 @@
  *   <state>/metroctl/          the owner's metroctl config dir (key, certificate, CA)
  *   <state>/params/<name>.pb   node parameters (bootstrap / register)
  *   <state>/nodes/<name>/      each node's --root
+ *   <state>/logs/<name>.log    each node's output, appended (JSON log lines)
  *
  * `up()` creates the cluster when the state dir has none (bootstrap node 1,
  * take ownership, register and approve the others, make every node a
@@ -123,6 +124,11 @@ export interface LocalClusterOptions {
   stepTimeoutMs?: number;
   /** Lines each node process keeps. */
   bufferLines?: number;
+  /**
+   * Make every node a consensus member (default). When false, only node1
+   * (which bootstrapped the cluster) is one, and `up()` leaves roles alone.
+   */
+  consensusOnEveryNode?: boolean;
 }
 
 interface StateFile {
@@ -176,7 +182,7 @@ export class LocalCluster {
    * @returns whether an existing cluster was resumed.
    */
   async up(): Promise<{ resumed: boolean }> {
-    await mkdir(this.stateDir, { recursive: true });
+    await mkdir(join(this.stateDir, "logs"), { recursive: true });
     await writeFile(
       this.nodeConfigPath,
       JSON.stringify({ ...localNodeConfig, ...this.opts.nodeConfig }, null, 2) + "\n",
@@ -197,7 +203,9 @@ export class LocalCluster {
       await this.bootstrap();
     }
     while (this.nodes.length < this.opts.nodes) await this.addNode();
-    for (const node of this.nodes) await this.ensureConsensus(node);
+    if (this.opts.consensusOnEveryNode ?? true) {
+      for (const node of this.nodes) await this.ensureConsensus(node);
+    }
     return { resumed };
   }
 
@@ -264,7 +272,11 @@ export class LocalCluster {
     const args = ["wait", node.id, "--timeout", String(timeoutMs / 1000), "--interval", "0.2"];
     if (goal.state) args.push("--state", goal.state);
     if (goal.health) args.push("--health", goal.health);
-    await this.unlessExited(node, this.metroctlOk(args), `${goal.state ?? ""} ${goal.health ?? ""}`);
+    await this.unlessExited(
+      node,
+      this.metroctlOk(args),
+      `${goal.state ?? ""} ${goal.health ?? ""}`,
+    );
   }
 
   /**
@@ -283,6 +295,7 @@ export class LocalCluster {
       configPath: this.nodeConfigPath,
       onLine: this.opts.onNodeLine,
       bufferLines: this.opts.bufferLines,
+      logFile: join(this.stateDir, "logs", `${node.name}.log`),
     });
     return node.process;
   }
@@ -342,7 +355,8 @@ export class LocalCluster {
     const params = await this.paramsPath(node);
     await this.metroctlOk(["bootstrap-params", "-o", params]);
     await this.timed(
-      (ms) => `${node.name} bootstrapped the cluster as ${node.id}: curator leader in ${seconds(ms)}`,
+      (ms) =>
+        `${node.name} bootstrapped the cluster as ${node.id}: curator leader in ${seconds(ms)}`,
       async () => {
         const proc = this.startNode(node, params);
         const [, id] = await proc.waitForMessage(
@@ -436,7 +450,10 @@ export class LocalCluster {
             since,
             signal,
           });
-          await this.anyNodeLogs(new RegExp(`^promoted learner ${id} to a voting member$`), cursors);
+          await this.anyNodeLogs(
+            new RegExp(`^promoted learner ${id} to a voting member$`),
+            cursors,
+          );
           await proc.waitForMessage(/^pushed status: .*curator on port/, this.stepTimeoutMs, {
             since,
             signal,
@@ -456,13 +473,23 @@ export class LocalCluster {
     );
   }
 
-  /** Cold start: starts every recorded node at once and waits until all are UP and HEALTHY. */
+  /** Resumes the cluster recorded in the state dir: a cold start of every node. */
   private async resume(state: StateFile): Promise<void> {
     for (const [i, recorded] of state.nodes.entries()) {
       const node = this.newNode(i + 1, recorded.address);
       node.id = recorded.id;
       this.nodes.push(node);
     }
+    await this.coldStart();
+  }
+
+  /**
+   * Cold start: starts every node at once (a consensus needs a quorum to come
+   * back), checks that each rejoined as the node ID on record, and waits
+   * until all are UP and HEALTHY. Every node must be stopped. The times are
+   * recorded.
+   */
+  async coldStart(): Promise<void> {
     await this.timed(
       (ms) => `cold start: all ${this.nodes.length} nodes UP and HEALTHY in ${seconds(ms)}`,
       () =>

@@ -13,7 +13,7 @@
  * in order), and processes a node leaves behind can be found and reported.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { createWriteStream, existsSync, type WriteStream } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 
@@ -147,6 +147,8 @@ export interface NodeProcessOptions {
   stopTimeoutMs?: number;
   /** Extra environment for the node. */
   env?: Record<string, string>;
+  /** A file every output line is appended to, as written (JSON log lines stay JSON). */
+  logFile?: string;
 }
 
 interface LineWaiter {
@@ -173,6 +175,7 @@ export class NodeProcess {
   private nextSeq = 0;
   private waiters = new Set<LineWaiter>();
   private readonly stopTimeoutMs: number;
+  private readonly logFile: WriteStream | undefined;
 
   private constructor(private readonly opts: NodeProcessOptions) {
     const binary = opts.binary ?? nodeBinaryPath();
@@ -191,6 +194,8 @@ export class NodeProcess {
       throw new NodeProcessError(`${opts.name}: could not start ${process.execPath} ${binary}`);
     }
     this.pid = this.child.pid;
+    this.logFile = opts.logFile ? createWriteStream(opts.logFile, { flags: "a" }) : undefined;
+    this.logFile?.on("error", () => undefined);
     const outputs = [
       this.readLines(this.child.stdout!, "stdout"),
       this.readLines(this.child.stderr!, "stderr"),
@@ -199,7 +204,8 @@ export class NodeProcess {
       this.child.once("exit", (code, signal) => resolve({ code, signal })),
     );
     // The exit is reported once every line the node wrote has been read.
-    this.exited = Promise.all([exitCode, ...outputs]).then(([exit]) => {
+    this.exited = Promise.all([exitCode, ...outputs]).then(async ([exit]) => {
+      if (this.logFile) await new Promise((resolve) => this.logFile!.end(resolve));
       this.exit = exit;
       return exit;
     });
@@ -297,7 +303,9 @@ export class NodeProcess {
   ): Promise<RegExpMatchArray> {
     const matches = (line: NodeLine) =>
       line.message !== undefined &&
-      (opts.dn === undefined || line.dn === opts.dn || line.dn?.startsWith(opts.dn + ".")) &&
+      (opts.dn === undefined ||
+        line.dn === opts.dn ||
+        line.dn?.startsWith(opts.dn + ".") === true) &&
       pattern.test(line.message);
     return this.waitForLog(matches, timeoutMs, {
       ...opts,
@@ -355,13 +363,11 @@ export class NodeProcess {
     }
   }
 
-  private async readLines(
-    stream: NodeJS.ReadableStream,
-    name: "stdout" | "stderr",
-  ): Promise<void> {
+  private async readLines(stream: NodeJS.ReadableStream, name: "stdout" | "stderr"): Promise<void> {
     for await (const raw of createInterface({ input: stream, crlfDelay: Infinity })) {
       const line = parseNodeLine(raw, this.name, name, this.nextSeq++);
       this.buffer[line.seq % this.buffer.length] = line;
+      this.logFile?.write(name === "stderr" ? `[stderr] ${raw}\n` : raw + "\n");
       this.opts.onLine?.(line);
       for (const waiter of [...this.waiters]) {
         if (waiter.predicate(line)) waiter.resolve(line);

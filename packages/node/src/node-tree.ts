@@ -47,6 +47,9 @@ export function nodeServices(
     consensusPort: config.ports.consensus,
     curatorPort: config.ports.curator,
     timings: config.loopbackTimings ? localTimings : undefined,
+    // On loopback, membership settles in a second rather than etcd-production's five.
+    autopromoteIntervalMs: config.loopbackTimings ? 1_000 : undefined,
+    reconcileIntervalMs: config.loopbackTimings ? 1_000 : undefined,
     leaderTtlSeconds: config.leaderTtlSeconds,
     heartbeatTimeoutMs: config.heartbeatTimeoutMs,
     heartbeatIntervalMs: config.heartbeatTimeoutMs / 2,
