@@ -132,6 +132,24 @@ async function openEtcdWatches(): Promise<number> {
   return counts.reduce((a, b) => a + b, 0);
 }
 
+/**
+ * The open-watch count once it stopped moving: watches that earlier tests
+ * closed are cancelled by etcd asynchronously, and would otherwise be
+ * counted here and gone a moment later.
+ */
+async function settledEtcdWatches(): Promise<number> {
+  const deadline = Date.now() + 5000;
+  let last = await openEtcdWatches();
+  let same = 0;
+  while (same < 5 && Date.now() < deadline) {
+    await sleep(20);
+    const now = await openEtcdWatches();
+    same = now === last ? same + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
 /** Polls `probe` until it returns `want` or the deadline passes. */
 async function eventually<V>(probe: () => Promise<V>, want: V, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -573,7 +591,7 @@ describe("etcdValue watchers", () => {
   it("cancel their etcd watch on close()", async () => {
     const key = `${freshPrefix()}cancel`;
     const own = cluster.client();
-    const before = await openEtcdWatches();
+    const before = await settledEtcdWatches();
     const w = etcdValue(own, { key, decoder: decode }).watch();
     await w.get();
     await eventually(openEtcdWatches, before + 1);
