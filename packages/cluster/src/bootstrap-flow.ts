@@ -42,6 +42,7 @@ export async function bootstrapCluster(
       nodePrivateKey: node.privateKey,
       joinPublicKey: join.publicKey,
       ownerPublicKey: params.ownerPublicKey,
+      labels: params.labels,
     },
     { sealed, clusterUnlockKey: keys.clusterUnlockKey },
   );

@@ -138,7 +138,7 @@ export class TestOwner {
     return {
       cluster: {
         $case: "clusterBootstrap",
-        clusterBootstrap: { ownerPublicKey: this.key.publicKey, labels: {} },
+        clusterBootstrap: { ownerPublicKey: this.key.publicKey, labels: { site: "first" } },
       },
     };
   }

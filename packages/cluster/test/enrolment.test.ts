@@ -62,8 +62,8 @@ describe("enrolment", () => {
 
     await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
     const nodes = await owner.nodes();
-    expect(nodes.map((n) => [n.id, n.state])).toEqual([
-      [home.credentials!.nodeId, common.NodeState.UP],
+    expect(nodes.map((n) => [n.id, n.state, n.labels])).toEqual([
+      [home.credentials!.nodeId, common.NodeState.UP, { site: "first" }],
     ]);
   });
 

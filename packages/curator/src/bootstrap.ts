@@ -17,6 +17,7 @@ import { nodeIdFromPublicKey, type ParsedCertificate } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { clusterConfigurationKey, initialOwnerKey, joinKeyKey, nodeKey } from "./keys";
 import { clusterCa } from "./leader-context";
+import { checkLabelCount, validateLabels } from "./labels";
 import type { Leadership } from "./leadership";
 import { decodeNode, encodeNode } from "./node-record";
 import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from "./curator-pki";
@@ -42,6 +43,8 @@ export interface BootstrapParams {
   readonly configuration?: common.ClusterConfiguration;
   /** IP SANs for the node certificate (addresses it serves at). */
   readonly ipAddresses?: readonly string[];
+  /** The first node's labels (from its node parameters); validated like UpdateNodeLabels. */
+  readonly labels?: Readonly<Record<string, string>>;
 }
 
 export interface BootstrapResult {
@@ -85,6 +88,9 @@ export async function bootstrapNodeFinish(
       `node ID ${params.nodeId} does not belong to the node public key (${nodeId})`,
     );
   }
+  const labels = { ...(params.labels ?? {}) };
+  validateLabels(labels);
+  checkLabelCount(labels);
   const configuration = common.ClusterConfiguration.fromPartial(
     params.configuration ?? defaultClusterConfiguration,
   );
@@ -98,6 +104,7 @@ export async function bootstrapNodeFinish(
     clusterUnlockKey: cuk,
     state: common.NodeState.UP,
     roles: { consensusMember: common.NodeRoles_ConsensusMember.create(), kubernetesController: {} },
+    labels,
   });
   const owner = Buffer.from(priv.InitialOwner.encode({ publicKey: ownerKey }).finish());
   const config = Buffer.from(common.ClusterConfiguration.encode(configuration).finish());

@@ -307,6 +307,7 @@ class ControlPlaneLauncher {
           ownerPublicKey: bootstrap.ownerPublicKey,
           configuration: { storagePolicy: startup.enrolment.sealed.storagePolicy },
           ipAddresses: [this.config.host],
+          labels: bootstrap.labels,
         },
       );
       const credentials: NodeCredentials = {
