@@ -16,7 +16,7 @@ import { common, type curator, type priv } from "@metropolis/proto";
 import { loadCredentials, type NodeCredentials } from "@metropolis/roleserve";
 import { callCluster, dialWithEphemeral, directoryEndpoints } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
-import { EnrolmentError } from "./errors";
+import { ClusterRefusedError, EnrolmentError } from "./errors";
 import { dataPolicyOf } from "./storage-policy";
 
 export async function joinCluster(
@@ -49,7 +49,11 @@ export async function joinCluster(
         leader.curator.joinNode.bind(leader.curator),
         {},
       ),
-    );
+    ).catch((e: unknown) => {
+      // The cluster no longer takes this node back (deleted, decommissioned).
+      if (e instanceof ClusterRefusedError) env.setState(common.ClusterState.DISOWNING);
+      throw e;
+    });
   try {
     const local = sealed.clusterUnlockKey.length > 0;
     if (local)

@@ -246,6 +246,15 @@ export class TestOwner {
     );
   }
 
+  deleteNode(nodeId: string): Promise<unknown> {
+    return this.management.call((l) =>
+      unaryCall<api.DeleteNodeRequest, api.DeleteNodeResponse>(
+        l.management.deleteNode.bind(l.management),
+        { node: { $case: "id", id: nodeId }, bypassHasRoles: true, bypassNodeUp: true },
+      ),
+    );
+  }
+
   close(): void {
     this.connection?.close();
   }

@@ -5,9 +5,10 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { CertificateAuthority } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
+import { eventually } from "@metropolis/supervisor/testing";
 import { SealedCorruptedError } from "@metropolis/localstorage";
-import { ClusterCaMismatchError, ClusterRefusedError } from "../src/errors";
+import { ClusterCaMismatchError, ClusterRefusedError, DisownedError } from "../src/errors";
 import { homeOf, loopbackNet, TestClusterNode, TestOwner } from "./cluster-fixture";
 
 jest.setTimeout(60_000);
@@ -80,5 +81,27 @@ describe("enrolment refuses", () => {
         .data.node.credentials.certificate.exists()
         .catch(() => false),
     ).toBe(false);
+  });
+
+  it("rejoining after the cluster deleted the node: DISOWNING, and the refusal", async () => {
+    const node = await newNode(5);
+    const run = await node.start(register({}));
+    const pending = await eventually(
+      async () => (await owner.nodes()).find((n) => n.state === common.NodeState.NEW),
+      "the node to register",
+    );
+    await owner.approve(pending.id);
+    await homeOf(run);
+    await node.stop();
+    await owner.deleteNode(pending.id);
+
+    const again = await node.start();
+    // Waiting for HOME ends on DISOWNING; enrolment fails with the refusal.
+    await expect(homeOf(again)).rejects.toBeInstanceOf(DisownedError);
+    const error = await again.manager.failure.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ClusterRefusedError);
+    expect((error as Error).message).toMatch(/JoinNode: the cluster refused/);
+    expect((await again.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
   });
 });
