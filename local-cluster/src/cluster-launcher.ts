@@ -138,6 +138,11 @@ interface StateFile {
 
 const nodeIdPattern = "metropolis-[0-9a-f]+";
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+/** A signal aborted when any of `signals` is. */
+function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
+  const given = signals.filter((s): s is AbortSignal => s !== undefined);
+  return given.length <= 1 ? given[0] : AbortSignal.any(given);
+}
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** A local cluster of `metropolis-node` processes; see the module comment. */
@@ -227,7 +232,10 @@ export class LocalCluster {
   }
 
   /** Runs metroctl in-process against this cluster (owner config dir, every node as endpoint). */
-  async metroctl(args: readonly string[]): Promise<MetroctlResult> {
+  async metroctl(
+    args: readonly string[],
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<MetroctlResult> {
     const argv = ["--config", this.metroctlDir];
     if (this.nodes.length > 0) {
       argv.push("--endpoints", this.nodes.map((n) => `${n.address}:${this.curatorPort}`).join(","));
@@ -238,14 +246,14 @@ export class LocalCluster {
     const exitCode = await runMetroctl(argv, {
       stdout: { write: (s: string) => (stdout += s) },
       stderr: { write: (s: string) => (stderr += s) },
-      signal: this.opts.signal,
+      signal: anySignal(this.opts.signal, opts.signal),
     });
     return { exitCode, stdout, stderr };
   }
 
   /** `metroctl` that must succeed; resolves to its stdout. @throws MetroctlFailedError */
-  async metroctlOk(args: readonly string[]): Promise<string> {
-    const result = await this.metroctl(args);
+  async metroctlOk(args: readonly string[], opts: { signal?: AbortSignal } = {}): Promise<string> {
+    const result = await this.metroctl(args, opts);
     if (result.exitCode !== 0) throw new MetroctlFailedError(args, result.exitCode, result.stderr);
     return result.stdout;
   }
@@ -272,10 +280,8 @@ export class LocalCluster {
     const args = ["wait", node.id, "--timeout", String(timeoutMs / 1000), "--interval", "0.2"];
     if (goal.state) args.push("--state", goal.state);
     if (goal.health) args.push("--health", goal.health);
-    await this.unlessExited(
-      node,
-      this.metroctlOk(args),
-      `${goal.state ?? ""} ${goal.health ?? ""}`,
+    await this.unlessExited(node, `${goal.state ?? ""} ${goal.health ?? ""}`, (signal) =>
+      this.metroctlOk(args, { signal }),
     );
   }
 
@@ -344,10 +350,14 @@ export class LocalCluster {
     const started = performance.now();
     const result = await fn();
     const ms = performance.now() - started;
-    const step = describe(ms);
+    this.record(describe(ms), ms);
+    return result;
+  }
+
+  /** Records a measured step (its description includes the time) and logs it. */
+  record(step: string, ms: number): void {
     this.timings.push({ step, ms });
     this.log(step);
-    return result;
   }
 
   private async bootstrap(): Promise<void> {
@@ -403,9 +413,10 @@ export class LocalCluster {
       await proc.stop();
       throw e;
     }
-    const registered = performance.now() - started;
-    this.timings.push({ step: `${node.name} NEW after start`, ms: registered });
-    this.log(`${node.name} registered as ${node.id}: NEW ${seconds(registered)} after start`);
+    this.record(
+      `${node.name} registered as ${node.id}: NEW ${seconds(performance.now() - started)} after start`,
+      performance.now() - started,
+    );
     await this.metroctlOk(["approve", node.id]);
     await this.timed(
       (ms) => `${node.name} UP and HEALTHY after approval in ${seconds(ms)}`,
@@ -500,8 +511,7 @@ export class LocalCluster {
             await this.rejoined(node, proc);
             await this.waitFor(node, { state: "UP", health: "HEALTHY" });
             const ms = performance.now() - started;
-            this.timings.push({ step: `${node.name} UP and HEALTHY after cold start`, ms });
-            this.log(`${node.name} (${node.id}) UP and HEALTHY ${seconds(ms)} after start`);
+            this.record(`${node.name} (${node.id}) UP and HEALTHY ${seconds(ms)} after start`, ms);
           }),
         ),
     );
@@ -535,18 +545,34 @@ export class LocalCluster {
     }
   }
 
-  /** Rejects as soon as `node`'s process exits while `promise` is pending. */
-  private async unlessExited<T>(node: ClusterNode, promise: Promise<T>, what: string): Promise<T> {
+  /**
+   * Runs `fn`, but rejects as soon as `node`'s process exits meanwhile (and
+   * then aborts what `fn` does through its signal).
+   */
+  private async unlessExited<T>(
+    node: ClusterNode,
+    what: string,
+    fn: (signal: AbortSignal | undefined) => Promise<T>,
+  ): Promise<T> {
     const proc = node.process;
-    if (!proc) return promise;
+    // A node that is down on purpose may well be waited for (e.g. for its heartbeat timeout).
+    if (!proc?.running) return fn(undefined);
+    const gone = new AbortController();
+    let finished = false;
     const exited = proc.exited.then((exit) => {
+      if (finished) return undefined as never;
+      gone.abort();
       throw new LocalClusterError(
         `${node.name} ${describeExit(exit)} while waiting for it to be ${what.trim()}` +
           (proc.stderr().trim() ? `; its stderr:\n${proc.stderr().trimEnd()}` : ""),
       );
     });
     exited.catch(() => undefined);
-    return Promise.race([promise, exited]);
+    try {
+      return await Promise.race([fn(gone.signal), exited]);
+    } finally {
+      finished = true;
+    }
   }
 
   /** Calls `fn` until it succeeds; rethrows its last error at the deadline. */

@@ -32,6 +32,7 @@ export {
   NodeProcess,
   NodeProcessError,
   parseNodeLine,
+  processGroupMembers,
   type NodeExit,
   type NodeLine,
   type NodeProcessOptions,

@@ -13,7 +13,13 @@
  * in order), and processes a node leaves behind can be found and reported.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, type WriteStream } from "node:fs";
+import {
+  createWriteStream,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  type WriteStream,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 
@@ -116,8 +122,13 @@ export function parseNodeLine(
   return line;
 }
 
-/** Where `metropolis-node` is: packages/node/dist/main.js of this repository. */
+/**
+ * Where `metropolis-node` is: `$METROPOLIS_NODE_BINARY` when set (to run
+ * another build), else packages/node/dist/main.js of this repository.
+ */
 export function nodeBinaryPath(): string {
+  const override = process.env.METROPOLIS_NODE_BINARY;
+  if (override) return override;
   try {
     return join(dirname(require.resolve("@metropolis/node/package.json")), "dist", "main.js");
   } catch {
@@ -336,17 +347,23 @@ export class NodeProcess {
     return outcome;
   }
 
-  /** Cuts the power: SIGKILL to the node and every process of its group; resolves once it exited. */
+  /** Cuts the power: SIGKILL to the node and every process of its group; resolves once all are gone. */
   async kill(): Promise<NodeExit> {
     if (!this.exit) this.signal(-this.pid, "SIGKILL");
     const exit = await this.exited;
-    // Children that had not died with it yet (they were signalled together).
-    if (this.groupAlive()) this.signal(-this.pid, "SIGKILL");
+    // The group's other processes die with it, but not in the same instant.
+    const deadline = Date.now() + 5000;
+    while (this.groupAlive() && Date.now() < deadline) {
+      this.signal(-this.pid, "SIGKILL");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     return exit;
   }
 
-  /** Whether any process of the node's process group is alive. */
+  /** Whether any process of the node's process group is alive (zombies do not count). */
   groupAlive(): boolean {
+    const members = processGroupMembers(this.pid);
+    if (members !== undefined) return members.length > 0;
     try {
       process.kill(-this.pid, 0);
       return true;
@@ -374,4 +391,33 @@ export class NodeProcess {
       }
     }
   }
+}
+
+/**
+ * PIDs of the living (not zombie) processes of process group `pgid`, from
+ * /proc; undefined where there is no /proc.
+ */
+export function processGroupMembers(pgid: number): number[] | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return undefined;
+  }
+  const members: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // exited meanwhile
+    }
+    // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") {
+      members.push(Number(entry));
+    }
+  }
+  return members;
 }

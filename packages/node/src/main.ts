@@ -57,13 +57,16 @@ async function main(): Promise<number> {
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
+  // Stopping the tree after a failure also settles `done`: the exit code must stay 1.
+  let failing = false;
   const failed = services.manager.failure.catch(async (e: unknown) => {
+    failing = true;
     process.stderr.write(formatFatal("enrolment into the cluster failed", e) + "\n");
     await supervisor.stop({ timeoutMs: stopTimeoutMs });
     return 1;
   });
   const crashed = supervisor.done.then(
-    () => 0,
+    () => (failing ? 1 : 0),
     (e: unknown) => {
       process.stderr.write(formatFatal("the supervision tree failed", e) + "\n");
       return 1;

@@ -35,7 +35,7 @@ describe("heartbeatWorker", () => {
     const ctx = new MockContext("root.heartbeat");
     const result = heartbeatWorker(values, { intervalMs: INTERVAL_MS })(ctx);
     try {
-      expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.UNKNOWN);
+      expect(await healthOf(node.nodeId)).not.toBe(common.NodeHealth.HEALTHY);
       values.curatorConnection.set(cluster.connect(node));
       await eventually(() => ctx.state === "healthy", "the worker healthy");
       expect(await healthOf(node.nodeId)).toBe(common.NodeHealth.HEALTHY);

@@ -1,0 +1,281 @@
+/**
+ * The e2e tests' cluster: a LocalCluster of real `metropolis-node` processes
+ * (real etcd, real mutual TLS) on a random 127.X.Y.0/24 of its own, so that
+ * test files can run in parallel, with its state in a temp dir. `teardown()`
+ * stops every process the file started — cluster nodes and extra ones — by
+ * PID, even after a failure, removes the temp dir, and prints the step
+ * timings the file measured so that they can be compared over time.
+ *
+ * Also here: the owner's view of a node from outside metroctl — the node's
+ * Debug service (GetCondition), a curator's CuratorLocal (GetCurrentLeader)
+ * and the node's own etcd member (its membership) — and the unboxing of a
+ * node's fatal error.
+ */
+import { randomInt } from "node:crypto";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { credentials, Metadata, type ChannelCredentials } from "@grpc/grpc-js";
+import { silenceIpServerNameWarning } from "@metropolis/curator";
+import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
+import { parseCertificate } from "@metropolis/pki";
+import { api, curator } from "@metropolis/proto";
+import { Etcd3 } from "etcd3";
+import {
+  LocalCluster,
+  type ClusterNode,
+  type LocalClusterOptions,
+  type NodeConfigFile,
+} from "../local-cluster/src/cluster-launcher";
+import {
+  nodeBinaryPath,
+  NodeProcess,
+  type NodeProcessOptions,
+} from "../local-cluster/src/node-process";
+
+/** A problem of the e2e harness itself (not of the system under test). */
+export class E2eHarnessError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "E2eHarnessError";
+  }
+}
+
+/** Ports every node uses (the defaults): the Debug service and the curator. */
+export const debugPort = 7837;
+export const curatorPort = 7835;
+
+/** A random 127.X.Y.0/24 for one test file; node `i` (1-based) gets 127.X.Y.(i+1). */
+export function randomLoopbackNet(): (index: number) => string {
+  const prefix = `127.${randomInt(100, 250)}.${randomInt(1, 250)}`;
+  return (index) => `${prefix}.${index + 1}`;
+}
+
+/** The packages the node binary is built from. */
+const nodePackages = [
+  "supervisor",
+  "event",
+  "localstorage",
+  "pki",
+  "consensus",
+  "curator",
+  "roleserve",
+  "cluster",
+  "node",
+];
+
+/**
+ * Fails early, with the command to run, when the node binary was not built,
+ * and warns when a source file of it is newer than its build (the tests
+ * would run old code).
+ */
+function checkNodeBinary(): void {
+  const binary = nodeBinaryPath();
+  if (!existsSync(binary)) {
+    throw new E2eHarnessError(`${binary} is missing: run \`npx tsc -b packages/node\` first`);
+  }
+  if (process.env.METROPOLIS_NODE_BINARY) return;
+  // tsc -b's own test: a project is stale when a source is newer than its tsbuildinfo.
+  const stale = nodePackages.filter((name) => {
+    const pkg = join(__dirname, "..", "packages", name);
+    const info = join(pkg, "tsconfig.tsbuildinfo");
+    if (!existsSync(info)) return true;
+    const built = statSync(info).mtimeMs;
+    return readdirSync(join(pkg, "src")).some(
+      (f) => f.endsWith(".ts") && statSync(join(pkg, "src", f)).mtimeMs > built,
+    );
+  });
+  if (stale.length > 0) {
+    process.stderr.write(
+      `e2e: warning: the build of ${stale.join(", ")} is older than its sources; ` +
+        "run `npx tsc -b packages/node`\n",
+    );
+  }
+}
+
+export interface E2eClusterOptions {
+  /** How many nodes `up()` brings up. */
+  nodes: number;
+  /** Node configuration merged over the local cluster's; a function gets the file's temp dir. */
+  nodeConfig?: NodeConfigFile | ((dir: string) => NodeConfigFile);
+  /** Whether every node becomes a consensus member (default true). */
+  consensusOnEveryNode?: boolean;
+}
+
+/** A test file's cluster; see the module comment. */
+export class E2eCluster {
+  readonly cluster: LocalCluster;
+  /** Address of node `index` (1-based) in this file's /24. */
+  readonly address: (index: number) => string;
+  private readonly extra: NodeProcess[] = [];
+
+  private constructor(
+    readonly name: string,
+    readonly dir: string,
+    opts: E2eClusterOptions,
+  ) {
+    this.address = randomLoopbackNet();
+    const clusterOptions: LocalClusterOptions = {
+      stateDir: join(dir, "cluster"),
+      nodes: opts.nodes,
+      address: this.address,
+      nodeConfig: typeof opts.nodeConfig === "function" ? opts.nodeConfig(dir) : opts.nodeConfig,
+      consensusOnEveryNode: opts.consensusOnEveryNode,
+      log: () => undefined,
+      stepTimeoutMs: 90_000,
+    };
+    this.cluster = new LocalCluster(clusterOptions);
+  }
+
+  /** Creates the temp dir and the (not yet running) cluster of test file `name`. */
+  static async create(name: string, opts: E2eClusterOptions): Promise<E2eCluster> {
+    checkNodeBinary();
+    // Nodes are dialled by IP by design (see @metropolis/curator's credentials).
+    silenceIpServerNameWarning();
+    const dir = await mkdtemp(join(tmpdir(), `metropolis-e2e-${name}-`));
+    return new E2eCluster(name, dir, opts);
+  }
+
+  /** Brings the cluster up (bootstrap, register, approve, roles). */
+  async up(): Promise<void> {
+    await this.cluster.up();
+  }
+
+  node(nameOrIndex: string | number): ClusterNode {
+    return this.cluster.node(nameOrIndex);
+  }
+
+  /** Records a measurement of the test's own, printed at teardown with the cluster's. */
+  note(step: string, ms: number): void {
+    this.cluster.record(`${step}: ${(ms / 1000).toFixed(2)} s`, ms);
+  }
+
+  /** Runs `fn` and records how long it took as `step`. */
+  async measure<T>(step: string, fn: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const result = await fn();
+    this.note(step, performance.now() - started);
+    return result;
+  }
+
+  /** Starts a `metropolis-node` outside the cluster's nodes; stopped at teardown. */
+  spawn(opts: Omit<NodeProcessOptions, "name"> & { name?: string }): NodeProcess {
+    const proc = NodeProcess.start({ name: `extra${this.extra.length + 1}`, ...opts });
+    this.extra.push(proc);
+    return proc;
+  }
+
+  /** The owner's certificate, key and the cluster CA, from the metroctl config dir. */
+  async owner(): Promise<OwnerCredentials> {
+    const owner = await new ConfigDir(this.cluster.metroctlDir).readOwnerCredentials();
+    if (!owner) throw new E2eHarnessError("no owner credentials: takeownership did not run");
+    return owner;
+  }
+
+  /** Whether condition `condition` holds on `node`, asked over its Debug service as the owner. */
+  async condition(node: ClusterNode, condition: api.Condition): Promise<api.GetConditionResponse> {
+    const client = new api.DebugClient(
+      `${node.address}:${debugPort}`,
+      tlsTowards(await this.owner(), node.id),
+    );
+    try {
+      return await new Promise<api.GetConditionResponse>((resolve, reject) =>
+        client.getCondition(
+          { condition },
+          new Metadata(),
+          { deadline: Date.now() + 5000 },
+          (e, r) => (e ? reject(e) : resolve(r)),
+        ),
+      );
+    } finally {
+      client.close();
+    }
+  }
+
+  /** Who the curator on `node` says leads: its first GetCurrentLeader answer. */
+  async currentLeader(node: ClusterNode): Promise<curator.GetCurrentLeaderResponse> {
+    const client = new curator.CuratorLocalClient(
+      `${node.address}:${curatorPort}`,
+      tlsTowards(await this.owner(), node.id),
+    );
+    try {
+      return await new Promise<curator.GetCurrentLeaderResponse>((resolve, reject) => {
+        const call = client.getCurrentLeader({}, new Metadata(), { deadline: Date.now() + 5000 });
+        call.once("data", (response: curator.GetCurrentLeaderResponse) => {
+          resolve(response);
+          call.cancel();
+        });
+        call.once("error", reject);
+        call.once("end", () => reject(new E2eHarnessError("GetCurrentLeader ended")));
+      });
+    } finally {
+      client.close();
+    }
+  }
+
+  /** The etcd membership as `node`'s own etcd member reports it (over its unix socket). */
+  async etcdMembers(node: ClusterNode): Promise<{ name: string; isLearner: boolean }[]> {
+    const socket = join(node.root, "ephemeral", "consensus", "client.sock:0");
+    const client = new Etcd3({ hosts: `unix://${socket}`, dialTimeout: 3000 });
+    try {
+      const { members } = await client.cluster.memberList({});
+      return members.map((m) => ({ name: m.name, isLearner: m.isLearner }));
+    } finally {
+      client.close();
+    }
+  }
+
+  /**
+   * Stops every process this file started (graceful first, SIGKILL after
+   * the timeout), reports any left behind, prints the timings and removes
+   * the temp dir. Safe to call after any failure.
+   */
+  async teardown(): Promise<void> {
+    const procs = [...this.cluster.nodes.map((n) => n.process), ...this.extra].filter(
+      (p): p is NodeProcess => p !== undefined,
+    );
+    await Promise.all(procs.map((p) => p.stop().catch(() => p.kill())));
+    const leftBehind = procs.filter((p) => p.leftovers).map((p) => p.name);
+    const lines = [
+      ...this.cluster.timings.map((t) => t.step),
+      ...(leftBehind.length > 0
+        ? [`WARNING: processes left behind by ${leftBehind.join(", ")} (killed)`]
+        : []),
+    ];
+    process.stdout.write(`\ne2e ${this.name} timings:\n${lines.map((l) => `  ${l}`).join("\n")}\n`);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * TLS as the owner towards a node, verifying its certificate against the
+ * cluster CA and that it names `nodeId` (nodes are dialled by IP, their
+ * certificates name node IDs).
+ */
+function tlsTowards(owner: OwnerCredentials, nodeId: string): ChannelCredentials {
+  return credentials.createSsl(
+    Buffer.from(owner.ca),
+    Buffer.from(owner.key),
+    Buffer.from(owner.cert),
+    {
+      checkServerIdentity: (_host, cert) => {
+        const cn = parseCertificate(cert.raw).commonName;
+        return cn === nodeId ? undefined : new Error(`certificate names ${cn}, not ${nodeId}`);
+      },
+    },
+  );
+}
+
+/**
+ * The text of a boxed fatal error (`formatFatal`) on one line: borders
+ * removed, wrapped lines joined with spaces.
+ */
+export function unboxed(stderr: string): string {
+  return stderr
+    .split("\n")
+    .filter((l) => l.startsWith("│"))
+    .map((l) => l.replace(/^│ ?/, "").replace(/ *│$/, "").trim())
+    .filter((l) => l !== "")
+    .join(" ");
+}

@@ -1,0 +1,168 @@
+/**
+ * e2e ha: three nodes, every one a consensus member. It proves that the
+ * cluster really is highly available: three voting etcd members (no
+ * learner left behind), each node running a curator; a rolling restart of
+ * every node, each back to HEALTHY (and a voting member) with the others
+ * serving meanwhile; and a power cut of the curator leader's machine, after
+ * which another curator leads once the election lease expired (the time is
+ * printed; bench:curator holds the TTL + 1 s target) and the cluster answers
+ * the owner again.
+ */
+import { api } from "@metropolis/proto";
+import { eventually } from "@metropolis/supervisor/testing";
+import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
+import type { NodeLine } from "../local-cluster/src/node-process";
+import { E2eCluster } from "./e2e-cluster";
+
+jest.setTimeout(240_000);
+
+/** The curator election lease of the local cluster's nodes (leaderTtlSeconds). */
+const leaderTtlMs = 3000;
+
+let e2e: E2eCluster;
+let nodes: ClusterNode[];
+
+beforeAll(async () => {
+  e2e = await E2eCluster.create("ha", { nodes: 3 });
+  await e2e.up();
+  nodes = [1, 2, 3].map((i) => e2e.node(i));
+});
+
+afterAll(async () => {
+  await e2e?.teardown();
+});
+
+/** Every node's etcd member reports the three nodes as voting members; each runs consensus. */
+async function expectThreeVoters(): Promise<void> {
+  const ids = nodes.map((n) => n.id).sort();
+  for (const node of nodes) {
+    const members = await eventually(
+      async () => {
+        const m = await e2e.etcdMembers(node);
+        return m.length === 3 && m.every((x) => !x.isLearner) && m;
+      },
+      `${node.name}'s etcd member to list three voting members`,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(members.map((m) => m.name).sort()).toEqual(ids);
+    expect(await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).toMatchObject({ ok: true });
+  }
+}
+
+/** Waits until the leader sees every node of `some` UP and HEALTHY. */
+async function allHealthy(some: ClusterNode[]): Promise<void> {
+  await eventually(
+    async () => {
+      const views = await e2e.cluster.listNodes();
+      return some.every((n) => {
+        const view = views.find((v) => v.id === n.id);
+        return view?.state === "UP" && view.health === "HEALTHY";
+      });
+    },
+    `${some.map((n) => n.name).join(", ")} UP and HEALTHY`,
+    { timeoutMs: 30_000, intervalMs: 200 },
+  );
+}
+
+describe("ha: three consensus members", () => {
+  it("are three voting etcd members, each running a curator, all HEALTHY", async () => {
+    await expectThreeVoters();
+    const views = await e2e.cluster.listNodes();
+    expect(views).toHaveLength(3);
+    for (const view of views) {
+      expect(view).toMatchObject({ state: "UP", health: "HEALTHY" });
+      expect(view.roles).toContain("consensus");
+    }
+    for (const node of nodes) {
+      expect(await e2e.condition(node, api.Condition.CURATOR_CONNECTED)).toMatchObject({
+        ok: true,
+      });
+    }
+  });
+
+  it("survive a rolling restart: each node back to HEALTHY and a voting member", async () => {
+    for (const node of nodes) {
+      const started = performance.now();
+      await e2e.cluster.rebootNode(node);
+      const ms = performance.now() - started;
+      // Upstream's bound for a node's reboot.
+      expect(ms).toBeLessThan(60_000);
+      await eventually(
+        async () => (await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).ok,
+        `${node.name}'s consensus running again`,
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      // A restarted leader hands over: the new one knows every node's health after its next heartbeat.
+      await allHealthy(nodes);
+    }
+    await expectThreeVoters();
+  });
+
+  it("elect a new curator leader once the lease expires after the leader's power is cut", async () => {
+    const answers = await Promise.all(nodes.map((n) => e2e.currentLeader(n)));
+    const leaderId = answers[0]!.leaderNodeId;
+    expect(answers.map((a) => a.leaderNodeId)).toEqual([leaderId, leaderId, leaderId]);
+    const leader = e2e.cluster.nodeById(leaderId);
+    const survivors = nodes.filter((n) => n !== leader);
+
+    const cursors = survivors.map((n) => n.process!.cursor());
+    const cutAt = Date.now();
+    await e2e.cluster.killNode(leader);
+    expect(leader.process!.exit).toEqual({ code: null, signal: "SIGKILL" });
+    expect(leader.process!.groupAlive()).toBe(false);
+
+    const elected: NodeLine = await Promise.any(
+      survivors.map((n, i) =>
+        n.process!.waitForLog(
+          (l) => l.dn === "root.roleserver.controlplane.curator" && l.message === "elected leader",
+          30_000,
+          { since: cursors[i], what: '"elected leader"' },
+        ),
+      ),
+    );
+    const failoverMs = Date.parse(elected.time!) - cutAt;
+    e2e.note(`curator failover after SIGKILL of the leader (${leader.name})`, failoverMs);
+    // The target (TTL + 1 s) is a speed target: bench:curator measures it against the TTL on a
+    // quiet run, and this scenario prints it. Here only a failover that clearly did not come from
+    // the lease expiring (far beyond the TTL) fails, so a loaded CI machine does not.
+    expect(failoverMs).toBeLessThan(leaderTtlMs + 10_000);
+
+    const newLeader = survivors.find((n) => n.name === elected.node)!;
+    for (const survivor of survivors) {
+      await eventually(
+        async () => (await e2e.currentLeader(survivor)).leaderNodeId === newLeader.id,
+        `${survivor.name} to name ${newLeader.name} the leader`,
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
+    }
+    const views = await e2e.measure("metroctl nodes answered after the failover", () =>
+      e2e.cluster.listNodes(),
+    );
+    expect(views.map((v) => v.id).sort()).toEqual(nodes.map((n) => n.id).sort());
+    // The new leader learns the survivors' health from their next heartbeats; the dead node,
+    // which it never heard from, turns HEARTBEAT_TIMEOUT once the leader is older than the
+    // heartbeat timeout (packages/curator's HeartbeatTracker).
+    await e2e.measure("survivors HEALTHY as seen by the new leader", () => allHealthy(survivors));
+    expect(views.find((v) => v.id === leader.id)?.health).not.toBe("HEALTHY");
+    await e2e.measure("the dead leader HEARTBEAT_TIMEOUT as seen by the new leader", () =>
+      e2e.cluster.metroctlOk([
+        "wait",
+        leader.id,
+        "--health",
+        "HEARTBEAT_TIMEOUT",
+        "--timeout",
+        "30",
+        "--interval",
+        "0.2",
+      ]),
+    );
+
+    // Power back on: the old leader rejoins as a follower and a voting member.
+    await e2e.measure(`${leader.name} UP and HEALTHY after power-on`, async () => {
+      e2e.cluster.startNode(leader);
+      await e2e.cluster.waitFor(leader, { state: "UP", health: "HEALTHY" }, 60_000);
+    });
+    await expectThreeVoters();
+    expect((await e2e.currentLeader(leader)).leaderNodeId).toBe(newLeader.id);
+  });
+});

@@ -1,0 +1,157 @@
+/**
+ * e2e roles: roles decide what a node runs, and the cluster enforces the
+ * rules of taking them away. On a three-node cluster (all consensus
+ * members, so that one can leave and two keep a quorum): taking the
+ * consensus role away stops the node's curator and etcd member and removes
+ * it from etcd; the worker role starts the workloads the node was
+ * configured with and taking it away stops them; a node is deleted only
+ * once it has no roles and is down, or with an explicit bypass.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { api } from "@metropolis/proto";
+import { eventually } from "@metropolis/supervisor/testing";
+import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
+import { E2eCluster } from "./e2e-cluster";
+
+jest.setTimeout(240_000);
+
+/** The workload: writes its PID to `$PID_DIR/sleeper-<node's pid>.pid`, then idles. */
+const sleeper = [
+  "const { writeFileSync } = require('node:fs');",
+  "writeFileSync(require('node:path').join(process.env.PID_DIR, `sleeper-${process.ppid}.pid`), String(process.pid));",
+  "setInterval(() => {}, 1000);",
+].join(" ");
+
+let e2e: E2eCluster;
+let node3: ClusterNode;
+
+beforeAll(async () => {
+  e2e = await E2eCluster.create("roles", {
+    nodes: 3,
+    nodeConfig: (dir) => ({
+      workloads: [
+        {
+          name: "sleeper",
+          command: process.execPath,
+          args: ["-e", sleeper],
+          env: { PID_DIR: dir },
+        },
+      ],
+    }),
+  });
+  await e2e.up();
+  node3 = e2e.node(3);
+});
+
+afterAll(async () => {
+  await e2e?.teardown();
+});
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** The PID the sleeper of the node with process `nodePid` wrote, if it did. */
+async function sleeperPid(nodePid: number): Promise<number | undefined> {
+  try {
+    return Number(await readFile(join(e2e.dir, `sleeper-${nodePid}.pid`), "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+async function roles(node: ClusterNode): Promise<string[] | undefined> {
+  return (await e2e.cluster.listNodes()).find((v) => v.id === node.id)?.roles;
+}
+
+describe("roles: what a node runs follows its roles", () => {
+  it("without the consensus role, a node runs no curator and leaves etcd", async () => {
+    const [node1, node2] = [e2e.node(1), e2e.node(2)];
+    expect((await e2e.etcdMembers(node1)).length).toBe(3);
+    await e2e.cluster.setConsensus(node3, false);
+    expect(await roles(node3)).toEqual([]);
+    await eventually(
+      async () => !(await e2e.condition(node3, api.Condition.CONSENSUS_RUNNING)).ok,
+      "node3's consensus to stop",
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    await expect(e2e.currentLeader(node3)).rejects.toThrow();
+    const members = await eventually(
+      async () => {
+        const m = await e2e.etcdMembers(node1);
+        return m.length === 2 && m;
+      },
+      "etcd to have two members",
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(members.map((m) => m.name).sort()).toEqual([node1.id, node2.id].sort());
+    // Still a working node of the cluster: it reaches the curator as a client.
+    expect(await e2e.condition(node3, api.Condition.CURATOR_CONNECTED)).toMatchObject({ ok: true });
+    await e2e.cluster.waitFor(node3, { state: "UP", health: "HEALTHY" }, 30_000);
+  });
+
+  it("the worker role starts the configured workload, and taking it away stops it", async () => {
+    const nodePid = node3.process!.pid;
+    expect(await sleeperPid(nodePid)).toBeUndefined();
+    const pid = await e2e.measure("workload running after set-role --worker on", async () => {
+      await e2e.cluster.metroctlOk(["set-role", node3.id, "--worker", "on"]);
+      return eventually(
+        async () => {
+          const p = await sleeperPid(nodePid);
+          return p !== undefined && alive(p) && p;
+        },
+        "node3's sleeper to run",
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
+    });
+    expect(await roles(node3)).toEqual(["worker"]);
+    await node3.process!.waitForMessage(/^kubernetes worker: running 1 workload\(s\)$/, 10_000);
+    // Only the worker runs it.
+    for (const other of [e2e.node(1), e2e.node(2)]) {
+      expect(await sleeperPid(other.process!.pid)).toBeUndefined();
+    }
+
+    await e2e.measure("workload gone after set-role --worker off", async () => {
+      await e2e.cluster.metroctlOk(["set-role", node3.id, "--worker", "off"]);
+      await eventually(() => !alive(pid), "node3's sleeper to exit", {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      });
+    });
+    expect(await roles(node3)).toEqual([]);
+    expect(node3.process!.running).toBe(true);
+  });
+
+  it("a node is deleted only without roles and down, or with a bypass", async () => {
+    const refusal = async (args: string[]) => {
+      const result = await e2e.cluster.metroctl(args);
+      expect(result.exitCode).toBe(1);
+      return result.stderr;
+    };
+    await e2e.cluster.metroctlOk(["set-role", node3.id, "--worker", "on"]);
+    expect(await refusal(["delete", node3.id])).toMatch(
+      /FAILED_PRECONDITION: node metropolis-[0-9a-f]+ still has roles/,
+    );
+    await e2e.cluster.metroctlOk(["set-role", node3.id, "--worker", "off"]);
+    expect(await refusal(["delete", node3.id])).toMatch(
+      /FAILED_PRECONDITION: node metropolis-[0-9a-f]+ is UP/,
+    );
+    await e2e.cluster.stopNode(node3);
+    expect(node3.process!.exit).toEqual({ code: 0, signal: null });
+    // Down, but still UP in the cluster's records: deleting it takes the bypass.
+    expect(await refusal(["delete", node3.id])).toMatch(/is UP/);
+    expect((await e2e.cluster.listNodes()).map((v) => v.id)).toContain(node3.id);
+
+    await e2e.cluster.metroctlOk(["delete", node3.id, "--bypass", "node-up"]);
+    const views = await e2e.cluster.listNodes();
+    expect(views.map((v) => v.id).sort()).toEqual([e2e.node(1).id, e2e.node(2).id].sort());
+    for (const view of views) expect(view).toMatchObject({ state: "UP", health: "HEALTHY" });
+    expect((await e2e.etcdMembers(e2e.node(1))).length).toBe(2);
+  });
+});

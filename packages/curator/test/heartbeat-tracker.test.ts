@@ -1,0 +1,23 @@
+/** Node health as the leader's heartbeat tracker judges it, on a controlled clock. */
+import { common } from "@metropolis/proto";
+import { HeartbeatTracker } from "../src/heartbeat-tracker";
+
+describe("HeartbeatTracker", () => {
+  it("judges heartbeats against the timeout, and unseen nodes by the leadership's age", () => {
+    let now = 1_000;
+    const tracker = new HeartbeatTracker(100, () => now);
+    // A new leader: nothing heard yet, and too early to tell.
+    expect(tracker.health("a")).toBe(common.NodeHealth.UNKNOWN);
+    tracker.beat("a");
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEALTHY);
+    now += 100;
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEALTHY);
+    expect(tracker.health("b")).toBe(common.NodeHealth.UNKNOWN);
+    now += 1;
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEARTBEAT_TIMEOUT);
+    // A node silent for a whole timeout of this leadership would have beaten if it lived.
+    expect(tracker.health("b")).toBe(common.NodeHealth.HEARTBEAT_TIMEOUT);
+    expect(tracker.sinceLast("a")).toBe(101);
+    expect(tracker.sinceLast("b")).toBeUndefined();
+  });
+});
