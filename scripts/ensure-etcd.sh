@@ -17,7 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then
 else
   SUDO=
 fi
-echo "Installing Debian's etcd-server (needed by the consensus, curator and end-to-end tests)..." >&2
+echo "Installing Debian's etcd-server (every metropolis-node runs one; so do the consensus, curator and end-to-end tests)..." >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >&2
 $SUDO apt-get install -y -qq etcd-server >&2
