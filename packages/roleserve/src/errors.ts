@@ -66,3 +66,15 @@ export class InvalidWorkloadError extends Error {
     this.name = "InvalidWorkloadError";
   }
 }
+
+/**
+ * The curator leader stopped answering heartbeats (it hangs, or is cut off
+ * without the connection breaking); the worker restarts and finds the
+ * leader again.
+ */
+export class HeartbeatTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`Curator.Heartbeat: no answer from the curator for ${timeoutMs} ms; reconnecting`);
+    this.name = "HeartbeatTimeoutError";
+  }
+}

@@ -13,6 +13,7 @@ import type { Runnable } from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
 import type { curator } from "@metropolis/proto";
 import { openStream, type CuratorStream } from "./curator-calls";
+import { HeartbeatTimeoutError } from "./errors";
 import type { RoleserveValues } from "./values";
 
 /**
@@ -26,6 +27,27 @@ type HeartbeatCall = ReturnType<curator.CuratorClient["heartbeat"]>;
 export interface HeartbeatOptions {
   /** Time between heartbeats; default {@link defaultHeartbeatIntervalMs}. Must stay below the curator's timeout. */
   intervalMs?: number;
+  /**
+   * How long to wait for the answer to a heartbeat before giving the leader
+   * up; default twice the interval (the curator's timeout). A leader that
+   * hangs keeps its connection open, so only a deadline notices it.
+   */
+  replyTimeoutMs?: number;
+}
+
+/** The answer to the heartbeat just sent, or HeartbeatTimeoutError after `timeoutMs`. */
+async function answered(
+  stream: CuratorStream<curator.HeartbeatResponse, HeartbeatCall>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new HeartbeatTimeoutError(timeoutMs)), timeoutMs);
+  try {
+    await stream.next(AbortSignal.any([signal, deadline.signal]));
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -35,6 +57,7 @@ export interface HeartbeatOptions {
  */
 export function heartbeatWorker(values: RoleserveValues, opts: HeartbeatOptions = {}): Runnable {
   const intervalMs = opts.intervalMs ?? defaultHeartbeatIntervalMs;
+  const replyTimeoutMs = opts.replyTimeoutMs ?? 2 * intervalMs;
   if (!(intervalMs > 0))
     throw new RangeError(`heartbeat interval must be positive, not ${intervalMs}`);
   return async (ctx) => {
@@ -65,7 +88,7 @@ export function heartbeatWorker(values: RoleserveValues, opts: HeartbeatOptions 
         ]);
         sentAt = Date.now();
         stream.call.write({});
-        await stream.next(ctx.signal);
+        await answered(stream, replyTimeoutMs, ctx.signal);
       }
     } catch (e) {
       // Stopping is not a failure; whatever it interrupted is moot.
