@@ -6,7 +6,7 @@
  * UNAVAILABLE, or a connection that fails), asks again and retries — so a
  * leader failover is a short delay for its users, not an error.
  */
-import type { ChannelCredentials, Client, ServiceError } from "@grpc/grpc-js";
+import type { ChannelCredentials, Client, ClientOptions, ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { api, curator as curatorProto } from "@metropolis/proto";
@@ -20,6 +20,15 @@ export interface CuratorConnectionOptions {
   ca: string;
   /** The client certificate and key (PEM): a node's, the owner's, or a self-signed one. */
   identity?: { cert: string; key: string };
+  /**
+   * HTTP/2 keepalive while calls are open: a ping every `timeMs`, and the
+   * connection is given up when one is not answered within `timeoutMs`.
+   * Default 5 s / 5 s. A curator whose process hangs (or whose machine is cut
+   * off without the connection being reset) answers no pings, so its open
+   * streams (Watch, Heartbeat) fail within ~10 s and their users find the
+   * new leader, instead of waiting on a stream that will never speak again.
+   */
+  keepalive?: { timeMs: number; timeoutMs: number };
 }
 
 /** gRPC clients of the current leader. */
@@ -59,6 +68,7 @@ export function unaryCall<Req, Res>(
 
 export class CuratorConnection {
   private readonly credentials: ChannelCredentials;
+  private readonly channelOptions: ClientOptions;
   private readonly endpoints: string[];
   private current: LeaderClients | undefined;
 
@@ -67,6 +77,11 @@ export class CuratorConnection {
       throw new RangeError("CuratorConnection needs at least one curator endpoint");
     this.endpoints = [...opts.endpoints];
     this.credentials = curatorClientCredentials(opts.ca, opts.identity);
+    const keepalive = opts.keepalive ?? { timeMs: 5_000, timeoutMs: 5_000 };
+    this.channelOptions = {
+      "grpc.keepalive_time_ms": keepalive.timeMs,
+      "grpc.keepalive_timeout_ms": keepalive.timeoutMs,
+    };
   }
 
   /**
@@ -111,9 +126,9 @@ export class CuratorConnection {
     if (!this.endpoints.includes(address)) this.endpoints.push(address);
     this.current = {
       endpoint,
-      curator: new curatorProto.CuratorClient(address, this.credentials),
-      management: new api.ManagementClient(address, this.credentials),
-      aaa: new api.AAAClient(address, this.credentials),
+      curator: new curatorProto.CuratorClient(address, this.credentials, this.channelOptions),
+      management: new api.ManagementClient(address, this.credentials, this.channelOptions),
+      aaa: new api.AAAClient(address, this.credentials, this.channelOptions),
     };
     return this.current;
   }
@@ -150,7 +165,11 @@ export class CuratorConnection {
     deadline: number,
     signal?: AbortSignal,
   ): Promise<CuratorEndpoint> {
-    const local = new curatorProto.CuratorLocalClient(address, this.credentials);
+    const local = new curatorProto.CuratorLocalClient(
+      address,
+      this.credentials,
+      this.channelOptions,
+    );
     return new Promise<CuratorEndpoint>((resolve, reject) => {
       const stream = local.getCurrentLeader(
         {},
