@@ -16,6 +16,7 @@ import type { common } from "@metropolis/proto";
 import { curator } from "@metropolis/proto";
 import { CuratorError, InvalidArgumentError } from "./errors";
 import { serverStream, toGrpcError, unary } from "./grpc-handlers";
+import { requireCurrentNode } from "./current-node";
 import { requireNode, type Caller } from "./identity";
 import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
@@ -48,7 +49,7 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
       joinNode(ctx, await ctx.identify(call)),
     ),
     getConsensusStatus: unary("Curator.GetConsensusStatus", log, async (call) => {
-      requireNode(await ctx.identify(call));
+      await requireCurrentNode(ctx, call);
       return getConsensusStatus(ctx);
     }),
   };
@@ -109,11 +110,8 @@ function heartbeat(
   call: ServerDuplexStream<curator.HeartbeatRequest, curator.HeartbeatResponse>,
 ): void {
   const fail = (e: unknown) => call.emit("error", toGrpcError(e, ctx.logger, "Curator.Heartbeat"));
-  const authorized = ctx.identify(call).then(async (caller) => {
-    const { nodeId } = requireNode(caller);
-    await getNode(ctx.kv, nodeId); // a deleted node must not be kept "healthy"
-    return nodeId;
-  });
+  // A deleted node must not be kept "healthy".
+  const authorized = requireCurrentNode(ctx, call);
   authorized.catch(fail);
   call.on("data", () => {
     authorized.then(

@@ -17,7 +17,7 @@ import { status } from "@grpc/grpc-js";
 import type { IKeyValue, Watcher } from "etcd3";
 import { curator, type priv } from "@metropolis/proto";
 import { CuratorError, InvalidArgumentError, NotFoundError } from "./errors";
-import { requireNode } from "./identity";
+import { requireCurrentNode } from "./current-node";
 import { nodeKey, nodesPrefix } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { checkNodeId, decodeNode } from "./node-record";
@@ -41,7 +41,7 @@ export function nodeToProto(id: string, node: priv.Node): curator.Node {
 
 /** Handles one Watch call until the client cancels it. */
 export async function watch(ctx: LeaderContext, call: WatchCall): Promise<void> {
-  requireNode(await ctx.identify(call));
+  await requireCurrentNode(ctx, call);
   const kind = call.request.kind;
   if (kind?.$case === "nodeInCluster")
     return watchOne(ctx, call, checkNodeId(kind.nodeInCluster.nodeId));

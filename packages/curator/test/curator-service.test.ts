@@ -397,6 +397,20 @@ describe("authorization", () => {
     }
   });
 
+  it("a deleted node, whose certificate still verifies, is refused every node RPC", async () => {
+    const node = await leader.addNode();
+    const client = await leader.client(CuratorClient, { node });
+    await expect(calls.getConsensusStatus(client)).resolves.toBeDefined();
+    await leader.deleteNode(node.nodeId);
+    for (const method of nodeOnly) {
+      const error = await calls[method](client).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect([method, (error as ServiceError).code]).toEqual([method, status.PERMISSION_DENIED]);
+    }
+  });
+
   it("an ephemeral certificate may only register, commit and join", async () => {
     const client = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
     for (const method of nodeOnly)
