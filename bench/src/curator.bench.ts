@@ -46,8 +46,7 @@ import {
 } from "@grpc/grpc-js";
 import { freePort, runTestMember, testNode } from "@metropolis/consensus/testing";
 import {
-  bootstrapNodeFinish,
-  campaign,
+  bootstrapCluster,
   clusterCa,
   Curator,
   curatorClientCredentials,
@@ -180,23 +179,18 @@ async function startCluster(): Promise<Cluster> {
   const kv = member.status.client.sub("curator").kv;
   const authority = await clusterCa().authority(kv);
 
-  // Bootstrapping needs the leadership: take it briefly, then leave the election to the curators.
-  const bootstrapper = await campaign(
+  const owner = generateKeyPair();
+  const boot = await bootstrapCluster(
     kv,
     { nodeId: node.nodeId, host: "127.0.0.1", port: 1 },
-    LEADER_TTL_SECONDS,
-  );
-  const owner = generateKeyPair();
-  const boot = await bootstrapNodeFinish(
-    { kv, leadership: bootstrapper.leadership() },
     {
       nodePublicKey: node.publicKey,
       joinPublicKey: generateKeyPair().publicKey,
       clusterUnlockKey: randomBytes(32),
       ownerPublicKey: owner.publicKey,
     },
+    LEADER_TTL_SECONDS,
   );
-  await bootstrapper.resign();
   if (!boot.caCertificate.equals(authority.certificate.der))
     throw new Error("the curator keeps its cluster CA elsewhere than this benchmark expects");
 

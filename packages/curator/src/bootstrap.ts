@@ -18,7 +18,7 @@ import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { clusterConfigurationKey, initialOwnerKey, joinKeyKey, nodeKey } from "./keys";
 import { clusterCa } from "./leader-context";
 import { checkLabelCount, validateLabels } from "./labels";
-import type { Leadership } from "./leadership";
+import { campaign, type CuratorEndpoint, type Leadership } from "./leadership";
 import { decodeNode, encodeNode } from "./node-record";
 import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from "./curator-pki";
 
@@ -203,5 +203,25 @@ function checkSame(
     throw new FailedPreconditionError(
       `cluster is already bootstrapped differently (${differs.join(", ")}); refusing to bootstrap it again`,
     );
+  }
+}
+
+/**
+ * Bootstraps a cluster from its first node, before any curator runs:
+ * bootstrapping is a leader's write, so this takes the leadership briefly
+ * (the only candidate of a new cluster wins at once), runs
+ * {@link bootstrapNodeFinish}, and leaves the election to the curators.
+ */
+export async function bootstrapCluster(
+  kv: Namespace,
+  self: CuratorEndpoint,
+  params: BootstrapParams,
+  leaderTtlSeconds = 10,
+): Promise<BootstrapResult> {
+  const candidacy = await campaign(kv, self, leaderTtlSeconds);
+  try {
+    return await bootstrapNodeFinish({ kv, leadership: candidacy.leadership() }, params);
+  } finally {
+    await candidacy.resign();
   }
 }

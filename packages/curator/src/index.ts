@@ -45,6 +45,7 @@ export { managementServer } from "./management-service";
 export { aaaServer } from "./aaa-service";
 export { curatorLocalServer, type LocalContext } from "./curator-local";
 export {
+  bootstrapCluster,
   bootstrapNodeFinish,
   defaultClusterConfiguration,
   type BootstrapContext,

@@ -20,8 +20,7 @@ import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ConsensusService, defaultPeerPort, type EtcdTimings } from "@metropolis/consensus";
 import {
-  bootstrapNodeFinish,
-  campaign,
+  bootstrapCluster,
   Curator,
   CuratorConnection,
   defaultCuratorPort,
@@ -290,50 +289,42 @@ class ControlPlaneLauncher {
     const bootstrap = startup.bootstrap!;
     const publicKey = publicKeyFromPrivateKey(bootstrap.nodePrivateKey);
     const nodeId = nodeIdFromPublicKey(publicKey);
-    const kv = consensus.client.sub("curator").kv;
-    const candidacy = await campaign(
-      kv,
+    const result = await bootstrapCluster(
+      consensus.client.sub("curator").kv,
       { nodeId, host: this.config.host, port: this.curatorPort },
-      this.config.leaderTtlSeconds ?? 10,
-    );
-    try {
-      const result = await bootstrapNodeFinish(
-        { kv, leadership: candidacy.leadership() },
-        {
-          nodeId,
-          nodePublicKey: publicKey,
-          joinPublicKey: bootstrap.joinPublicKey,
-          clusterUnlockKey: startup.enrolment.clusterUnlockKey,
-          ownerPublicKey: bootstrap.ownerPublicKey,
-          configuration: { storagePolicy: startup.enrolment.sealed.storagePolicy },
-          ipAddresses: [this.config.host],
-          labels: bootstrap.labels,
-        },
-      );
-      const credentials: NodeCredentials = {
+      {
         nodeId,
-        privateKey: bootstrap.nodePrivateKey,
-        certificate: result.nodeCertificate,
-        caCertificate: result.caCertificate,
-      };
-      await saveCredentials(this.config.storage.data.node.credentials, credentials);
-      // The roles the bootstrap gave this node, kept like rolefetch keeps
-      // them: a restart must find its control plane role before any curator runs.
-      await this.config.storage.data.node.roles.write({
-        consensusMember: {
-          peers: [],
-          caCertificate: Buffer.alloc(0),
-          peerCertificate: Buffer.alloc(0),
-        },
-        kubernetesController: {},
-      });
-      ctx.logger.info(
-        result.created ? "cluster bootstrapped" : "cluster bootstrap had already finished",
-      );
-      return credentials;
-    } finally {
-      await candidacy.resign();
-    }
+        nodePublicKey: publicKey,
+        joinPublicKey: bootstrap.joinPublicKey,
+        clusterUnlockKey: startup.enrolment.clusterUnlockKey,
+        ownerPublicKey: bootstrap.ownerPublicKey,
+        configuration: { storagePolicy: startup.enrolment.sealed.storagePolicy },
+        ipAddresses: [this.config.host],
+        labels: bootstrap.labels,
+      },
+      this.config.leaderTtlSeconds,
+    );
+    const credentials: NodeCredentials = {
+      nodeId,
+      privateKey: bootstrap.nodePrivateKey,
+      certificate: result.nodeCertificate,
+      caCertificate: result.caCertificate,
+    };
+    await saveCredentials(this.config.storage.data.node.credentials, credentials);
+    // The roles the bootstrap gave this node, kept like rolefetch keeps
+    // them: a restart must find its control plane role before any curator runs.
+    await this.config.storage.data.node.roles.write({
+      consensusMember: {
+        peers: [],
+        caCertificate: Buffer.alloc(0),
+        peerCertificate: Buffer.alloc(0),
+      },
+      kubernetesController: {},
+    });
+    ctx.logger.info(
+      result.created ? "cluster bootstrapped" : "cluster bootstrap had already finished",
+    );
+    return credentials;
   }
 
   async startCurator(

@@ -15,8 +15,7 @@
  */
 import { randomBytes } from "node:crypto";
 import {
-  bootstrapNodeFinish,
-  campaign,
+  bootstrapCluster,
   clusterCa,
   Curator,
   CuratorConnection,
@@ -100,16 +99,10 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const authority = await clusterCa().authority(kv);
     const caPem = authority.certificate.toPem();
 
-    // Bootstrapping is a leader's write: take the leadership briefly, as the
-    // first node's control plane does, then leave the election to the curator.
     const owner = generateKeyPair();
-    const bootstrapper = await campaign(
+    const boot = await bootstrapCluster(
       kv,
       { nodeId: node.nodeId, host: node.peer.host, port: 1 },
-      10,
-    );
-    const boot = await bootstrapNodeFinish(
-      { kv, leadership: bootstrapper.leadership() },
       {
         nodePublicKey: node.publicKey,
         joinPublicKey: generateKeyPair().publicKey,
@@ -117,7 +110,6 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
         ownerPublicKey: owner.publicKey,
       },
     );
-    await bootstrapper.resign();
     const firstNode: ClusterNode = {
       nodeId: node.nodeId,
       publicKey: node.publicKey,
