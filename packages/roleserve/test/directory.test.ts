@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { unaryCall } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
-import { MockContext, eventually } from "@metropolis/supervisor/testing";
+import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
 import { RoleserveValues } from "../src/values";
@@ -44,17 +44,7 @@ async function listed(f: DirectoryFile): Promise<[string, string][]> {
 }
 
 function start(values: RoleserveValues, directory: DirectoryFile) {
-  const ctx = new MockContext("root.directory");
-  const result = directoryWorker(values, { directory })(ctx);
-  return {
-    ctx,
-    result,
-    stop: async () => {
-      ctx.abort();
-      await result;
-      expect(ctx.failures).toEqual([]);
-    },
-  };
+  return startOnMock("root.directory", directoryWorker(values, { directory }));
 }
 
 describe("clusterDirectory", () => {

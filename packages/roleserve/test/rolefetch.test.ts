@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
-import { MockContext, eventually } from "@metropolis/supervisor/testing";
+import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
 import { CuratorStreamError } from "../src/errors";
 import { roleFetchWorker } from "../src/rolefetch";
 import { RoleserveValues } from "../src/values";
@@ -46,17 +46,7 @@ const roleNames = (r: common.NodeRoles) =>
 
 /** Runs the worker under a MockContext; `stop()` aborts it and returns how it ended. */
 function start(values: RoleserveValues, roles: Awaited<ReturnType<typeof rolesFile>>) {
-  const ctx = new MockContext("root.rolefetch");
-  const result = roleFetchWorker(values, { roles })(ctx);
-  return {
-    ctx,
-    result,
-    stop: async () => {
-      ctx.abort();
-      await result;
-      expect(ctx.failures).toEqual([]);
-    },
-  };
+  return startOnMock("root.rolefetch", roleFetchWorker(values, { roles }));
 }
 
 describe("roleFetchWorker", () => {

@@ -154,3 +154,31 @@ export class MockContext implements RunContext {
     this.abort(error);
   }
 }
+
+/** A runnable started on a fresh {@link MockContext} by {@link startOnMock}. */
+export interface MockRun {
+  ctx: MockContext;
+  /** The runnable's own promise. */
+  result: Promise<void>;
+  /** Aborts the context, waits for the runnable to end, and throws if it broke a rule of the tree. */
+  stop(): Promise<void>;
+}
+
+/** Starts `runnable` on a new MockContext named `dn`, for a unit test that stops it at the end. */
+export function startOnMock(dn: string, runnable: Runnable): MockRun {
+  const ctx = new MockContext(dn);
+  const result = runnable(ctx);
+  return {
+    ctx,
+    result,
+    stop: async () => {
+      ctx.abort();
+      await result;
+      if (ctx.failures.length > 0) {
+        throw new Error(
+          `${dn} broke the tree's rules: ${ctx.failures.map((f) => f.message).join("; ")}`,
+        );
+      }
+    },
+  };
+}

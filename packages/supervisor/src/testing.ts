@@ -3,7 +3,7 @@
  * `testHarness` runs one under a real supervisor in a jest test;
  * `MockContext` stands in for the supervisor in a unit test of one runnable.
  */
-export { MockContext, type RecordedChild } from "./mock-context";
+export { MockContext, startOnMock, type MockRun, type RecordedChild } from "./mock-context";
 export {
   testHarness,
   HarnessTimeoutError,

@@ -9,6 +9,7 @@ import {
   HarnessTimeoutError,
   MockContext,
   UnexpectedDeathError,
+  startOnMock,
   testHarness,
 } from "@metropolis/supervisor/testing";
 import { deferred, serve } from "./helpers";
@@ -104,5 +105,24 @@ describe("testHarness", () => {
     expect(err).toBeInstanceOf(HarnessTimeoutError);
     expect(String(err)).toContain("root.slow did not reach healthy within 20 ms (it is new)");
     await h.cleanup();
+  });
+});
+
+describe("startOnMock", () => {
+  it("runs a runnable until stop(), and reports a broken rule of the tree", async () => {
+    const run = startOnMock("root.worker", async (ctx) => {
+      ctx.healthy();
+      await ctx.untilAborted();
+    });
+    expect(run.ctx.state).toBe("healthy");
+    await run.stop();
+    expect(run.ctx.signal.aborted).toBe(true);
+
+    const misbehaving = startOnMock("root.bad", async (ctx) => {
+      ctx.healthy();
+      ctx.healthy(); // healthy twice: a misuse the real tree would fail
+      await ctx.untilAborted();
+    });
+    await expect(misbehaving.stop()).rejects.toThrow(/root.bad broke the tree's rules/);
   });
 });
