@@ -66,6 +66,25 @@ describe("core: a bootstrapped and a registered node", () => {
     );
   });
 
+  it("metroctl shows a node's own supervision tree and logs, from its Debug service", async () => {
+    const node = e2e.node(2);
+    const tree = await e2e.cluster.metroctlOk(["tree", node.id]);
+    for (const dn of ["enrolment", "roleserver", "heartbeat", "rolefetch", "debug"]) {
+      expect(tree).toMatch(new RegExp(`${dn}\\s+HEALTHY`));
+    }
+    // Node 2 runs no control plane: no consensus or curator in its tree.
+    expect(tree).not.toMatch(/curator|etcd/);
+    const logs = await e2e.cluster.metroctlOk([
+      "logs",
+      node.id,
+      "root.roleserver.heartbeat",
+      "--tail",
+      "5",
+    ]);
+    expect(logs).toMatch(/root\.roleserver\.heartbeat heartbeats answered by the curator/);
+    expect(logs).not.toMatch(/root\.roleserver\.rolefetch/);
+  });
+
   it("a rebooted node loses its health while down, then rejoins as itself and is HEALTHY", async () => {
     const node = e2e.node(2);
     await e2e.measure("node2 graceful stop (SIGTERM)", () => e2e.cluster.stopNode(node));
