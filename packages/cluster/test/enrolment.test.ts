@@ -57,6 +57,8 @@ describe("enrolment", () => {
     firstRun = await first.start(owner.bootstrapParameters());
     const home = await homeOf(firstRun);
     expect(home.credentials?.nodeId).toMatch(/^metropolis-[0-9a-f]{32}$/);
+    // Bootstrapped: a later run of its control plane follows its roles like any node's.
+    await waitFor(firstRun.roleserver.values.bootstrapData, (b) => b === undefined);
     const withConsensus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
     await withConsensus.consensusClient("curator").kv.get("probe").string();
 

@@ -358,6 +358,9 @@ class ControlPlaneLauncher {
           identity: credentialsPem(credentials),
         }),
       });
+      // Done: from now on this node runs a control plane for its roles like
+      // any other, also when a later run of this launcher decides afresh.
+      this.values.bootstrapData.set(undefined);
     }
     this.values.localControlPlane.set({ consensus, curator, curatorPort: this.curatorPort });
   }

@@ -63,7 +63,11 @@ export interface WorkloadStatus {
 export class RoleserveValues {
   /** Set once enrolment succeeded; nothing runs before. */
   readonly enrolment = new MemoryValue<EnrolmentSecrets>();
-  /** Set with the enrolment: the bootstrap data on a node bootstrapping a cluster, else undefined. */
+  /**
+   * Set with the enrolment: the bootstrap data on a node bootstrapping a
+   * cluster, else undefined; the control plane sets it back to undefined once
+   * the bootstrap finished.
+   */
   readonly bootstrapData = new MemoryValue<BootstrapData | undefined>();
   /** Set once the node has credentials: at register/join, or when a bootstrap finishes. */
   readonly curatorConnection = new MemoryValue<CuratorConnectionValue>();

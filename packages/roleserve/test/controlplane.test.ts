@@ -20,7 +20,7 @@ import { CertificateAuthority, generateKeyPair, nodeIdFromPublicKey } from "@met
 import { common, priv } from "@metropolis/proto";
 import { eventually, MockContext } from "@metropolis/supervisor/testing";
 import { controlPlaneWorker } from "../src/controlplane";
-import { joinFromRoles } from "../src/controlplane-startup";
+import { joinFromRoles, StartupWatcher } from "../src/controlplane-startup";
 import { RolesChangedError } from "../src/errors";
 import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
 import { RoleserveValues } from "../src/values";
@@ -112,6 +112,40 @@ describe("controlPlaneWorker", () => {
     );
     expect(error).toBeInstanceOf(RolesChangedError);
     expect((error as RolesChangedError).shouldRun).toBe(true);
+  });
+});
+
+describe("StartupWatcher", () => {
+  it("bootstraps only until the bootstrap finished; then it follows the roles like any node", async () => {
+    const values = new RoleserveValues();
+    const sealed = priv.SealedConfiguration.fromPartial({
+      storagePolicy: common.StoragePolicy.ENCRYPTED,
+    });
+    const bootstrap = {
+      nodePrivateKey: randomBytes(32),
+      joinPublicKey: randomBytes(32),
+      ownerPublicKey: randomBytes(32),
+      labels: {},
+    };
+    values.bootstrapData.set(bootstrap);
+    values.enrolment.set({ sealed, clusterUnlockKey: randomBytes(32) });
+    const signal = new AbortController().signal;
+    const first = new StartupWatcher(values);
+    expect(await first.next(signal)).toMatchObject({ run: true, bootstrap });
+    first.close();
+
+    // What the control plane does when the bootstrap finished; later the
+    // cluster takes the consensus role away from this first node.
+    const tls = credentialsPem(credentials);
+    values.curatorConnection.set({
+      credentials,
+      connection: new CuratorConnection({ endpoints: ["127.0.0.1:1"], ca: tls.ca, identity: tls }),
+    });
+    values.bootstrapData.set(undefined);
+    values.localRoles.set({ kubernetesController: {} });
+    const later = new StartupWatcher(values);
+    expect(await later.next(signal)).toEqual({ run: false });
+    later.close();
   });
 });
 
