@@ -36,7 +36,11 @@ export function dialWithEphemeral(
   });
 }
 
-const tlsFailure = /certificate|self[- ]signed|verify|handshake|ssl|tls/i;
+// Certificate verification failures as Node/OpenSSL and our checkServerIdentity word them
+// ("unable to verify the first certificate", "self-signed certificate in certificate chain",
+// "curator presented a certificate for …"). Not just "TLS": "socket disconnected before secure
+// TLS connection was established" is a curator restarting, and must be retried.
+const tlsFailure = /certificate|self[- ]signed/i;
 
 function details(e: unknown): string {
   if (e instanceof NoLeaderError && e.cause !== undefined) return details(e.cause);

@@ -117,6 +117,7 @@ export class ClusterManager {
   private fail: (e: unknown) => void = () => undefined;
   private failed: unknown;
   private credentials: NodeCredentials | undefined;
+  private controlPlane: LocalControlPlane | undefined;
   private started = false;
   private state: common.ClusterState = common.ClusterState.UNKNOWN;
 
@@ -208,8 +209,6 @@ export class ClusterManager {
       watcher.close();
     }
   }
-
-  private controlPlane: LocalControlPlane | undefined;
 
   /** Publishes `state`; the control plane is kept unless `change` gives a new one (or none). */
   private publish(

@@ -67,7 +67,7 @@ export function nodeServices(
   });
 
   const conditions: ConditionSource = async (condition) => {
-    const status = await manager.status.watch().get();
+    const status = await waitFor(manager.status, () => true);
     switch (condition) {
       case api.Condition.STORAGE_MOUNTED:
         return { ok: status.credentials !== undefined };
@@ -79,10 +79,12 @@ export function nodeServices(
       case api.Condition.CONSENSUS_RUNNING:
         return { ok: status.hasLocalConsensus };
       default: {
-        const connection = await Promise.race([
-          roleserver.values.curatorConnection.watch().get(),
-          new Promise<undefined>((r) => setTimeout(() => r(undefined), 100).unref()),
-        ]);
+        // Unset until the node has credentials; not worth waiting for here.
+        const connection = await waitFor(
+          roleserver.values.curatorConnection,
+          () => true,
+          AbortSignal.timeout(100),
+        ).catch(() => undefined);
         if (!connection) return { ok: false, detail: "no credentials yet" };
         try {
           const leader = await connection.connection.leader(2_000);
