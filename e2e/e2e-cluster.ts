@@ -16,10 +16,9 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { credentials, Metadata, type ChannelCredentials } from "@grpc/grpc-js";
-import { silenceIpServerNameWarning } from "@metropolis/curator";
+import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
+import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
 import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
-import { parseCertificate } from "@metropolis/pki";
 import { api, curator } from "@metropolis/proto";
 import { Etcd3 } from "etcd3";
 import {
@@ -177,7 +176,7 @@ export class E2eCluster {
   async condition(node: ClusterNode, condition: api.Condition): Promise<api.GetConditionResponse> {
     const client = new api.DebugClient(
       `${node.address}:${debugPort}`,
-      tlsTowards(await this.owner(), node.id),
+      ownerTowardsNode(await this.owner(), node.id),
     );
     try {
       return await new Promise<api.GetConditionResponse>((resolve, reject) =>
@@ -197,7 +196,7 @@ export class E2eCluster {
   async currentLeader(node: ClusterNode): Promise<curator.GetCurrentLeaderResponse> {
     const client = new curator.CuratorLocalClient(
       `${node.address}:${curatorPort}`,
-      tlsTowards(await this.owner(), node.id),
+      ownerTowardsNode(await this.owner(), node.id),
     );
     try {
       return await new Promise<curator.GetCurrentLeaderResponse>((resolve, reject) => {
@@ -249,25 +248,6 @@ export class E2eCluster {
 }
 
 /**
- * TLS as the owner towards a node, verifying its certificate against the
- * cluster CA and that it names `nodeId` (nodes are dialled by IP, their
- * certificates name node IDs).
- */
-function tlsTowards(owner: OwnerCredentials, nodeId: string): ChannelCredentials {
-  return credentials.createSsl(
-    Buffer.from(owner.ca),
-    Buffer.from(owner.key),
-    Buffer.from(owner.cert),
-    {
-      checkServerIdentity: (_host, cert) => {
-        const cn = parseCertificate(cert.raw).commonName;
-        return cn === nodeId ? undefined : new Error(`certificate names ${cn}, not ${nodeId}`);
-      },
-    },
-  );
-}
-
-/**
  * The text of a boxed fatal error (`formatFatal`) on one line: borders
  * removed, wrapped lines joined with spaces.
  */
@@ -278,4 +258,9 @@ export function unboxed(stderr: string): string {
     .map((l) => l.replace(/^│ ?/, "").replace(/ *│$/, "").trim())
     .filter((l) => l !== "")
     .join(" ");
+}
+
+/** TLS as the owner towards node `nodeId` (its certificate must name it). */
+function ownerTowardsNode(owner: OwnerCredentials, nodeId: string): ChannelCredentials {
+  return curatorClientCredentials(owner.ca, owner, { nodeId });
 }

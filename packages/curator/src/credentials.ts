@@ -39,10 +39,14 @@ export function curatorServerCredentials(tls: TlsPem): ServerCredentials {
 /**
  * Client credentials towards curators of the cluster whose CA is `ca`, with
  * an optional client certificate (a node's, the owner's, or a self-signed one).
+ * Nodes are dialled by IP and their certificates name node IDs, so the server
+ * is checked by its CN: any node of the cluster, or exactly `opts.nodeId`
+ * (e.g. the node whose Debug service is dialled).
  */
 export function curatorClientCredentials(
   ca: string,
   client?: { cert: string; key: string },
+  opts: { nodeId?: string } = {},
 ): ChannelCredentials {
   return credentials.createSsl(
     Buffer.from(ca),
@@ -51,6 +55,13 @@ export function curatorClientCredentials(
     {
       checkServerIdentity: (_host, cert) => {
         const cn = parseCertificate(cert.raw).commonName;
+        if (opts.nodeId !== undefined) {
+          return cn === opts.nodeId
+            ? undefined
+            : new Error(
+                `the node answering presented a certificate for ${JSON.stringify(cn)}, not ${opts.nodeId}`,
+              );
+        }
         return cn !== undefined && isNodeId(cn)
           ? undefined
           : new Error(`curator presented a certificate for ${JSON.stringify(cn)}, not a node's`);

@@ -4,9 +4,9 @@
  * cluster. The node is verified by its certificate from the cluster CA,
  * naming the node asked for; metroctl presents the owner certificate.
  */
-import { credentials, Metadata, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
-import { parseCertificate } from "@metropolis/pki";
+import { curatorClientCredentials } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -21,29 +21,6 @@ import { buildSupervisionTree, renderSupervisionTree } from "./supervision-tree"
 
 /** Default port of a node's Debug service. */
 export const defaultDebugPort = 7837;
-
-/** Credentials towards node `nodeId`'s Debug service, as the owner. */
-function debugCredentials(
-  owner: { cert: string; key: string; ca: string },
-  nodeId: string,
-): ChannelCredentials {
-  return credentials.createSsl(
-    Buffer.from(owner.ca),
-    Buffer.from(owner.key),
-    Buffer.from(owner.cert),
-    {
-      // Nodes are dialled by IP and their certificates name node IDs: check the ID, not a host name.
-      checkServerIdentity: (_host, cert) => {
-        const cn = parseCertificate(cert.raw).commonName;
-        return cn === nodeId
-          ? undefined
-          : new Error(
-              `the node answering presented a certificate for ${JSON.stringify(cn)}, not ${nodeId}`,
-            );
-      },
-    },
-  );
-}
 
 /** A Debug client for node `id`, at the address the cluster knows for it. */
 async function debugClient(
@@ -62,7 +39,10 @@ async function debugClient(
   const node = await withOwnerSession(ctx, (session) => session.getNode(id));
   const host = node.status?.externalAddress;
   if (!host) throw new MetroctlError(`node ${id} has not reported an address yet`);
-  return new api.DebugClient(formatEndpoint({ host, port }), debugCredentials(owner, id));
+  return new api.DebugClient(
+    formatEndpoint({ host, port }),
+    curatorClientCredentials(owner.ca, owner, { nodeId: id }),
+  );
 }
 
 /** One log line: `time level dn message [meta]`. */
