@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
 import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
 import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
+import { eventually } from "@metropolis/supervisor/testing";
 import { api, curator } from "@metropolis/proto";
 import { Etcd3 } from "etcd3";
 import {
@@ -213,6 +214,26 @@ export class E2eCluster {
     }
   }
 
+  /**
+   * The leader every curator on `nodes` names, once they all answer and
+   * agree. A curator rebuilds its listener when it becomes the leader, and
+   * a cluster that just came up may still be electing, so one round of
+   * answers right after "all healthy" can be a refused connection or a
+   * split view; only agreement within the deadline counts.
+   */
+  async agreedLeader(nodes: readonly ClusterNode[], timeoutMs = 30_000): Promise<string> {
+    return eventually(
+      async () => {
+        const ids = await Promise.all(
+          nodes.map(async (n) => (await this.currentLeader(n)).leaderNodeId),
+        );
+        return ids.every((id) => id !== "" && id === ids[0]) && ids[0]!;
+      },
+      `${nodes.map((n) => n.name).join(", ")} to name one curator leader`,
+      { timeoutMs, intervalMs: 200 },
+    );
+  }
+
   /** The etcd membership as `node`'s own etcd member reports it (over its unix socket). */
   async etcdMembers(node: ClusterNode): Promise<{ name: string; isLearner: boolean }[]> {
     const socket = join(node.root, "ephemeral", "consensus", "client.sock:0");
@@ -243,6 +264,10 @@ export class E2eCluster {
         : []),
     ];
     process.stdout.write(`\ne2e ${this.name} timings:\n${lines.map((l) => `  ${l}`).join("\n")}\n`);
+    if (process.env.METROPOLIS_E2E_KEEP) {
+      process.stdout.write(`e2e ${this.name}: state and node logs kept in ${this.dir}\n`);
+      return;
+    }
     await rm(this.dir, { recursive: true, force: true });
   }
 }

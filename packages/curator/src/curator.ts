@@ -4,8 +4,9 @@
  * only tell clients where the leader is.
  *
  *   campaigning ──▶ deciding ──▶ leader   (serves Curator, Management, AAA, CuratorLocal)
- *        ▲            ▲   └────▶ follower (serves CuratorLocal)
- *        │            └── election keys changed ──┘
+ *        ▲                └────▶ follower (serves CuratorLocal; follows the election,
+ *        │                          │      republishing the leader, until it leads)
+ *        │                          └──── now leads ──▶ leader
  *        └──────────── lease lost (either role) ──┘
  *
  * The machine runs under the supervisor (`ctx.run("curator", curator.run)`);
@@ -89,8 +90,9 @@ const curatorMachine = setup({
       input.curator.serveFollower(input.ctx, signal),
     ),
     leaseLost: fromPromise<void, { candidacy: Candidacy }>(({ input }) => input.candidacy.lost),
-    electionChanged: fromPromise<void, { candidacy: Candidacy }>(({ input, signal }) =>
-      input.candidacy.nextChange(signal),
+    followUntilLeading: fromPromise<void, MachineInput & { candidacy: Candidacy }>(
+      ({ input, signal }) =>
+        input.candidacy.followUntilLeading(signal, (leader) => input.curator.leader.set(leader)),
     ),
   },
   actions: {
@@ -156,9 +158,16 @@ const curatorMachine = setup({
           onDone: "campaigning",
         },
         {
-          src: "electionChanged",
-          input: ({ context }) => ({ candidacy: context.candidacy! }),
-          onDone: "deciding",
+          // A follower keeps its listener across changes of the election
+          // (stale keys of a cold start expiring, candidates arriving): clients
+          // reaching it mid-change would otherwise find the port closed.
+          src: "followUntilLeading",
+          input: ({ context }) => ({
+            ctx: context.ctx,
+            curator: context.curator,
+            candidacy: context.candidacy!,
+          }),
+          onDone: "leader",
         },
       ],
     },

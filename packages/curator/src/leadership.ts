@@ -112,20 +112,41 @@ export class Candidacy {
     return new Leadership(this.kv, this.key, this.createRevision, this.self, () => this.markLost());
   }
 
-  /** Resolves on the next change of any election key (a leader leaving, a candidate arriving). */
-  async nextChange(signal: AbortSignal): Promise<void> {
+  /**
+   * Follows the election while this candidate does not lead: calls
+   * `onFollow` with the leader now and after every change of an election
+   * key (a leader leaving, a candidate arriving), and resolves once this
+   * candidate leads. The watch is opened before the first read, so no
+   * change between a read and the next wait is missed.
+   */
+  async followUntilLeading(
+    signal: AbortSignal,
+    onFollow: (leader: CuratorEndpoint) => void,
+  ): Promise<void> {
     const watcher = await this.kv.watch().prefix(leaderPrefix).create();
+    let changes = 0;
+    let failure: unknown;
+    let wake = () => undefined as void;
+    const onChange = () => (changes++, wake());
+    watcher.on("put", onChange);
+    watcher.on("delete", onChange);
+    watcher.on("error", (e) => ((failure = e), wake()));
+    const onAbort = () => wake();
+    signal.addEventListener("abort", onAbort);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const onAbort = () => reject(signal.reason);
-        if (signal.aborted) return onAbort();
-        signal.addEventListener("abort", onAbort, { once: true });
-        const done = () => (signal.removeEventListener("abort", onAbort), resolve());
-        watcher.once("put", done);
-        watcher.once("delete", done);
-        watcher.once("error", (e) => (signal.removeEventListener("abort", onAbort), reject(e)));
-      });
+      for (;;) {
+        const seen = changes;
+        const { leading, ...leader } = await this.leader();
+        if (leading) return;
+        onFollow(leader);
+        if (changes === seen && failure === undefined && !signal.aborted) {
+          await new Promise<void>((resolve) => (wake = resolve));
+        }
+        if (failure !== undefined) throw failure;
+        signal.throwIfAborted();
+      }
     } finally {
+      signal.removeEventListener("abort", onAbort);
       await watcher.cancel();
     }
   }

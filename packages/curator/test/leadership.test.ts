@@ -4,6 +4,7 @@
  * whose lease expired never commits again.
  */
 import { Etcd3 } from "etcd3";
+import { eventually } from "@metropolis/supervisor/testing";
 import { ConsensusClient } from "@metropolis/consensus";
 import {
   runTestMember,
@@ -123,5 +124,40 @@ describe("leadership", () => {
     expect(keysAfter).toContain(again.key);
     await again.resign();
     await earlier.resign();
+  });
+
+  it("a follower follows the election without missing a change, and returns once it leads", async () => {
+    const first = await campaign(curatorKv().kv, endpoint(6), 30);
+    const second = await campaign(curatorKv().kv, endpoint(7), 30);
+    const third = await campaign(curatorKv().kv, endpoint(8), 30);
+    const seen: string[] = [];
+    const abort = new AbortController();
+    let leads = false;
+    const following = third
+      .followUntilLeading(abort.signal, (l) => seen.push(l.nodeId))
+      .then(() => (leads = true));
+    await eventually(() => seen.length === 1, "the first leader reported");
+    expect(seen).toEqual([endpoint(6).nodeId]);
+
+    // Two changes back to back: the second candidate leads, then leaves too.
+    await first.resign();
+    await eventually(() => seen.includes(endpoint(7).nodeId), "the second leader reported");
+    expect(leads).toBe(false);
+    await second.resign();
+    await following;
+    expect(leads).toBe(true);
+    expect((await third.leader()).leading).toBe(true);
+    await third.resign();
+  });
+
+  it("stops following when aborted", async () => {
+    const leader = await campaign(curatorKv().kv, endpoint(9), 30);
+    const follower = await campaign(curatorKv().kv, endpoint(10), 30);
+    const abort = new AbortController();
+    const following = follower.followUntilLeading(abort.signal, () => undefined);
+    abort.abort(new Error("left the follower state"));
+    await expect(following).rejects.toThrow("left the follower state");
+    await follower.resign();
+    await leader.resign();
   });
 });
