@@ -39,13 +39,13 @@ async function expectThreeVoters(): Promise<void> {
     const members = await eventually(
       async () => {
         const m = await e2e.etcdMembers(node);
-        return m.length === 3 && m.every((x) => !x.isLearner) && m;
+        const running = (await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).ok;
+        return running && m.length === 3 && m.every((x) => !x.isLearner) && m;
       },
-      `${node.name}'s etcd member to list three voting members`,
+      `${node.name} to run consensus, its etcd member listing three voting members`,
       { timeoutMs: 30_000, intervalMs: 200 },
     );
     expect(members.map((m) => m.name).sort()).toEqual(ids);
-    expect(await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).toMatchObject({ ok: true });
   }
 }
 
@@ -74,9 +74,11 @@ describe("ha: three consensus members", () => {
       expect(view.roles).toContain("consensus");
     }
     for (const node of nodes) {
-      expect(await e2e.condition(node, api.Condition.CURATOR_CONNECTED)).toMatchObject({
-        ok: true,
-      });
+      await eventually(
+        async () => (await e2e.condition(node, api.Condition.CURATOR_CONNECTED)).ok,
+        `${node.name} connected to the curator`,
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
     }
   });
 
