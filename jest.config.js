@@ -8,6 +8,7 @@ module.exports = {
   testMatch: [
     "<rootDir>/packages/*/test/**/*.test.ts",
     "<rootDir>/proto/test/**/*.test.ts",
+    "<rootDir>/local-cluster/test/**/*.test.ts",
     "<rootDir>/e2e/**/*.test.ts",
   ],
   moduleNameMapper: {

@@ -23,6 +23,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { runMetroctl, type NodeView } from "@metropolis/metroctl";
 import { describeExit, NodeProcess, type NodeLine } from "./node-process";
+import { StateDirLock } from "./state-dir-lock";
 
 /** The node configuration file's fields (see packages/node/src/node-config.ts). */
 export interface NodeConfigFile {
@@ -160,6 +161,7 @@ export class LocalCluster {
   private readonly log: (message: string) => void;
   private readonly stepTimeoutMs: number;
   private readonly curatorPort: number;
+  private readonly lock: StateDirLock;
 
   constructor(private readonly opts: LocalClusterOptions) {
     if (!Number.isInteger(opts.nodes) || opts.nodes < 1) {
@@ -172,6 +174,7 @@ export class LocalCluster {
     this.log = opts.log ?? ((m) => process.stdout.write(m + "\n"));
     this.stepTimeoutMs = opts.stepTimeoutMs ?? 90_000;
     this.curatorPort = opts.nodeConfig?.ports?.curator ?? defaultCuratorPort;
+    this.lock = new StateDirLock(this.stateDir, this.log);
   }
 
   private get statePath(): string {
@@ -184,10 +187,16 @@ export class LocalCluster {
    * Resolves once every node is UP and HEALTHY. On failure the nodes it
    * started keep running: call `stop()`.
    *
+   * It first takes the state dir (see state-dir-lock.ts): it refuses one
+   * that another running launcher holds, and stops nodes that a killed
+   * launcher left running. `release()` gives it up.
+   *
    * @returns whether an existing cluster was resumed.
+   * @throws StateDirBusyError while another launcher runs on the state dir.
    */
   async up(): Promise<{ resumed: boolean }> {
     await mkdir(join(this.stateDir, "logs"), { recursive: true });
+    await this.lock.acquire();
     await writeFile(
       this.nodeConfigPath,
       JSON.stringify({ ...localNodeConfig, ...this.opts.nodeConfig }, null, 2) + "\n",
@@ -303,7 +312,15 @@ export class LocalCluster {
       bufferLines: this.opts.bufferLines,
       logFile: join(this.stateDir, "logs", `${node.name}.log`),
     });
+    const { pid } = node.process;
+    this.lock.recordNode(node.name, node.root, pid);
+    void node.process.exited.then(() => this.lock.forgetNode(node.name, pid));
     return node.process;
+  }
+
+  /** Gives up the state dir `up()` took, so that another launcher may use it. */
+  release(): void {
+    this.lock.release();
   }
 
   /** Stops node `node` gracefully (SIGTERM, wait for exit). */

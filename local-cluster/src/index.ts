@@ -38,3 +38,4 @@ export {
   type NodeProcessOptions,
 } from "./node-process";
 export { formatNodeLine } from "./log-format";
+export { orphanStopTimeoutMs, StateDirBusyError, StateDirLock } from "./state-dir-lock";

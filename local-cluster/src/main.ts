@@ -9,7 +9,9 @@
  * dir from disk), prints the node table, then shows the nodes' logs until
  * Ctrl-C, which stops every node (SIGTERM by PID) and exits 0. Running it
  * again resumes the same cluster. Any failure is one clear error, the nodes
- * it started are stopped, and it exits 1.
+ * it started are stopped, and it exits 1. It refuses a state dir another
+ * running launcher uses, and stops the nodes a killed launcher left behind
+ * (state-dir-lock.ts).
  */
 import { parseArgs } from "node:util";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
@@ -92,7 +94,10 @@ async function main(): Promise<number> {
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
       printErr(`${signal} again: killing every node (SIGKILL)`);
-      void cluster.kill().then(() => process.exit(130));
+      void cluster.kill().then(() => {
+        cluster.release();
+        process.exit(130);
+      });
       return;
     }
     stopping = true;
@@ -105,11 +110,13 @@ async function main(): Promise<number> {
   const stopAll = async () => {
     showLogs = false;
     const running = cluster.nodes.filter((n) => n.process?.running);
-    if (running.length === 0) return;
-    print(`stopping ${running.map((n) => `${n.name} (pid ${n.process!.pid})`).join(", ")}…`);
-    const started = performance.now();
-    await cluster.stop();
-    print(`all nodes stopped in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    if (running.length > 0) {
+      print(`stopping ${running.map((n) => `${n.name} (pid ${n.process!.pid})`).join(", ")}…`);
+      const started = performance.now();
+      await cluster.stop();
+      print(`all nodes stopped in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    }
+    cluster.release();
   };
 
   print(`local cluster in ${cluster.stateDir}`);
