@@ -5,7 +5,9 @@
  * consensus role away stops the node's curator and etcd member and removes
  * it from etcd; the worker role starts the workloads the node was
  * configured with and taking it away stops them; a node is deleted only
- * once it has no roles and is down, or with an explicit bypass.
+ * once it has no roles and is down, or with an explicit bypass; and the
+ * curator leader's own node gives up the consensus role by handing the
+ * leadership over first.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -166,5 +168,37 @@ describe("roles: what a node runs follows its roles", () => {
     expect(views.map((v) => v.id).sort()).toEqual([e2e.node(1).id, e2e.node(2).id].sort());
     for (const view of views) expect(view).toMatchObject({ state: "UP", health: "HEALTHY" });
     expect((await e2e.etcdMembers(e2e.node(1))).length).toBe(2);
+  });
+
+  it("taking the consensus role from the curator leader's node hands the leadership over first", async () => {
+    const [node1, node2] = [e2e.node(1), e2e.node(2)];
+    expect(await e2e.agreedLeader([node1, node2])).toBe(node1.id);
+    // metroctl is told to retry (UNAVAILABLE: handed over) and does, with the new leader.
+    await e2e.measure("consensus role taken from the leader's node (hand-over, removal)", () =>
+      e2e.cluster.metroctlOk(["set-role", node1.id, "--controller", "off", "--consensus", "off"]),
+    );
+    await node1.process!.waitForMessage(
+      /^handed the leadership over: node .* is to leave consensus$/,
+      10_000,
+    );
+    expect(await roles(node1)).toEqual([]);
+    expect(await e2e.agreedLeader([node2])).toBe(node2.id);
+    const members = await eventually(
+      async () => {
+        const m = await e2e.etcdMembers(node2);
+        return m.length === 1 && m;
+      },
+      "etcd to have node2 as its only member",
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(members.map((m) => m.name)).toEqual([node2.id]);
+    await eventually(
+      async () => !(await e2e.condition(node1, api.Condition.CONSENSUS_RUNNING)).ok,
+      "node1's consensus to stop",
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    // Both still working nodes of the cluster, node1 now a client of node2's curator.
+    await e2e.cluster.waitFor(node1, { state: "UP", health: "HEALTHY" }, 30_000);
+    await e2e.cluster.waitFor(node2, { state: "UP", health: "HEALTHY" }, 30_000);
   });
 });

@@ -22,6 +22,20 @@ export class LostLeadershipError extends CuratorError {
   }
 }
 
+/**
+ * The leader handed its leadership over rather than take the consensus
+ * role from its own node (see management-roles.ts). Answered as
+ * UNAVAILABLE, so clients retry with the new leader, which can.
+ */
+export class LeadershipHandedOverError extends CuratorError {
+  constructor(nodeId: string) {
+    super(
+      status.UNAVAILABLE,
+      `curator leadership handed over so that another consensus member can take the consensus role from ${nodeId}, which led; retry with the new leader`,
+    );
+  }
+}
+
 /** The request is malformed. */
 export class InvalidArgumentError extends CuratorError {
   constructor(message: string) {

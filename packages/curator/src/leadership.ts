@@ -59,6 +59,18 @@ export class Leadership {
     return false;
   }
 
+  /**
+   * Steps down: deletes this leader's election key (only while it leads), so
+   * that the next candidate in line leads; this curator campaigns again and
+   * queues up behind the others.
+   *
+   * @throws LostLeadershipError when it no longer led anyway.
+   */
+  async handOver(): Promise<void> {
+    await this.commit(this.txn().then(this.kv.delete().key(this.key)));
+    this.onLost();
+  }
+
   /** Whether the election key still exists with its original create revision. */
   async stillLeads(): Promise<boolean> {
     const res = await this.kv.get(this.key).exec();

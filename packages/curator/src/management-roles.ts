@@ -14,9 +14,14 @@
  *   removed member's etcd exits by itself; the node stops trying once it
  *   sees the role gone. A failed write is repaired by retrying the call
  *   (removing a member that is gone already changes nothing).
+ *
+ * The leader never takes the role from its own node: removing its own etcd
+ * member stops the etcd its curator writes through, so the role could not
+ * be written any more. It hands its leadership over and answers
+ * UNAVAILABLE; the client retries with the new leader, whose etcd stays.
  */
 import { api, common } from "@metropolis/proto";
-import { FailedPreconditionError } from "./errors";
+import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
 import type { LeaderContext } from "./leader-context";
 import { changeNode, hasRole, listNodes, resolveNode, type NodeChange } from "./management-nodes";
 import type { StoredNode } from "./node-record";
@@ -125,6 +130,11 @@ export async function updateNodeRoles(
     );
   } else if (req.consensusMember === false && isMember) {
     await checkNotLastConsensusMember(ctx, stored.id);
+    if (stored.id === ctx.self.nodeId) {
+      await ctx.leadership.handOver();
+      ctx.logger.info(`handed the leadership over: node ${stored.id} is to leave consensus`);
+      throw new LeadershipHandedOverError(stored.id);
+    }
     // With the address, a learner that never started (and so has no name) is found too.
     const address = stored.node.status?.externalAddress ? { host: peerHost(stored) } : undefined;
     if (await ctx.consensus.removeNode(stored.id, address)) {

@@ -368,3 +368,45 @@ describe("authorization", () => {
     expect(untouched?.labels).toEqual({});
   });
 });
+
+describe("UpdateNodeRoles on the leader's own node", () => {
+  // A fixture of its own: the leader steps down here, which the other tests' leader must not.
+  let own: LeaderFixture;
+  afterAll(async () => {
+    await own?.stop();
+  });
+
+  it("hands the leadership over instead of removing its own etcd member, and asks for a retry", async () => {
+    own = await startLeader({
+      services: (ctx) => [[api.ManagementService, managementServer(ctx)]],
+    });
+    const ownOwner = promised(await own.client(api.ManagementClient, "owner"));
+    const self = own.firstNode.nodeId;
+    const request = { node: byId(self), consensusMember: false, kubernetesController: false };
+
+    // The last consensus member is refused before any hand-over.
+    await expectCode(
+      ownOwner.updateNodeRoles(request),
+      status.FAILED_PRECONDITION,
+      /last consensus member/,
+    );
+    expect(await own.candidacy.leadership().stillLeads()).toBe(true);
+
+    await own.addNode({ roles: { consensusMember: common.NodeRoles_ConsensusMember.create() } });
+    const membersBefore = await own.member.status.members();
+    await expectCode(
+      ownOwner.updateNodeRoles(request),
+      status.UNAVAILABLE,
+      new RegExp(`leadership handed over .* from ${self}, which led; retry with the new leader`),
+    );
+    // No longer the leader (its election key is gone, the candidacy over), and nothing changed.
+    expect(await own.candidacy.leadership().stillLeads()).toBe(false);
+    await expect(own.candidacy.lost).resolves.toBeUndefined();
+    expect((await own.member.status.members()).map((m) => m.name)).toEqual(
+      membersBefore.map((m) => m.name),
+    );
+    expect((await own.getNode(self))?.roles?.consensusMember).toBeDefined();
+    // A retry that reaches it again (a client with a stale leader) is told the same: retry.
+    await expectCode(ownOwner.updateNodeRoles(request), status.UNAVAILABLE, /lost leadership/);
+  });
+});
