@@ -11,6 +11,12 @@
  * Only nodes may watch (any node may watch any node: they need each other's
  * addresses and roles). The stream ends when the client cancels; the etcd
  * watcher goes with it.
+ *
+ * A call may have at most {@link WATCH_MAX_PENDING} messages not yet taken by
+ * its client; beyond that it ends with RESOURCE_EXHAUSTED, and the client
+ * watches again from a fresh backlog. Otherwise one hung or slow client would
+ * make the leader buffer every later change without bound; etcd cancels its
+ * own slow watchers for the same reason.
  */
 import type { ServerWritableStream } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
@@ -24,6 +30,22 @@ import { checkNodeId, decodeNode } from "./node-record";
 
 /** Nodes per backlog message: keeps each message far below gRPC's 4 MiB limit. */
 export const WATCH_BACKLOG_CHUNK = 50;
+
+/**
+ * Messages a Watch call may have pending (written, but not yet sent, which
+ * HTTP/2 flow control holds back while the client does not read) before it
+ * ends with RESOURCE_EXHAUSTED.
+ *
+ * Counted in messages because grpc-js' server stream is an objectMode
+ * Writable: its `writableLength` counts messages, not bytes. A change is one
+ * node, typically under a KiB (about 50 KiB with the most and longest labels
+ * allowed), so this caps a stuck watcher at about a MiB (50 MiB at worst),
+ * while a reading client, which drains its stream within milliseconds, stays
+ * far below it even when every node of a large cluster changes at once. An
+ * unread backlog counts too, which is harmless below WATCH_MAX_PENDING ×
+ * {@link WATCH_BACKLOG_CHUNK} (50,000) nodes.
+ */
+export const WATCH_MAX_PENDING = 1000;
 
 type WatchCall = ServerWritableStream<curator.WatchRequest, curator.WatchResponse>;
 
@@ -92,24 +114,41 @@ async function watchAll(ctx: LeaderContext, call: WatchCall): Promise<void> {
   return follow(ctx, call, watcher);
 }
 
-/** Streams the watcher's events until the client cancels or the watch fails. */
+/** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */
 function follow(ctx: LeaderContext, call: WatchCall, watcher: Watcher): Promise<void> {
   return new Promise<void>((resolve, reject) => {
+    let done = false;
     const finish = (error?: unknown) => {
+      if (done) return;
+      done = true;
       watcher.removeAllListeners("put").removeAllListeners("delete");
       // Cancel errors (an already closed etcd client) change nothing for the caller.
       void watcher.cancel().catch(() => undefined);
       if (error === undefined) resolve();
       else reject(error);
     };
+    const send = (message: curator.WatchResponse) => {
+      call.write(message);
+      const pending = call.writableLength;
+      // The error status goes out after what is buffered already: a client
+      // that resumes reading gets those messages, then RESOURCE_EXHAUSTED.
+      if (pending > WATCH_MAX_PENDING) {
+        finish(
+          new CuratorError(
+            status.RESOURCE_EXHAUSTED,
+            `watcher fell behind: ${pending} messages not yet read by the client; watch again`,
+          ),
+        );
+      }
+    };
     if (call.cancelled) return finish();
     call.once("cancelled", () => finish());
     watcher.on("put", (entry: IKeyValue) => {
       const node = toProto(ctx, entry);
-      if (node) call.write({ nodes: [node], nodeTombstones: [], progress: 0 });
+      if (node) send({ nodes: [node], nodeTombstones: [], progress: 0 });
     });
     watcher.on("delete", (entry: IKeyValue) => {
-      call.write({ nodes: [], nodeTombstones: [{ nodeId: idOf(entry) }], progress: 0 });
+      send({ nodes: [], nodeTombstones: [{ nodeId: idOf(entry) }], progress: 0 });
     });
     watcher.once("error", (e: Error) =>
       finish(

@@ -13,8 +13,10 @@ import {
 import { common, curator, priv } from "@metropolis/proto";
 import { bootstrapNodeFinish } from "../src/bootstrap";
 import { curatorServer } from "../src/curator-service";
+import { WATCH_MAX_PENDING } from "../src/curator-watch";
 import { CuratorError } from "../src/errors";
-import { registerTicketKey } from "../src/keys";
+import { nodeKey, registerTicketKey } from "../src/keys";
+import { encodeNode } from "../src/node-record";
 import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
 
 const { CuratorClient, CuratorService } = curator;
@@ -158,6 +160,63 @@ describe("watch", () => {
     );
     for (const n of added.slice(1)) await leader.deleteNode(n.nodeId);
     w.stream.cancel();
+  });
+
+  it("ends the watch of a client that stopped reading with RESOURCE_EXHAUSTED; a new watch works", async () => {
+    const { ctx } = leader;
+    const all = { kind: { $case: "nodesInCluster" as const, nodesInCluster: {} } };
+    const lastBacklogged = (m: curator.WatchResponse[]) =>
+      m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED);
+    const w = new Collected(nodeClient.watch(all));
+    await w.until(lastBacklogged, "end of backlog");
+    // grpc-js then stops reading the HTTP/2 stream, so once the client's
+    // buffers and flow-control window (about 100 KiB) are full, changes pile up
+    // on the leader.
+    w.stream.pause();
+    const received = w.messages.length;
+
+    // Raw records, written directly: transactions of 100 puts (etcd allows 128)
+    // are much faster than one call a change. About 3 KiB of labels each, so
+    // the client's buffers hold few of them: twice the bound is plenty.
+    const ids = Array.from({ length: 100 }, () => `metropolis-${randomBytes(16).toString("hex")}`);
+    const labels = Object.fromEntries(
+      Array.from({ length: 32 }, (_, i) => [`example.com/label-${i}`, "v".repeat(63)]),
+    );
+    const rounds = Math.ceil((2 * WATCH_MAX_PENDING) / ids.length);
+    try {
+      for (let round = 0; round < rounds; round++) {
+        const record = encodeNode(
+          priv.Node.fromPartial({
+            state: common.NodeState.NEW,
+            labels: { ...labels, round: String(round) },
+          }),
+        );
+        await ctx.leadership.commit(
+          ctx.leadership.txn().then(...ids.map((id) => ctx.kv.put(nodeKey(id)).value(record))),
+        );
+      }
+      w.stream.resume();
+      await expect(w.until(() => false, "the watch to end")).rejects.toEqual(
+        expect.objectContaining({
+          code: status.RESOURCE_EXHAUSTED,
+          details: expect.stringMatching(
+            /^watcher fell behind: \d+ messages not yet read by the client; watch again$/,
+          ),
+        }),
+      );
+      // What was pending still arrived, but not every later change.
+      expect(w.messages.length - received).toBeGreaterThan(WATCH_MAX_PENDING);
+      expect(w.messages.length - received).toBeLessThan(rounds * ids.length);
+
+      const again = new Collected(nodeClient.watch(all));
+      await again.until(lastBacklogged, "end of the new watch's backlog");
+      again.stream.cancel();
+    } finally {
+      w.stream.cancel();
+      await ctx.leadership.commit(
+        ctx.leadership.txn().then(...ids.map((id) => ctx.kv.delete().key(nodeKey(id)))),
+      );
+    }
   });
 
   it("rejects a request without a kind and a malformed node ID", async () => {
