@@ -54,6 +54,23 @@ export class ClusterRefusedError extends EnrolmentError {}
 /** The cluster's curators presented certificates the CA of this node does not verify. */
 export class ClusterCaMismatchError extends EnrolmentError {}
 
+/**
+ * The cluster deleted this node while it ran: the node run ends, as a
+ * refused JoinNode would end the next one. The machine can only come back
+ * as a new node.
+ */
+export class NodeDeletedError extends ClusterError {
+  constructor(
+    readonly nodeId: string,
+    reason: string,
+  ) {
+    super(
+      `node ${nodeId} is no longer part of its cluster (${reason}); ` +
+        "to use this machine again, wipe its storage and register it as a new node",
+    );
+  }
+}
+
 /** The enrolment manager was started a second time in one node run. */
 export class EnrolmentRestartedError extends ClusterError {
   constructor(cause: unknown) {

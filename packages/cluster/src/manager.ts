@@ -9,9 +9,11 @@
  * Any failure of a flow is final for this node run (the seed's "trapdoor"):
  * the flows change storage, so they are never retried blindly. The error is
  * published through `failure` (the node prints it and stops) and the
- * runnable fails; a second run after a failure fails at once.
+ * runnable fails; a second run after a failure fails at once. So does a
+ * node that is home when the cluster deletes it (DISOWNING,
+ * NodeDeletedError): it stops rather than go on as a node of no cluster.
  */
-import { MemoryValue, type Watcher } from "@metropolis/event";
+import { MemoryValue, waitFor, type Watcher } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { common, type priv } from "@metropolis/proto";
@@ -25,7 +27,7 @@ import {
 import { assign, fromPromise, setup } from "xstate";
 import { bootstrapCluster } from "./bootstrap-flow";
 import type { EnrolmentEnv } from "./enrolment-env";
-import { EnrolmentRestartedError } from "./errors";
+import { EnrolmentRestartedError, NodeDeletedError } from "./errors";
 import { joinCluster } from "./join-flow";
 import { readNodeParameters, type Enrolment } from "./node-parameters";
 import { registerNode } from "./register-flow";
@@ -112,7 +114,7 @@ const enrolmentMachine = setup({
 export class ClusterManager {
   /** This node's cluster status; UNKNOWN until enrolment got somewhere. */
   readonly status = new MemoryValue<ClusterStatus>(new ClusterStatus(common.ClusterState.UNKNOWN));
-  /** Rejects with the error that ended enrolment, if one did. */
+  /** Rejects with the error that ended this node's run in its cluster: a failed enrolment, or NodeDeletedError. */
   readonly failure: Promise<never>;
   private fail: (e: unknown) => void = () => undefined;
   private failed: unknown;
@@ -194,10 +196,35 @@ export class ClusterManager {
     return credentials;
   }
 
-  /** home: HOME, with the local consensus client whenever a control plane runs. */
+  /**
+   * home: HOME, with the local consensus client whenever a control plane
+   * runs, until the cluster disowns this node (the roleserver's `disowned`):
+   * then DISOWNING, and the node run ends with NodeDeletedError.
+   */
   async publishHome(credentials: NodeCredentials, signal: AbortSignal): Promise<void> {
     this.credentials = credentials;
     this.publish(common.ClusterState.HOME, credentials);
+    const stop = new AbortController();
+    const following = this.followControlPlane(credentials, AbortSignal.any([signal, stop.signal]));
+    let reason: string;
+    try {
+      reason = await waitFor(this.config.roleserver.values.disowned, () => true, signal);
+    } finally {
+      stop.abort();
+      await following.catch(() => undefined);
+    }
+    this.publish(common.ClusterState.DISOWNING, credentials);
+    const error = new NodeDeletedError(credentials.nodeId, reason);
+    this.failed = error;
+    this.fail(error);
+    throw error;
+  }
+
+  /** Republishes the status whenever the local control plane comes or goes. */
+  private async followControlPlane(
+    credentials: NodeCredentials,
+    signal: AbortSignal,
+  ): Promise<never> {
     const watcher: Watcher<LocalControlPlane | undefined> =
       this.config.roleserver.values.localControlPlane.watch();
     try {

@@ -1,14 +1,20 @@
 /**
  * Enrolment refuses bad input with an error naming the problem, and leaves
  * the node's storage as it was: a wrong ticket, a CA the cluster's curators
- * do not match, a corrupt sealed configuration.
+ * do not match, a corrupt sealed configuration; and a node the cluster
+ * deleted stops (on its next start, or at once if it runs).
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { CertificateAuthority } from "@metropolis/pki";
 import { api, common } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import { SealedCorruptedError } from "@metropolis/localstorage";
-import { ClusterCaMismatchError, ClusterRefusedError, DisownedError } from "../src/errors";
+import {
+  ClusterCaMismatchError,
+  ClusterRefusedError,
+  DisownedError,
+  NodeDeletedError,
+} from "../src/errors";
 import { homeOf, loopbackNet, TestClusterNode, TestOwner } from "./cluster-fixture";
 
 jest.setTimeout(60_000);
@@ -102,6 +108,37 @@ describe("enrolment refuses", () => {
     expect(error).toBeInstanceOf(ClusterRefusedError);
     expect((error as Error).message).toMatch(/JoinNode: the cluster refused/);
     expect((await again.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
+  });
+
+  it("a running node the owner deletes: DISOWNING, and the node run ends", async () => {
+    const node = await newNode(6);
+    const run = await node.start(register({}));
+    const pending = await eventually(
+      async () =>
+        (await owner.nodes()).find(
+          (n) => n.state === common.NodeState.NEW && n.status?.externalAddress !== "",
+        ),
+      "the node to register",
+    );
+    await owner.approve(pending.id);
+    const home = await homeOf(run);
+    expect(home.state).toBe(common.ClusterState.HOME);
+
+    await owner.deleteNode(pending.id);
+    const error = await run.manager.failure.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NodeDeletedError);
+    // Told by the tombstone on its watch of itself, or, when that watch was
+    // not open yet, by the refusal to open it.
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `^node ${pending.id} is no longer part of its cluster ` +
+          "\\((the owner deleted it while it ran|the cluster refused it: .*PERMISSION_DENIED.*)\\); " +
+          "to use this machine again, wipe its storage and register it as a new node$",
+      ),
+    );
+    expect((await run.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
+    // Its sealed configuration is left as it was: wiping is the operator's decision.
     expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
   });
 });

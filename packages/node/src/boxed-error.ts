@@ -88,14 +88,19 @@ function wrap(text: string, width: number, indent = ""): string[] {
 }
 
 /**
- * One boxed message saying that metropolis-node cannot start: the headline,
- * `title`, then the messages of `cause` and its chain of causes, each
- * wrapped to fit. Every line is exactly {@link fatalWidth} columns wide.
+ * One boxed message saying that metropolis-node cannot start (or, with
+ * `headline`, what else ended it): the headline, `title`, then the messages
+ * of `cause` and its chain of causes, each wrapped to fit. Every line is
+ * exactly {@link fatalWidth} columns wide.
  *
  * @example
  * process.stderr.write(formatFatal("Registering with the cluster failed.", err) + "\n");
  */
-export function formatFatal(title: string, cause: unknown): string {
+export function formatFatal(
+  title: string,
+  cause: unknown,
+  headline = "metropolis-node cannot start",
+): string {
   const horizontal = "─".repeat(fatalWidth - 2);
   const row = (text: string) =>
     `│ ${text}${" ".repeat(Math.max(0, textWidth - Array.from(text).length))} │`;
@@ -107,7 +112,7 @@ export function formatFatal(title: string, cause: unknown): string {
   );
   return [
     `┌${horizontal}┐`,
-    row("metropolis-node cannot start"),
+    row(headline),
     `├${horizontal}┤`,
     ...body.map(row),
     `└${horizontal}┘`,

@@ -3,9 +3,11 @@
  * `metropolis-node`: the node's init. Places the node's storage under
  * `--root`, runs the node's supervision tree until SIGTERM/SIGINT, then
  * stops it gracefully and exits 0. An enrolment that cannot go on (the
- * seed's "trapdoor") prints one boxed error and exits 1.
+ * seed's "trapdoor"), or the cluster deleting the running node, prints one
+ * boxed error and exits 1.
  */
 import { copyFile } from "node:fs/promises";
+import { NodeDeletedError } from "@metropolis/cluster";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { placeNodeRoot } from "@metropolis/localstorage";
 import { PrometheusSupervisorMetrics, supervise, type Supervisor } from "@metropolis/supervisor";
@@ -61,7 +63,11 @@ async function main(): Promise<number> {
   let failing = false;
   const failed = services.manager.failure.catch(async (e: unknown) => {
     failing = true;
-    process.stderr.write(formatFatal("enrolment into the cluster failed", e) + "\n");
+    process.stderr.write(
+      (e instanceof NodeDeletedError
+        ? formatFatal("this node was deleted from its cluster", e, "metropolis-node stopped")
+        : formatFatal("enrolment into the cluster failed", e)) + "\n",
+    );
     await supervisor.stop({ timeoutMs: stopTimeoutMs });
     return 1;
   });

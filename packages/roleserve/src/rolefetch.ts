@@ -9,13 +9,18 @@
  * are persisted on the data partition at every change, and loaded from there
  * first (seed 004). The curator's view then replaces them as soon as this
  * node can watch itself through it.
+ *
+ * It is also where a node learns that the cluster deleted it (a tombstone
+ * of itself, or a refused watch): it sets `values.disowned`.
  */
 import { rm } from "node:fs/promises";
+import { status } from "@grpc/grpc-js";
 import { waitFor } from "@metropolis/event";
 import { FileCorruptedError, type File } from "@metropolis/localstorage";
 import { common, type curator } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { openWatch, type WatchStream } from "./curator-calls";
+import { CuratorStreamError } from "./errors";
 import type { RoleserveValues } from "./values";
 
 export interface RoleFetchOptions {
@@ -65,10 +70,10 @@ export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions)
       const nodeId = credentials.nodeId;
       const apply = async (event: curator.WatchResponse) => {
         if (event.nodeTombstones.some((t) => t.nodeId === nodeId)) {
-          // Deleting a node that holds roles needs the owner's explicit
-          // bypass; what such a node should stop is the cluster manager's
-          // call (it will find itself disowned), not a guess made here.
-          ctx.logger.warn(`this node (${nodeId}) was deleted from the cluster; keeping its roles`);
+          // What such a node should stop is the cluster manager's call, not
+          // a guess made here: the roles are kept, the news is passed on.
+          ctx.logger.warn(`this node (${nodeId}) was deleted from the cluster`);
+          values.disowned.set("the owner deleted it while it ran");
         }
         for (const node of event.nodes) {
           if (node.id !== nodeId) continue;
@@ -89,7 +94,14 @@ export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions)
         connection,
         { $case: "nodeInCluster", nodeInCluster: { nodeId } },
         ctx.signal,
-      );
+      ).catch((e: unknown) => {
+        // A node may always watch itself, unless the cluster has no record of
+        // it any more (deleted while it was away): the curator's only refusal.
+        if (e instanceof CuratorStreamError && e.code === status.PERMISSION_DENIED) {
+          values.disowned.set(`the cluster refused it: ${e.message}`);
+        }
+        throw e;
+      });
       stream = opened.stream;
       await apply(opened.first);
       ctx.healthy();

@@ -77,4 +77,10 @@ export class RoleserveValues {
   readonly localControlPlane = new MemoryValue<LocalControlPlane | undefined>();
   /** The workloads this node runs. */
   readonly workloadStatus = new MemoryValue<WorkloadStatus>();
+  /**
+   * Set, with the reason, once the cluster no longer counts this node as one
+   * of its own (the owner deleted it). Nothing in the roleserver stops on
+   * it: the cluster manager turns it into DISOWNING and ends the node run.
+   */
+  readonly disowned = new MemoryValue<string>();
 }

@@ -77,6 +77,8 @@ export interface TestCluster {
     nodeId: string,
     roles: Omit<api.UpdateNodeRolesRequest, "node">,
   ): Promise<api.UpdateNodeRolesResponse>;
+  /** DeleteNode as the owner, with every bypass (the node may be UP and hold roles). */
+  deleteNode(nodeId: string): Promise<void>;
   /** UpdateNodeStatus as `node` itself. */
   reportStatus(node: NodeCredentials, status: Partial<common.NodeStatus>): Promise<void>;
   /** Stops the curator and starts a new one on the same address (open streams break). */
@@ -247,6 +249,15 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
             { node: { $case: "id", id: nodeId }, ...roles },
           ),
         ),
+      deleteNode: async (nodeId) => {
+        await management((m) =>
+          unaryCall<api.DeleteNodeRequest, api.DeleteNodeResponse>(m.deleteNode.bind(m), {
+            node: { $case: "id", id: nodeId },
+            bypassHasRoles: true,
+            bypassNodeUp: true,
+          }),
+        );
+      },
       reportStatus: async (n, status) => {
         const as = connection(credentialsPem(n));
         try {

@@ -154,4 +154,42 @@ describe("roleFetchWorker", () => {
     await cluster.restartCurator();
     expect(await failure).toBeInstanceOf(CuratorStreamError);
   });
+
+  it("passes on that the cluster deleted this node: its tombstone, or a refused watch", async () => {
+    const node = await cluster.addNode();
+    await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const disowned = jest.spyOn(values.disowned, "set");
+    const roles = jest.spyOn(values.localRoles, "set");
+    const run = start(values, await rolesFile("deleted"));
+    try {
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
+      expect(disowned).not.toHaveBeenCalled();
+      await cluster.deleteNode(node.nodeId);
+      await eventually(() => disowned.mock.calls.length > 0, "the deletion passed on");
+      expect(disowned.mock.calls).toEqual([["the owner deleted it while it ran"]]);
+      // The roles stay: what to stop is the cluster manager's call.
+      expect(roles.mock.calls.map(([r]) => roleNames(r))).toEqual([["worker"]]);
+    } finally {
+      await run.stop();
+    }
+
+    // A node that was away when it was deleted learns it from the refusal.
+    const later = new RoleserveValues();
+    later.curatorConnection.set(cluster.connect(node));
+    const refused = jest.spyOn(later.disowned, "set");
+    const ctx = new MockContext("root.rolefetch");
+    const error = await roleFetchWorker(later, { roles: await rolesFile("deleted-later") })(
+      ctx,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CuratorStreamError);
+    expect(refused.mock.calls).toEqual([
+      [
+        expect.stringMatching(
+          /^the cluster refused it: Curator.Watch: stream failed: 7 PERMISSION_DENIED: node .* is not part of the cluster/,
+        ),
+      ],
+    ]);
+  });
 });
