@@ -110,6 +110,24 @@ export class CuratorConnection {
     }
   }
 
+  /** The curators asked where the leader is, as `host:port`. */
+  get knownEndpoints(): readonly string[] {
+    return this.endpoints;
+  }
+
+  /**
+   * Replaces the curators asked where the leader is (an empty list is
+   * ignored: some curator is better than none). The endpoints a connection
+   * starts with are those of its enrolment; as consensus members come and
+   * go they can all be gone, so nodes keep the list current from the
+   * cluster's view (roleserve's directory worker). The current leader, if
+   * any, stays in use.
+   */
+  setEndpoints(endpoints: readonly string[]): void {
+    if (endpoints.length === 0) return;
+    this.endpoints.splice(0, this.endpoints.length, ...endpoints);
+  }
+
   /** The current leader, asking the known curators if needed. */
   async leader(timeoutMs = 30_000): Promise<CuratorEndpoint> {
     return (await this.leaderClients(Date.now() + timeoutMs)).endpoint;

@@ -9,6 +9,12 @@
  * (a cluster still starting, or a curator that lost its data) would
  * otherwise lock itself out of its cluster at its next boot. It keeps the
  * old file instead.
+ *
+ * From the same view it keeps the node's curator connection pointed at the
+ * curators that run now (`CuratorConnection.setEndpoints`): the connection
+ * starts with the curators of enrolment time, and once those have all left
+ * consensus it would find no leader, even while the node runs the leader
+ * itself.
  */
 import { waitFor } from "@metropolis/event";
 import { FileCorruptedError, type File } from "@metropolis/localstorage";
@@ -38,10 +44,26 @@ export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterD
 }
 
 /**
+ * Where the curators of `nodes` listen: the UP nodes that report a running
+ * curator, as `host:port`, sorted.
+ */
+export function curatorEndpoints(nodes: Iterable<curator.Node>): string[] {
+  const endpoints: string[] = [];
+  for (const node of nodes) {
+    const host = node.status?.externalAddress;
+    const running = node.status?.runningCurator;
+    if (node.state !== common.NodeState.UP || !host || !running) continue;
+    endpoints.push(`${host}:${running.port}`);
+  }
+  return endpoints.sort();
+}
+
+/**
  * The directory worker: waits for `values.curatorConnection`, watches all
- * nodes, and writes the directory of UP nodes with an address whenever it
- * changes (never an empty one). Healthy once the backlog was processed;
- * fails when the watch fails.
+ * nodes, writes the directory of UP nodes with an address whenever it
+ * changes (never an empty one), and points the connection at the running
+ * curators. Healthy once the backlog was processed; fails when the watch
+ * fails.
  */
 export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions): Runnable {
   return async (ctx) => {
@@ -61,6 +83,11 @@ export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions)
         // Before the backlog is complete the view is partial: writing it
         // would drop nodes that simply were not sent yet.
         if (!backlogged) return false;
+        const endpoints = curatorEndpoints(nodes.values());
+        if (endpoints.length > 0 && endpoints.join() !== connection.knownEndpoints.join()) {
+          connection.setEndpoints(endpoints);
+          ctx.logger.info(`curators to ask for the leader: ${endpoints.join(", ")}`);
+        }
         const directory = clusterDirectory(nodes.values());
         if (directory.nodes.length === 0) {
           ctx.logger.debug("no UP node with an address: keeping the directory as it is");

@@ -6,12 +6,13 @@
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { unaryCall } from "@metropolis/curator";
+import { CuratorConnection, unaryCall } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
 import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
+import { credentialsPem } from "../src/node-credentials";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type ClusterNode, type TestCluster } from "./curator-fixture";
 
@@ -101,6 +102,47 @@ describe("directoryWorker", () => {
       expect((await stat(directory.fullPath)).mtimeMs).toBe(before.mtimeMs);
     } finally {
       await run.stop();
+    }
+  });
+
+  it("points the node's curator connection at the curators that run now", async () => {
+    const second = await cluster.addNode();
+    const [host, port] = cluster.address.split(":") as [string, string];
+    await cluster.reportStatus(cluster.firstNode, {
+      externalAddress: host,
+      runningCurator: { port: Number(port) },
+    });
+    await cluster.reportStatus(second, { externalAddress: "127.0.0.12" }); // runs no curator
+    // Enrolled when a curator ran at 127.0.0.1:1, long gone.
+    const connection = new CuratorConnection({
+      endpoints: ["127.0.0.1:1", cluster.address],
+      ca: cluster.caPem,
+      identity: credentialsPem(second),
+    });
+    const values = new RoleserveValues();
+    values.curatorConnection.set({ credentials: second, connection });
+    const run = start(values, await directoryFile("endpoints"));
+    try {
+      await eventually(
+        () => connection.knownEndpoints.join() === cluster.address,
+        "the connection to know only the running curator",
+      );
+      // A curator starts on the second node: asked too.
+      await cluster.reportStatus(second, {
+        externalAddress: "127.0.0.12",
+        runningCurator: { port: 7835 },
+      });
+      const both = [cluster.address, "127.0.0.12:7835"].sort();
+      await eventually(
+        () => connection.knownEndpoints.join() === both.join(),
+        "the connection to know both curators",
+      );
+      expect(run.ctx.lines.map((l) => l.message)).toContain(
+        `curators to ask for the leader: ${both.join(", ")}`,
+      );
+    } finally {
+      await run.stop();
+      connection.close();
     }
   });
 
