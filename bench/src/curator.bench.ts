@@ -376,7 +376,7 @@ async function measureRegistration(cluster: Cluster, leader: CuratorProcess) {
         await rpc<curatorProto.RegisterNodeRequest, curatorProto.RegisterNodeResponse>(
           `RegisterNode of ${nodeId}`,
           client.registerNode.bind(client),
-          { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: {} },
+          { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: new Map() },
         );
         await rpc<api.ApproveNodeRequest, api.ApproveNodeResponse>(
           `ApproveNode of ${nodeId}`,

@@ -8,7 +8,7 @@ describe("NodeParameters", () => {
     const params = api.NodeParameters.fromPartial({
       cluster: {
         $case: "clusterBootstrap",
-        clusterBootstrap: { ownerPublicKey: key(1), labels: { zone: "a" } },
+        clusterBootstrap: { ownerPublicKey: key(1), labels: new Map([["zone", "a"]]) },
       },
     });
     const decoded = api.NodeParameters.decode(api.NodeParameters.encode(params).finish());
@@ -32,7 +32,10 @@ describe("NodeParameters", () => {
             ],
           },
           caCertificate: Buffer.from([0x30, 0x82, 0x01, 0x0a]),
-          labels: { rack: "r1", zone: "b" },
+          labels: new Map([
+            ["rack", "r1"],
+            ["zone", "b"],
+          ]),
         },
       },
     });
@@ -55,7 +58,6 @@ describe("private records", () => {
     const node = priv.Node.fromPartial({
       publicKey: key(3),
       joinKey: key(4),
-      clusterUnlockKey: key(5),
       state: common.NodeState.UP,
       roles: { consensusMember: common.NodeRoles_ConsensusMember.create(), kubernetesWorker: {} },
       status: {
@@ -65,7 +67,7 @@ describe("private records", () => {
         bootId: "6f1c2d3e",
         timestamp: new Date("2025-01-02T03:04:05.678Z"),
       },
-      labels: { zone: "a" },
+      labels: new Map([["zone", "a"]]),
     });
     const decoded = priv.Node.decode(priv.Node.encode(node).finish());
     expect(decoded).toEqual(node);
@@ -142,6 +144,7 @@ describe("grpc-js service definitions", () => {
         UpdateNodeRoles: "unary",
         UpdateNodeLabels: "unary",
         DeleteNode: "unary",
+        RotateClusterSecretsKey: "unary",
       },
     ],
     ["metropolis.proto.api.AAA", api.AAAService, { Escrow: "unary" }],
@@ -161,6 +164,7 @@ describe("grpc-js service definitions", () => {
         CommitNode: "unary",
         JoinNode: "unary",
         GetConsensusStatus: "unary",
+        WatchRevocations: "server-stream",
       },
     ],
     [

@@ -26,7 +26,14 @@ export async function bootstrapCluster(
   const nodeId = nodeIdFromPublicKey(node.publicKey);
   ctx.logger.info(`bootstrapping a new cluster as ${nodeId}`);
   await storage.esp.metropolis.clusterDirectory.write({
-    nodes: [{ id: nodeId, publicKey: node.publicKey, addresses: [{ host: env.address }] }],
+    nodes: [
+      {
+        id: nodeId,
+        publicKey: node.publicKey,
+        addresses: [{ host: env.address }],
+        consensusMember: true,
+      },
+    ],
   });
   // The first node is a consensus member from the start, so its sealed
   // configuration keeps the cluster unlock key (see priv.SealedConfiguration).

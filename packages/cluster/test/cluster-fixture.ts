@@ -138,7 +138,10 @@ export class TestOwner {
     return {
       cluster: {
         $case: "clusterBootstrap",
-        clusterBootstrap: { ownerPublicKey: this.key.publicKey, labels: { site: "first" } },
+        clusterBootstrap: {
+          ownerPublicKey: this.key.publicKey,
+          labels: new Map([["site", "first"]]),
+        },
       },
     };
   }
@@ -208,7 +211,7 @@ export class TestOwner {
           registerTicket: await this.registerTicket(),
           clusterDirectory: info.clusterDirectory,
           caCertificate: info.caCertificate,
-          labels: {},
+          labels: new Map(),
         },
       },
     };
@@ -219,7 +222,7 @@ export class TestOwner {
       .call((l) =>
         unaryCall<api.GetNodesRequest, api.GetNodesResponse>(
           l.management.getNodes.bind(l.management),
-          { states: [], roles: [], labels: {} },
+          { states: [], roles: [], labels: new Map() },
         ),
       )
       .then((r) => r.nodes);

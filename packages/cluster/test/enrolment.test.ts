@@ -65,7 +65,7 @@ describe("enrolment", () => {
     await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
     const nodes = await owner.nodes();
     expect(nodes.map((n) => [n.id, n.state, n.labels])).toEqual([
-      [home.credentials!.nodeId, common.NodeState.UP, { site: "first" }],
+      [home.credentials!.nodeId, common.NodeState.UP, new Map([["site", "first"]])],
     ]);
   });
 

@@ -23,7 +23,7 @@ const bootstrap = (
 ): api.NodeParameters => ({
   cluster: {
     $case: "clusterBootstrap",
-    clusterBootstrap: { ownerPublicKey: Buffer.from(ownerPublicKey), labels: {} },
+    clusterBootstrap: { ownerPublicKey: Buffer.from(ownerPublicKey), labels: new Map() },
   },
 });
 async function register(
@@ -36,10 +36,17 @@ async function register(
       clusterRegister: {
         registerTicket: Buffer.alloc(32, 1),
         clusterDirectory: {
-          nodes: [{ id: "n", publicKey: Buffer.alloc(32), addresses: [{ host: "127.0.0.2" }] }],
+          nodes: [
+            {
+              id: "n",
+              publicKey: Buffer.alloc(32),
+              addresses: [{ host: "127.0.0.2" }],
+              consensusMember: true,
+            },
+          ],
         },
         caCertificate: ca.certificate.der,
-        labels: {},
+        labels: new Map(),
         ...over,
       },
     },
@@ -74,7 +81,7 @@ describe("parseNodeParameters", () => {
       async () => {
         const w = new BinaryWriter();
         api.NodeParameters_ClusterBootstrap.encode(
-          { ownerPublicKey: Buffer.alloc(32), labels: {} },
+          { ownerPublicKey: Buffer.alloc(32), labels: new Map() },
           w.uint32(10).fork(),
         ).join();
         const r = (await register()).cluster;

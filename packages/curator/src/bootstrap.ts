@@ -15,7 +15,13 @@ import type { Namespace } from "etcd3";
 import { common, priv } from "@metropolis/proto";
 import { nodeIdFromPublicKey, type ParsedCertificate } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
-import { clusterConfigurationKey, initialOwnerKey, joinKeyKey, nodeKey } from "./keys";
+import {
+  clusterConfigurationKey,
+  clusterUnlockKeyKey,
+  initialOwnerKey,
+  joinKeyKey,
+  nodeKey,
+} from "./keys";
 import { clusterCa } from "./leader-context";
 import { checkLabelCount, validateLabels } from "./labels";
 import { campaign, type CuratorEndpoint, type Leadership } from "./leadership";
@@ -44,7 +50,7 @@ export interface BootstrapParams {
   /** IP SANs for the node certificate (addresses it serves at). */
   readonly ipAddresses?: readonly string[];
   /** The first node's labels (from its node parameters); validated like UpdateNodeLabels. */
-  readonly labels?: Readonly<Record<string, string>>;
+  readonly labels?: ReadonlyMap<string, string>;
 }
 
 export interface BootstrapResult {
@@ -88,7 +94,7 @@ export async function bootstrapNodeFinish(
       `node ID ${params.nodeId} does not belong to the node public key (${nodeId})`,
     );
   }
-  const labels = { ...(params.labels ?? {}) };
+  const labels = new Map(params.labels);
   validateLabels(labels);
   checkLabelCount(labels);
   const configuration = common.ClusterConfiguration.fromPartial(
@@ -101,7 +107,6 @@ export async function bootstrapNodeFinish(
   const node: priv.Node = priv.Node.fromPartial({
     publicKey,
     joinKey,
-    clusterUnlockKey: cuk,
     state: common.NodeState.UP,
     roles: { consensusMember: common.NodeRoles_ConsensusMember.create(), kubernetesController: {} },
     labels,
@@ -113,6 +118,7 @@ export async function bootstrapNodeFinish(
     [joinKeyKey(joinKey), Buffer.from(nodeId)],
     [initialOwnerKey, owner],
     [clusterConfigurationKey, config],
+    [clusterUnlockKeyKey(nodeId), cuk],
   ];
 
   const existing = await readExisting(
@@ -183,7 +189,7 @@ function checkSame(
   writes: Array<[string, Buffer]>,
   found: Array<Buffer | undefined>,
 ): void {
-  const [storedNode, storedJoin, storedOwner, storedConfig] = found;
+  const [storedNode, storedJoin, storedOwner, storedConfig, storedCuk] = found;
   const differs: string[] = [];
   if (storedNode === undefined) differs.push(`node ${nodeId} is missing`);
   else {
@@ -191,9 +197,9 @@ function checkSame(
     if (!Buffer.from(n.publicKey).equals(Buffer.from(node.publicKey)))
       differs.push("node public key");
     if (!Buffer.from(n.joinKey).equals(Buffer.from(node.joinKey))) differs.push("join key");
-    if (!Buffer.from(n.clusterUnlockKey).equals(Buffer.from(node.clusterUnlockKey)))
-      differs.push("cluster unlock key");
   }
+  if (storedCuk === undefined || !storedCuk.equals(writes[4][1]))
+    differs.push("cluster unlock key");
   if (storedJoin === undefined || !storedJoin.equals(writes[1][1]))
     differs.push("join key mapping");
   if (storedOwner === undefined || !storedOwner.equals(writes[2][1])) differs.push("initial owner");

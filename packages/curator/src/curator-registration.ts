@@ -29,6 +29,7 @@ import { clusterConfigurationKey, joinKeyKey, nodeKey, registerTicketKey } from 
 import type { LeaderContext } from "./leader-context";
 import { checkLabelCount, validateLabels } from "./labels";
 import { encodeNode, findNode } from "./node-record";
+import { putClusterUnlockKey, readClusterUnlockKey } from "./node-secrets";
 
 /** Join keys and cluster unlock keys are 32 bytes (an Ed25519 key; an AES-256 key). */
 const KEY_LENGTH = 32;
@@ -141,7 +142,8 @@ export async function commitNode(
     if (node.state === common.NodeState.UP) {
       // The node retries because it missed our answer: give it the same
       // certificate — but never let it believe in an unlock key we did not keep.
-      if (!sameBytes(node.clusterUnlockKey, cuk)) {
+      const kept = await readClusterUnlockKey(ctx.kv, id);
+      if (kept === undefined || !sameBytes(kept, cuk)) {
         throw new FailedPreconditionError(
           `node ${id} is already committed with another cluster unlock key`,
         );
@@ -159,8 +161,12 @@ export async function commitNode(
     const certificate = await issueNodeCertificate(authority, publicKey);
     const txn = ctx.leadership.txn().and(nodeKey(id), "Mod", "==", found.modRevision);
     const putCertificate = guardNewCertificate(ctx.kv, txn, entry, certificate);
-    const up = { ...node, state: common.NodeState.UP, clusterUnlockKey: cuk };
-    txn.then(ctx.kv.put(nodeKey(id)).value(encodeNode(up)), putCertificate);
+    const up = { ...node, state: common.NodeState.UP };
+    txn.then(
+      ctx.kv.put(nodeKey(id)).value(encodeNode(up)),
+      putCertificate,
+      putClusterUnlockKey(ctx.kv, id, cuk),
+    );
     if (!(await ctx.leadership.commit(txn))) return undefined;
     return { caCertificate: authority.certificate.der, nodeCertificate: certificate.der };
   });
@@ -185,5 +191,9 @@ export async function joinNode(
       `node ${id} is ${common.nodeStateToJSON(found.node.state)}, not UP`,
     );
   }
-  return { clusterUnlockKey: found.node.clusterUnlockKey };
+  const clusterUnlockKey = await readClusterUnlockKey(ctx.kv, id);
+  if (clusterUnlockKey === undefined) {
+    throw new CuratorError(status.DATA_LOSS, `node ${id} is UP but its cluster unlock key is gone`);
+  }
+  return { clusterUnlockKey };
 }

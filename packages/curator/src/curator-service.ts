@@ -52,6 +52,9 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
       await requireCurrentNode(ctx, call);
       return getConsensusStatus(ctx);
     }),
+    watchRevocations: serverStream("Curator.WatchRevocations", log, async () => {
+      throw new CuratorError(status.UNIMPLEMENTED, "WatchRevocations is not implemented yet");
+    }),
   };
 }
 

@@ -4,6 +4,7 @@
  *
  *   /leader/<lease>            election keys (value: LeaderElectionValue)
  *   /nodes/<id>                node records (value: private.Node)
+ *   /node_secrets/<id>/…       a node's secrets: cluster_unlock_key (sealed)
  *   /join_keys/<hex pubkey>    join key → node id
  *   /global/register_ticket    the register ticket (RegisterTicket)
  *   /global/initial_owner      the owner's public key (InitialOwner)
@@ -23,6 +24,11 @@ export const clusterCaName = "cluster-ca";
 
 export function nodeKey(nodeId: string): string {
   return `${nodesPrefix}${nodeId}`;
+}
+
+/** Where node `nodeId`'s cluster unlock key is kept: apart from its record, which nodes may watch. */
+export function clusterUnlockKeyKey(nodeId: string): string {
+  return `/node_secrets/${nodeId}/cluster_unlock_key`;
 }
 
 export function joinKeyKey(joinPublicKey: Uint8Array): string {

@@ -69,8 +69,8 @@ export function validateLabelKey(key: string): void {
  * Checks every key and value of `labels`; throws InvalidArgumentError naming
  * the first invalid one. Does not check the count (see {@link checkLabelCount}).
  */
-export function validateLabels(labels: Readonly<Record<string, string>>): void {
-  for (const [key, value] of Object.entries(labels)) {
+export function validateLabels(labels: ReadonlyMap<string, string>): void {
+  for (const [key, value] of labels) {
     validateLabelKey(key);
     const problem = labelValueProblem(value);
     if (problem !== undefined) {
@@ -82,8 +82,8 @@ export function validateLabels(labels: Readonly<Record<string, string>>): void {
 }
 
 /** Throws InvalidArgumentError when `labels` has more than {@link maxLabelsPerNode} entries. */
-export function checkLabelCount(labels: Readonly<Record<string, string>>): void {
-  const count = Object.keys(labels).length;
+export function checkLabelCount(labels: ReadonlyMap<string, string>): void {
+  const count = labels.size;
   if (count > maxLabelsPerNode) {
     throw new InvalidArgumentError(
       `too many labels: ${count}, a node may have at most ${maxLabelsPerNode}`,

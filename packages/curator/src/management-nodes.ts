@@ -133,7 +133,7 @@ export function toApiNode(ctx: LeaderContext, { id, node }: StoredNode): api.Nod
     state: node.state,
     status: node.status,
     roles: node.roles ?? {},
-    labels: { ...node.labels },
+    labels: new Map(node.labels),
     health: ctx.heartbeats.health(id),
     timeSinceHeartbeatMs: ctx.heartbeats.sinceLast(id),
   };

@@ -10,7 +10,12 @@ import { api, common, priv } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { unary } from "./grpc-handlers";
 import { requireOwner } from "./identity";
-import { clusterConfigurationKey, joinKeyKey, registerTicketKey } from "./keys";
+import {
+  clusterConfigurationKey,
+  clusterUnlockKeyKey,
+  joinKeyKey,
+  registerTicketKey,
+} from "./keys";
 import { checkLabelCount, maxLabelsPerNode, validateLabelKey, validateLabels } from "./labels";
 import type { LeaderContext } from "./leader-context";
 import {
@@ -77,6 +82,7 @@ async function clusterInfo(ctx: LeaderContext): Promise<api.GetClusterInfoRespon
         publicKey: node.publicKey,
         // A node that has not reported its address yet is listed without one: it is UP, just not dialable.
         addresses: node.status?.externalAddress ? [{ host: node.status.externalAddress }] : [],
+        consensusMember: hasRole(node.roles, api.NodeRole.CONSENSUS_MEMBER),
       })),
   };
   return {
@@ -97,12 +103,12 @@ async function getNodes(
       throw new InvalidArgumentError(`invalid role ${role} in filter`);
     }
   }
-  const wanted = Object.entries(req.labels);
+  const wanted = [...req.labels];
   const nodes = (await listNodes(ctx)).filter(
     ({ node }) =>
       (req.states.length === 0 || req.states.includes(node.state)) &&
       req.roles.every((role) => hasRole(node.roles, role)) &&
-      wanted.every(([key, value]) => node.labels[key] === value),
+      wanted.every(([key, value]) => node.labels.get(key) === value),
   );
   return { nodes: nodes.map((stored) => toApiNode(ctx, stored)) };
 }
@@ -131,18 +137,17 @@ async function updateNodeLabels(
   checkLabelCount(req.add);
   req.remove.forEach(validateLabelKey);
   await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
-    const labels = { ...node.labels };
-    for (const key of req.remove) delete labels[key];
-    Object.assign(labels, req.add);
-    const count = Object.keys(labels).length;
+    const labels = new Map(node.labels);
+    for (const key of req.remove) labels.delete(key);
+    for (const [key, value] of req.add) labels.set(key, value);
+    const count = labels.size;
     if (count > maxLabelsPerNode) {
       throw new FailedPreconditionError(
         `node ${id} would have ${count} labels, more than the ${maxLabelsPerNode} allowed; remove some first`,
       );
     }
     const same =
-      count === Object.keys(node.labels).length &&
-      Object.entries(labels).every(([k, v]) => node.labels[k] === v);
+      count === node.labels.size && [...labels].every(([k, v]) => node.labels.get(k) === v);
     return same ? { kind: "unchanged" } : { kind: "put", node: { ...node, labels } };
   });
 }
@@ -162,7 +167,10 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
     // Without its join key the node can never join again, even with its certificate.
     return {
       kind: "delete",
-      alsoDelete: node.joinKey.length > 0 ? [joinKeyKey(node.joinKey)] : [],
+      alsoDelete: [
+        ...(node.joinKey.length > 0 ? [joinKeyKey(node.joinKey)] : []),
+        clusterUnlockKeyKey(id),
+      ],
     };
   });
   ctx.heartbeats.forget(before.id);
@@ -222,6 +230,12 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     deleteNode: ownerOnly(ctx, "DeleteNode", async (req: api.DeleteNodeRequest) => {
       await deleteNode(ctx, req);
       return {};
+    }),
+    rotateClusterSecretsKey: ownerOnly(ctx, "RotateClusterSecretsKey", async () => {
+      throw new CuratorError(
+        status.UNIMPLEMENTED,
+        "RotateClusterSecretsKey is not implemented yet",
+      );
     }),
   };
 }

@@ -17,6 +17,7 @@ import { WATCH_MAX_PENDING } from "../src/curator-watch";
 import { CuratorError } from "../src/errors";
 import { nodeKey, registerTicketKey } from "../src/keys";
 import { encodeNode } from "../src/node-record";
+import { readClusterUnlockKey } from "../src/node-secrets";
 import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
 
 const { CuratorClient, CuratorService } = curator;
@@ -145,12 +146,12 @@ describe("watch", () => {
     const backlogLength = backlog.length;
 
     const target = added[0].nodeId;
-    await leader.updateNode(target, (n) => ({ ...n, labels: { zone: "a" } }));
+    await leader.updateNode(target, (n) => ({ ...n, labels: new Map([["zone", "a"]]) }));
     await w.until(
       (m) =>
         m
           .slice(backlogLength)
-          .some((x) => x.nodes[0]?.id === target && x.nodes[0].labels.zone === "a"),
+          .some((x) => x.nodes[0]?.id === target && x.nodes[0].labels.get("zone") === "a"),
       "update",
     );
     await leader.deleteNode(target);
@@ -179,7 +180,7 @@ describe("watch", () => {
     // are much faster than one call a change. About 3 KiB of labels each, so
     // the client's buffers hold few of them: twice the bound is plenty.
     const ids = Array.from({ length: 100 }, () => `metropolis-${randomBytes(16).toString("hex")}`);
-    const labels = Object.fromEntries(
+    const labels = new Map(
       Array.from({ length: 32 }, (_, i) => [`example.com/label-${i}`, "v".repeat(63)]),
     );
     const rounds = Math.ceil((2 * WATCH_MAX_PENDING) / ids.length);
@@ -188,7 +189,7 @@ describe("watch", () => {
         const record = encodeNode(
           priv.Node.fromPartial({
             state: common.NodeState.NEW,
-            labels: { ...labels, round: String(round) },
+            labels: new Map([...labels, ["round", String(round)]]),
           }),
         );
         await ctx.leadership.commit(
@@ -263,7 +264,11 @@ describe("registration", () => {
     const register = () =>
       rpc<curator.RegisterNodeResponse>((cb) =>
         eph.registerNode(
-          { registerTicket: ticket, joinKey: join.publicKey, labels: { "example.com/rack": "r1" } },
+          {
+            registerTicket: ticket,
+            joinKey: join.publicKey,
+            labels: new Map([["example.com/rack", "r1"]]),
+          },
           cb,
         ),
       );
@@ -273,7 +278,7 @@ describe("registration", () => {
     expect(await register()).toEqual({ storagePolicy: common.StoragePolicy.ENCRYPTED });
     const id = nodeIdFromPublicKey(key.publicKey);
     expect((await leader.getNode(id))?.state).toBe(common.NodeState.NEW);
-    expect((await leader.getNode(id))?.labels).toEqual({ "example.com/rack": "r1" });
+    expect((await leader.getNode(id))?.labels).toEqual(new Map([["example.com/rack", "r1"]]));
     await register(); // a retry while NEW is fine
     await expect(commit()).rejects.toEqual(status_(status.PERMISSION_DENIED));
 
@@ -287,7 +292,7 @@ describe("registration", () => {
     expect(cert.extendedKeyUsage).toEqual(expect.arrayContaining(["serverAuth", "clientAuth"]));
     const stored = (await leader.getNode(id))!;
     expect(stored.state).toBe(common.NodeState.UP);
-    expect(Buffer.from(stored.clusterUnlockKey)).toEqual(cuk);
+    expect(await readClusterUnlockKey(leader.ctx.kv, id)).toEqual(cuk);
     // Committing again (a lost answer) returns the same certificate.
     expect((await commit()).nodeCertificate).toEqual(committed.nodeCertificate);
     // …but not for another unlock key.
@@ -322,10 +327,10 @@ describe("registration", () => {
       [{ registerTicket: randomBytes(32) }, status.PERMISSION_DENIED],
       [{ registerTicket: Buffer.alloc(0) }, status.PERMISSION_DENIED],
       [{ joinKey: randomBytes(31) }, status.INVALID_ARGUMENT],
-      [{ labels: { "-bad": "x" } }, status.INVALID_ARGUMENT],
-      [{ labels: { ok: "bad value" } }, status.INVALID_ARGUMENT],
+      [{ labels: new Map([["-bad", "x"]]) }, status.INVALID_ARGUMENT],
+      [{ labels: new Map([["ok", "bad value"]]) }, status.INVALID_ARGUMENT],
       [
-        { labels: Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`l${i}`, "v"])) },
+        { labels: new Map(Array.from({ length: 129 }, (_, i) => [`l${i}`, "v"])) },
         status.INVALID_ARGUMENT,
       ],
     ];
@@ -426,7 +431,10 @@ describe("authorization", () => {
       }),
     registerNode: (c) =>
       rpc((cb) =>
-        c.registerNode({ registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: {} }, cb),
+        c.registerNode(
+          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: new Map() },
+          cb,
+        ),
       ),
     commitNode: (c) => rpc((cb) => c.commitNode({ clusterUnlockKey: randomBytes(32) }, cb)),
     joinNode: (c) => rpc((cb) => c.joinNode({}, cb)),
@@ -528,7 +536,7 @@ describe("lost leadership", () => {
     await expect(
       rpc((cb) =>
         eph.registerNode(
-          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: {} },
+          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: new Map() },
           cb,
         ),
       ),

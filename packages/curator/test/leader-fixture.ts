@@ -49,6 +49,7 @@ import { clusterCa, type LeaderContext } from "../src/leader-context";
 import { campaign, type Candidacy } from "../src/leadership";
 import type { ServiceEntry } from "../src/listener";
 import { encodeNode, findNode } from "../src/node-record";
+import { putClusterUnlockKey } from "../src/node-secrets";
 
 export type { ServiceEntry };
 
@@ -139,7 +140,7 @@ export interface LeaderFixture {
   addNode(opts?: {
     state?: common.NodeState;
     roles?: common.NodeRoles;
-    labels?: Record<string, string>;
+    labels?: Map<string, string>;
   }): Promise<ClusterNode>;
   /** Reads node `id` (undefined when absent). */
   getNode(id: string): Promise<priv.Node | undefined>;
@@ -268,7 +269,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
         return client;
       },
       credentials,
-      addNode: async ({ state = common.NodeState.UP, roles = {}, labels = {} } = {}) => {
+      addNode: async ({ state = common.NodeState.UP, roles = {}, labels = new Map() } = {}) => {
         const keys = newKeyPair();
         const nodeId = nodeIdFromPublicKey(keys.publicKey);
         const nodeJoin = newKeyPair();
@@ -277,7 +278,6 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
         const record = priv.Node.fromPartial({
           publicKey: keys.publicKey,
           joinKey: nodeJoin.publicKey,
-          clusterUnlockKey: up ? cuk : Buffer.alloc(0),
           state,
           roles,
           labels,
@@ -292,6 +292,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
           const issued = await issueNodeCertificate(authority, keys.publicKey);
           ops.push(
             guardNewCertificate(kv, txn, nodeCertificateEntry(ca, nodeId, keys.publicKey), issued),
+            putClusterUnlockKey(kv, nodeId, cuk),
           );
           certificate = issued.der;
         }

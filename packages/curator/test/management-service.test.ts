@@ -109,17 +109,28 @@ describe("GetClusterInfo", () => {
 describe("GetNodes", () => {
   it("reports state, roles, labels and health, and filters by all criteria", async () => {
     const a = await leader.addNode({
-      labels: { zone: "a", tier: "db" },
+      labels: new Map([
+        ["zone", "a"],
+        ["tier", "db"],
+      ]),
       roles: { kubernetesWorker: {} },
     });
-    const b = await leader.addNode({ state: common.NodeState.NEW, labels: { zone: "a" } });
+    const b = await leader.addNode({
+      state: common.NodeState.NEW,
+      labels: new Map([["zone", "a"]]),
+    });
     leader.ctx.heartbeats.beat(a.nodeId);
 
     const all = (await owner.getNodes()).nodes;
     const nodeA = all.find((n) => n.id === a.nodeId)!;
     expect(nodeA.state).toBe(common.NodeState.UP);
     expect(nodeA.pubkey.equals(a.publicKey)).toBe(true);
-    expect(nodeA.labels).toEqual({ zone: "a", tier: "db" });
+    expect(nodeA.labels).toEqual(
+      new Map([
+        ["zone", "a"],
+        ["tier", "db"],
+      ]),
+    );
     expect(nodeA.roles?.kubernetesWorker).toBeDefined();
     expect(nodeA.health).toBe(common.NodeHealth.HEALTHY);
     expect(nodeA.timeSinceHeartbeatMs).toBeGreaterThanOrEqual(0);
@@ -132,18 +143,27 @@ describe("GetNodes", () => {
 
     const ids = async (req: Partial<api.GetNodesRequest>) =>
       (await owner.getNodes(req)).nodes.map((n) => n.id).sort();
-    expect(await ids({ labels: { zone: "a" } })).toEqual([a.nodeId, b.nodeId].sort());
-    expect(await ids({ labels: { zone: "a" }, states: [common.NodeState.NEW] })).toEqual([
-      b.nodeId,
-    ]);
-    expect(await ids({ labels: { zone: "a", tier: "db" } })).toEqual([a.nodeId]);
-    expect(await ids({ labels: { zone: "a" }, roles: [api.NodeRole.KUBERNETES_WORKER] })).toEqual([
-      a.nodeId,
-    ]);
+    expect(await ids({ labels: new Map([["zone", "a"]]) })).toEqual([a.nodeId, b.nodeId].sort());
+    expect(await ids({ labels: new Map([["zone", "a"]]), states: [common.NodeState.NEW] })).toEqual(
+      [b.nodeId],
+    );
+    expect(
+      await ids({
+        labels: new Map([
+          ["zone", "a"],
+          ["tier", "db"],
+        ]),
+      }),
+    ).toEqual([a.nodeId]);
+    expect(
+      await ids({ labels: new Map([["zone", "a"]]), roles: [api.NodeRole.KUBERNETES_WORKER] }),
+    ).toEqual([a.nodeId]);
     expect(
       await ids({ roles: [api.NodeRole.CONSENSUS_MEMBER, api.NodeRole.KUBERNETES_CONTROLLER] }),
     ).toContain(leader.firstNode.nodeId);
-    expect(await ids({ labels: { zone: "a" }, states: [common.NodeState.STANDBY] })).toEqual([]);
+    expect(
+      await ids({ labels: new Map([["zone", "a"]]), states: [common.NodeState.STANDBY] }),
+    ).toEqual([]);
     await expectCode(
       owner.getNodes({ roles: [api.NodeRole.UNSPECIFIED] }),
       status.INVALID_ARGUMENT,
@@ -252,13 +272,23 @@ describe("UpdateNodeRoles", () => {
 
 describe("UpdateNodeLabels", () => {
   it("adds and removes labels, removals first", async () => {
-    const n = await leader.addNode({ labels: { keep: "1", drop: "2", swap: "old" } });
+    const n = await leader.addNode({
+      labels: new Map([
+        ["keep", "1"],
+        ["drop", "2"],
+        ["swap", "old"],
+      ]),
+    });
     await owner.updateNodeLabels({
       node: byId(n.nodeId),
-      add: { "example.com/new": "v", swap: "new", empty: "" },
+      add: new Map([
+        ["example.com/new", "v"],
+        ["swap", "new"],
+        ["empty", ""],
+      ]),
       remove: ["drop", "swap", "absent"],
     });
-    expect((await leader.getNode(n.nodeId))?.labels).toEqual({
+    expect(Object.fromEntries((await leader.getNode(n.nodeId))?.labels ?? [])).toEqual({
       keep: "1",
       "example.com/new": "v",
       swap: "new",
@@ -268,29 +298,31 @@ describe("UpdateNodeLabels", () => {
 
   it("validates keys and values", async () => {
     const n = await leader.addNode();
-    const invalid: Array<Record<string, string>> = [
-      { "-bad": "v" },
-      { ["a".repeat(64)]: "v" },
-      { "UPPER.Example/k": "v" },
-      { "a/b/c": "v" },
-      { "": "v" },
-      { k: "v".repeat(64) },
-      { k: "not valid" },
-      { k: "-v" },
+    const invalid: Array<[string, string]> = [
+      ["-bad", "v"],
+      ["a".repeat(64), "v"],
+      ["UPPER.Example/k", "v"],
+      ["a/b/c", "v"],
+      ["", "v"],
+      ["k", "v".repeat(64)],
+      ["k", "not valid"],
+      ["k", "-v"],
     ];
-    for (const add of invalid) {
+    for (const label of invalid) {
+      const add = new Map([label]);
       await expectCode(
         owner.updateNodeLabels({ node: byId(n.nodeId), add }),
         status.INVALID_ARGUMENT,
       );
     }
-    await owner.updateNodeLabels({ node: byId(n.nodeId), add: { ["a".repeat(63)]: "x_y.z-1" } });
-    expect((await leader.getNode(n.nodeId))?.labels).toEqual({ ["a".repeat(63)]: "x_y.z-1" });
+    const longest = new Map([["a".repeat(63), "x_y.z-1"]]);
+    await owner.updateNodeLabels({ node: byId(n.nodeId), add: longest });
+    expect((await leader.getNode(n.nodeId))?.labels).toEqual(longest);
   });
 
   it("allows at most 128 labels per node", async () => {
     const labels = (count: number, from = 0) =>
-      Object.fromEntries(Array.from({ length: count }, (_, i) => [`l${from + i}`, "v"]));
+      new Map(Array.from({ length: count }, (_, i) => [`l${from + i}`, "v"]));
     const n = await leader.addNode({ labels: labels(maxLabelsPerNode - 1) });
     await owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(1, 1000) });
     await expectCode(
@@ -300,9 +332,7 @@ describe("UpdateNodeLabels", () => {
     );
     // Removals are applied first, so a swap at the limit works.
     await owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(1, 2000), remove: ["l0"] });
-    expect(Object.keys((await leader.getNode(n.nodeId))?.labels ?? {})).toHaveLength(
-      maxLabelsPerNode,
-    );
+    expect((await leader.getNode(n.nodeId))?.labels.size).toBe(maxLabelsPerNode);
     await expectCode(
       owner.updateNodeLabels({ node: byId(n.nodeId), add: labels(maxLabelsPerNode + 1, 3000) }),
       status.INVALID_ARGUMENT,
@@ -349,7 +379,7 @@ describe("authorization", () => {
     m.getNodes(),
     m.approveNode({ node: byId(nodeId) }),
     m.updateNodeRoles({ node: byId(nodeId), kubernetesWorker: true }),
-    m.updateNodeLabels({ node: byId(nodeId), add: { a: "b" } }),
+    m.updateNodeLabels({ node: byId(nodeId), add: new Map([["a", "b"]]) }),
     m.deleteNode({ node: byId(nodeId) }),
   ];
 
@@ -365,7 +395,7 @@ describe("authorization", () => {
     for (const p of calls(client, target.nodeId)) await expectCode(p, code);
     const untouched = await leader.getNode(target.nodeId);
     expect(untouched?.state).toBe(common.NodeState.NEW);
-    expect(untouched?.labels).toEqual({});
+    expect(untouched?.labels.size).toBe(0);
   });
 });
 

@@ -77,7 +77,7 @@ test("wiping ephemeral empties it and recreates its directories, touching nothin
   const node = placeNodeRoot(root);
   await node.esp.mkdirAll();
   await node.esp.metropolis.clusterDirectory.write({
-    nodes: [{ id: "n1", publicKey: Buffer.alloc(32), addresses: [] }],
+    nodes: [{ id: "n1", publicKey: Buffer.alloc(32), addresses: [], consensusMember: false }],
   });
   await node.ephemeral.wipe();
   expect((await fs.readdir(node.ephemeral.fullPath)).sort()).toEqual([
@@ -115,7 +115,7 @@ test("protobuf files are read decoded, and a file that does not parse names itse
   await parameters.write({
     cluster: {
       $case: "clusterBootstrap",
-      clusterBootstrap: { ownerPublicKey: Buffer.alloc(32, 7), labels: { a: "b" } },
+      clusterBootstrap: { ownerPublicKey: Buffer.alloc(32, 7), labels: new Map([["a", "b"]]) },
     },
   });
   const read = await parameters.read();

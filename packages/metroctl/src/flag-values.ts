@@ -12,7 +12,7 @@ import { describeError, UsageError } from "./errors";
 const prefix = (flag: string | undefined) => (flag === undefined ? "" : `${flag}: `);
 
 /** Checks labels with the curator's own rules, so the cluster never refuses what passed here. */
-function checkLabels(labels: Record<string, string>, flag: string | undefined): void {
+function checkLabels(labels: ReadonlyMap<string, string>, flag: string | undefined): void {
   try {
     validateLabels(labels);
   } catch (e) {
@@ -26,45 +26,45 @@ export function parseLabel(text: string, flag?: string): [string, string] {
   if (eq <= 0) throw new UsageError(`${prefix(flag)}"${text}" is not key=value`);
   const key = text.slice(0, eq);
   const value = text.slice(eq + 1);
-  checkLabels({ [key]: value }, flag);
+  checkLabels(new Map([[key, value]]), flag);
   return [key, value];
 }
 
 /** Parses repeated `--label k=v` flags into a map; a key given twice is an error. */
-export function parseLabels(texts: readonly string[], flag = "--label"): Record<string, string> {
-  const labels: Record<string, string> = {};
+export function parseLabels(texts: readonly string[], flag = "--label"): Map<string, string> {
+  const labels = new Map<string, string>();
   for (const text of texts) {
     const [key, value] = parseLabel(text, flag);
-    if (key in labels) throw new UsageError(`${prefix(flag)}key "${key}" given twice`);
-    labels[key] = value;
+    if (labels.has(key)) throw new UsageError(`${prefix(flag)}key "${key}" given twice`);
+    labels.set(key, value);
   }
   return labels;
 }
 
 /** A label change of `metroctl label`: `k=v` sets, `k-` removes. */
 export interface LabelChanges {
-  add: Record<string, string>;
+  add: Map<string, string>;
   remove: string[];
 }
 
 /** Parses the `k=v|k-` arguments of `metroctl label`. */
 export function parseLabelChanges(texts: readonly string[]): LabelChanges {
-  const add: Record<string, string> = {};
+  const add = new Map<string, string>();
   const remove: string[] = [];
   for (const text of texts) {
     if (text.includes("=")) {
       const [key, value] = parseLabel(text);
-      add[key] = value;
+      add.set(key, value);
     } else if (text.endsWith("-") && text.length > 1) {
       const key = text.slice(0, -1);
       // A key is checked as a label with an empty value: the key rules are the same.
-      checkLabels({ [key]: "" }, undefined);
+      checkLabels(new Map([[key, ""]]), undefined);
       remove.push(key);
     } else {
       throw new UsageError(`"${text}" is neither key=value (set) nor key- (remove)`);
     }
   }
-  const both = remove.filter((key) => key in add);
+  const both = remove.filter((key) => add.has(key));
   if (both.length > 0) throw new UsageError(`"${both[0]}" is both set and removed`);
   return { add, remove };
 }

@@ -42,6 +42,6 @@ export function nodeView(node: api.Node): NodeView {
       node.timeSinceHeartbeatMs === undefined
         ? null
         : Math.round(node.timeSinceHeartbeatMs / 100) / 10,
-    labels: { ...node.labels },
+    labels: Object.fromEntries(node.labels),
   };
 }

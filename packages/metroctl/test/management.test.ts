@@ -44,7 +44,7 @@ describe("nodes", () => {
     leader.ctx.heartbeats.beat(first);
     const fresh = await leader.addNode({
       state: common.NodeState.NEW,
-      labels: { rack: "r1" },
+      labels: new Map([["rack", "r1"]]),
     });
 
     const table = await metroctl(config, ["nodes"]);
@@ -144,7 +144,7 @@ describe("set-role", () => {
 
 describe("label", () => {
   it("sets and removes labels", async () => {
-    const node = await cluster.leader.addNode({ labels: { old: "x" } });
+    const node = await cluster.leader.addNode({ labels: new Map([["old", "x"]]) });
     const set = await metroctl(config, [
       "label",
       node.nodeId,
@@ -153,25 +153,27 @@ describe("label", () => {
       "old-",
     ]);
     expect(set).toMatchObject({ code: 0, stderr: "" });
-    expect((await cluster.leader.getNode(node.nodeId))?.labels).toEqual({
+    expect(Object.fromEntries((await cluster.leader.getNode(node.nodeId))?.labels ?? [])).toEqual({
       zone: "a",
       "example.com/tier": "gold",
     });
     const remove = await metroctl(config, ["label", node.nodeId, "zone-"]);
     expect(remove.code).toBe(0);
-    expect((await cluster.leader.getNode(node.nodeId))?.labels).toEqual({
+    expect(Object.fromEntries((await cluster.leader.getNode(node.nodeId))?.labels ?? [])).toEqual({
       "example.com/tier": "gold",
     });
   });
 
   it("refuses a malformed change before sending any", async () => {
-    const node = await cluster.leader.addNode({ labels: { keep: "me" } });
+    const node = await cluster.leader.addNode({ labels: new Map([["keep", "me"]]) });
     for (const bad of ["zone", "-bad=x", "zone=has space"]) {
       const res = await metroctl(config, ["label", node.nodeId, "ok=1", bad]);
       expect(res.code).toBe(1);
       expect(oneErrorLine(res.stderr)).toMatch(/^metroctl: label: /);
     }
-    expect((await cluster.leader.getNode(node.nodeId))?.labels).toEqual({ keep: "me" });
+    expect(Object.fromEntries((await cluster.leader.getNode(node.nodeId))?.labels ?? [])).toEqual({
+      keep: "me",
+    });
   });
 });
 
@@ -237,7 +239,7 @@ describe("register-params", () => {
     );
     expect(Buffer.from(register.registerTicket).equals(ticket)).toBe(true);
     expect(Buffer.from(register.caCertificate).equals(leader.caCertificate)).toBe(true);
-    expect(register.labels).toEqual({ role: "edge" });
+    expect(register.labels).toEqual(new Map([["role", "edge"]]));
     const first = register.clusterDirectory?.nodes.find((n) => n.id === leader.firstNode.nodeId);
     expect(first?.addresses).toEqual([{ host: "127.0.0.9" }]);
     expect(Buffer.from(first!.publicKey).equals(leader.firstNode.publicKey)).toBe(true);

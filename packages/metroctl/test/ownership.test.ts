@@ -49,7 +49,7 @@ describe("bootstrap-params", () => {
     const params = api.NodeParameters.decode(await readFile(out));
     expect(params.cluster).toEqual({
       $case: "clusterBootstrap",
-      clusterBootstrap: { ownerPublicKey: key!.publicKey, labels: { rack: "r1" } },
+      clusterBootstrap: { ownerPublicKey: key!.publicKey, labels: new Map([["rack", "r1"]]) },
     });
     // The key is secret: only its owner may read it, and the dir holding it is private.
     expect((await stat(join(config, "owner-key.pem"))).mode & 0o777).toBe(0o600);
@@ -104,7 +104,7 @@ describe("takeownership", () => {
       tls: { cert: credentials!.cert, key: credentials!.key },
     });
     const nodes = await new Promise<api.Node[]>((resolve, reject) =>
-      management.getNodes({ states: [], roles: [], labels: {} }, (err, r) =>
+      management.getNodes({ states: [], roles: [], labels: new Map() }, (err, r) =>
         err ? reject(err) : resolve(r.nodes),
       ),
     );

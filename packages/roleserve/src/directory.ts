@@ -37,7 +37,12 @@ export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterD
   for (const node of nodes) {
     const host = node.status?.externalAddress;
     if (node.state !== common.NodeState.UP || !host) continue;
-    listed.push({ id: node.id, publicKey: node.publicKey, addresses: [{ host }] });
+    listed.push({
+      id: node.id,
+      publicKey: node.publicKey,
+      addresses: [{ host }],
+      consensusMember: node.roles?.consensusMember !== undefined,
+    });
   }
   listed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return { nodes: listed };

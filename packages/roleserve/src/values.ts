@@ -33,7 +33,7 @@ export interface BootstrapData {
   /** The initial owner's public key, from the node parameters. */
   ownerPublicKey: Uint8Array;
   /** The first node's labels, from the node parameters. */
-  labels: Record<string, string>;
+  labels: Map<string, string>;
 }
 
 /** This node's way to the cluster's control plane, once it has credentials. */

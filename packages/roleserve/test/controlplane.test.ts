@@ -125,7 +125,7 @@ describe("StartupWatcher", () => {
       nodePrivateKey: randomBytes(32),
       joinPublicKey: randomBytes(32),
       ownerPublicKey: randomBytes(32),
-      labels: {},
+      labels: new Map(),
     };
     values.bootstrapData.set(bootstrap);
     values.enrolment.set({ sealed, clusterUnlockKey: randomBytes(32) });

@@ -199,7 +199,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
           await asEphemeral.call((l) =>
             unaryCall<curatorProto.RegisterNodeRequest, curatorProto.RegisterNodeResponse>(
               l.curator.registerNode.bind(l.curator),
-              { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: {} },
+              { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: new Map() },
             ),
           );
           await management((m) =>
@@ -237,7 +237,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
           unaryCall<api.GetNodesRequest, api.GetNodesResponse>(m.getNodes.bind(m), {
             states: [],
             roles: [],
-            labels: {},
+            labels: new Map(),
           }),
         );
         return nodes.find((n) => n.id === nodeId);

@@ -57,7 +57,7 @@ describe("clusterDirectory", () => {
       roles: undefined,
       status:
         host === undefined ? undefined : common.NodeStatus.fromPartial({ externalAddress: host }),
-      labels: {},
+      labels: new Map(),
     });
     expect(
       clusterDirectory([
@@ -69,8 +69,18 @@ describe("clusterDirectory", () => {
       ]),
     ).toEqual({
       nodes: [
-        { id: "a", publicKey: Buffer.from("a"), addresses: [{ host: "10.0.0.1" }] },
-        { id: "c", publicKey: Buffer.from("c"), addresses: [{ host: "10.0.0.3" }] },
+        {
+          id: "a",
+          publicKey: Buffer.from("a"),
+          addresses: [{ host: "10.0.0.1" }],
+          consensusMember: false,
+        },
+        {
+          id: "c",
+          publicKey: Buffer.from("c"),
+          addresses: [{ host: "10.0.0.3" }],
+          consensusMember: false,
+        },
       ],
     });
   });
@@ -88,7 +98,12 @@ describe("directoryWorker", () => {
     const directory = await directoryFile("empty");
     const old = {
       nodes: [
-        { id: "metropolis-old", publicKey: Buffer.alloc(32), addresses: [{ host: "10.9.9.9" }] },
+        {
+          id: "metropolis-old",
+          publicKey: Buffer.alloc(32),
+          addresses: [{ host: "10.9.9.9" }],
+          consensusMember: true,
+        },
       ],
     };
     await directory.write(old);

@@ -234,7 +234,7 @@ export interface NodeParameters_ClusterBootstrap {
    */
   ownerPublicKey: Buffer;
   /** Labels of this first node. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface NodeParameters_ClusterBootstrap_LabelsEntry {
@@ -253,7 +253,7 @@ export interface NodeParameters_ClusterRegister {
   /** The cluster CA certificate (DER), to authenticate the cluster. */
   caCertificate: Buffer;
   /** Labels of this node. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface NodeParameters_ClusterRegister_LabelsEntry {
@@ -297,7 +297,7 @@ export interface GetNodesRequest {
   /** Only nodes holding all of these roles. */
   roles: NodeRole[];
   /** Only nodes carrying all of these labels with these values. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface GetNodesRequest_LabelsEntry {
@@ -331,7 +331,7 @@ export interface Node {
     | NodeRoles
     | undefined;
   /** Labels of the node. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
   /** Health, as seen by the current curator leader. */
   health: NodeHealth;
   /**
@@ -408,7 +408,7 @@ export interface UpdateNodeLabelsRequest {
     { $case: "pubkey"; pubkey: Buffer }
     | undefined;
   /** Labels to set; an existing label with the same key is overwritten. */
-  add: { [key: string]: string };
+  add: Map<string, string>;
   /** Keys of labels to remove; absent keys are ignored. */
   remove: string[];
 }
@@ -441,6 +441,20 @@ export interface DeleteNodeRequest {
 
 /** DeleteNodeResponse has no fields. */
 export interface DeleteNodeResponse {
+}
+
+/** RotateClusterSecretsKeyRequest asks for a new cluster secrets key. */
+export interface RotateClusterSecretsKeyRequest {
+}
+
+/** RotateClusterSecretsKeyResponse says how the rotation went. */
+export interface RotateClusterSecretsKeyResponse {
+  /** ID of the new key, which now seals every secret. */
+  keyId: number;
+  /** IDs of the keys retired by this rotation. */
+  retiredKeyIds: number[];
+  /** How many secrets were re-sealed under the new key. */
+  resealed: number;
 }
 
 /** EscrowRequest asks for an owner certificate. */
@@ -680,7 +694,7 @@ export const NodeParameters: MessageFns<NodeParameters> = {
 };
 
 function createBaseNodeParameters_ClusterBootstrap(): NodeParameters_ClusterBootstrap {
-  return { ownerPublicKey: Buffer.alloc(0), labels: {} };
+  return { ownerPublicKey: Buffer.alloc(0), labels: new Map() };
 }
 
 export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterBootstrap> = {
@@ -688,7 +702,7 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
     if (message.ownerPublicKey.length !== 0) {
       writer.uint32(10).bytes(message.ownerPublicKey);
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       NodeParameters_ClusterBootstrap_LabelsEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
     });
     return writer;
@@ -722,7 +736,7 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
 
             const entry2 = NodeParameters_ClusterBootstrap_LabelsEntry.decode(reader, reader.uint32());
             if (entry2.value !== undefined) {
-              message.labels[entry2.key] = entry2.value;
+              message.labels.set(entry2.key, entry2.value);
             }
             continue;
           }
@@ -747,18 +761,13 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
         : Buffer.alloc(0),
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -767,14 +776,11 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
     if (message.ownerPublicKey.length !== 0) {
       obj.ownerPublicKey = base64FromBytes(message.ownerPublicKey);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -787,15 +793,15 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
   ): NodeParameters_ClusterBootstrap {
     const message = createBaseNodeParameters_ClusterBootstrap();
     message.ownerPublicKey = object.ownerPublicKey ?? Buffer.alloc(0);
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -893,7 +899,12 @@ export const NodeParameters_ClusterBootstrap_LabelsEntry: MessageFns<NodeParamet
 };
 
 function createBaseNodeParameters_ClusterRegister(): NodeParameters_ClusterRegister {
-  return { registerTicket: Buffer.alloc(0), clusterDirectory: undefined, caCertificate: Buffer.alloc(0), labels: {} };
+  return {
+    registerTicket: Buffer.alloc(0),
+    clusterDirectory: undefined,
+    caCertificate: Buffer.alloc(0),
+    labels: new Map(),
+  };
 }
 
 export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRegister> = {
@@ -907,7 +918,7 @@ export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRe
     if (message.caCertificate.length !== 0) {
       writer.uint32(26).bytes(message.caCertificate);
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       NodeParameters_ClusterRegister_LabelsEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
     });
     return writer;
@@ -957,7 +968,7 @@ export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRe
 
             const entry4 = NodeParameters_ClusterRegister_LabelsEntry.decode(reader, reader.uint32());
             if (entry4.value !== undefined) {
-              message.labels[entry4.key] = entry4.value;
+              message.labels.set(entry4.key, entry4.value);
             }
             continue;
           }
@@ -992,18 +1003,13 @@ export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRe
         : Buffer.alloc(0),
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -1018,14 +1024,11 @@ export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRe
     if (message.caCertificate.length !== 0) {
       obj.caCertificate = base64FromBytes(message.caCertificate);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -1042,15 +1045,15 @@ export const NodeParameters_ClusterRegister: MessageFns<NodeParameters_ClusterRe
       ? ClusterDirectory.fromPartial(object.clusterDirectory)
       : undefined;
     message.caCertificate = object.caCertificate ?? Buffer.alloc(0);
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -1433,7 +1436,7 @@ export const GetClusterInfoResponse: MessageFns<GetClusterInfoResponse> = {
 };
 
 function createBaseGetNodesRequest(): GetNodesRequest {
-  return { states: [], roles: [], labels: {} };
+  return { states: [], roles: [], labels: new Map() };
 }
 
 export const GetNodesRequest: MessageFns<GetNodesRequest> = {
@@ -1452,7 +1455,7 @@ export const GetNodesRequest: MessageFns<GetNodesRequest> = {
       }
       writer.join();
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       GetNodesRequest_LabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
     return writer;
@@ -1514,7 +1517,7 @@ export const GetNodesRequest: MessageFns<GetNodesRequest> = {
 
             const entry3 = GetNodesRequest_LabelsEntry.decode(reader, reader.uint32());
             if (entry3.value !== undefined) {
-              message.labels[entry3.key] = entry3.value;
+              message.labels.set(entry3.key, entry3.value);
             }
             continue;
           }
@@ -1536,18 +1539,13 @@ export const GetNodesRequest: MessageFns<GetNodesRequest> = {
       roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => nodeRoleFromJSON(e)) : [],
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -1559,14 +1557,11 @@ export const GetNodesRequest: MessageFns<GetNodesRequest> = {
     if (message.roles?.length) {
       obj.roles = message.roles.map((e) => nodeRoleToJSON(e));
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -1578,15 +1573,15 @@ export const GetNodesRequest: MessageFns<GetNodesRequest> = {
     const message = createBaseGetNodesRequest();
     message.states = object.states?.map((e) => e) || [];
     message.roles = object.roles?.map((e) => e) || [];
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -1750,7 +1745,7 @@ function createBaseNode(): Node {
     state: 0,
     status: undefined,
     roles: undefined,
-    labels: {},
+    labels: new Map(),
     health: 0,
     timeSinceHeartbeatMs: undefined,
   };
@@ -1773,7 +1768,7 @@ export const Node: MessageFns<Node> = {
     if (message.roles !== undefined) {
       NodeRoles.encode(message.roles, writer.uint32(42).fork()).join();
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       Node_LabelsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
     });
     if (message.health !== 0) {
@@ -1845,7 +1840,7 @@ export const Node: MessageFns<Node> = {
 
             const entry6 = Node_LabelsEntry.decode(reader, reader.uint32());
             if (entry6.value !== undefined) {
-              message.labels[entry6.key] = entry6.value;
+              message.labels.set(entry6.key, entry6.value);
             }
             continue;
           }
@@ -1886,18 +1881,13 @@ export const Node: MessageFns<Node> = {
       roles: isSet(object.roles) ? NodeRoles.fromJSON(object.roles) : undefined,
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
       health: isSet(object.health) ? nodeHealthFromJSON(object.health) : 0,
       timeSinceHeartbeatMs: isSet(object.timeSinceHeartbeatMs)
         ? globalThis.Number(object.timeSinceHeartbeatMs)
@@ -1924,14 +1914,11 @@ export const Node: MessageFns<Node> = {
     if (message.roles !== undefined) {
       obj.roles = NodeRoles.toJSON(message.roles);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     if (message.health !== 0) {
       obj.health = nodeHealthToJSON(message.health);
@@ -1956,15 +1943,15 @@ export const Node: MessageFns<Node> = {
     message.roles = (object.roles !== undefined && object.roles !== null)
       ? NodeRoles.fromPartial(object.roles)
       : undefined;
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     message.health = object.health ?? 0;
     message.timeSinceHeartbeatMs = object.timeSinceHeartbeatMs ?? undefined;
     return message;
@@ -2423,7 +2410,7 @@ export const UpdateNodeRolesResponse: MessageFns<UpdateNodeRolesResponse> = {
 };
 
 function createBaseUpdateNodeLabelsRequest(): UpdateNodeLabelsRequest {
-  return { node: undefined, add: {}, remove: [] };
+  return { node: undefined, add: new Map(), remove: [] };
 }
 
 export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
@@ -2436,7 +2423,7 @@ export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
         writer.uint32(18).bytes(message.node.pubkey);
         break;
     }
-    globalThis.Object.entries(message.add).forEach(([key, value]: [string, string]) => {
+    message.add.forEach((value, key) => {
       UpdateNodeLabelsRequest_AddEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
     for (const v of message.remove) {
@@ -2481,7 +2468,7 @@ export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
 
             const entry3 = UpdateNodeLabelsRequest_AddEntry.decode(reader, reader.uint32());
             if (entry3.value !== undefined) {
-              message.add[entry3.key] = entry3.value;
+              message.add.set(entry3.key, entry3.value);
             }
             continue;
           }
@@ -2514,18 +2501,13 @@ export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
         : undefined,
       add: isObject(object.add)
         ? (globalThis.Object.entries(object.add) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
       remove: globalThis.Array.isArray(object?.remove) ? object.remove.map((e: any) => globalThis.String(e)) : [],
     };
   },
@@ -2537,14 +2519,11 @@ export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
     } else if (message.node?.$case === "pubkey") {
       obj.pubkey = base64FromBytes(message.node.pubkey);
     }
-    if (message.add) {
-      const entries = globalThis.Object.entries(message.add) as [string, string][];
-      if (entries.length > 0) {
-        obj.add = {};
-        entries.forEach(([k, v]) => {
-          obj.add[k] = v;
-        });
-      }
+    if (message.add?.size) {
+      obj.add = {};
+      message.add.forEach((v, k) => {
+        obj.add[k] = v;
+      });
     }
     if (message.remove?.length) {
       obj.remove = message.remove;
@@ -2571,15 +2550,15 @@ export const UpdateNodeLabelsRequest: MessageFns<UpdateNodeLabelsRequest> = {
         break;
       }
     }
-    message.add = (globalThis.Object.entries(object.add ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.add = (() => {
+      const m = new Map();
+      (object.add as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     message.remove = object.remove?.map((e) => e) || [];
     return message;
   },
@@ -2915,6 +2894,183 @@ export const DeleteNodeResponse: MessageFns<DeleteNodeResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<DeleteNodeResponse>, I>>(_: I): DeleteNodeResponse {
     const message = createBaseDeleteNodeResponse();
+    return message;
+  },
+};
+
+function createBaseRotateClusterSecretsKeyRequest(): RotateClusterSecretsKeyRequest {
+  return {};
+}
+
+export const RotateClusterSecretsKeyRequest: MessageFns<RotateClusterSecretsKeyRequest> = {
+  encode(_: RotateClusterSecretsKeyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateClusterSecretsKeyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateClusterSecretsKeyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RotateClusterSecretsKeyRequest {
+    return {};
+  },
+
+  toJSON(_: RotateClusterSecretsKeyRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateClusterSecretsKeyRequest>, I>>(base?: I): RotateClusterSecretsKeyRequest {
+    return RotateClusterSecretsKeyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateClusterSecretsKeyRequest>, I>>(_: I): RotateClusterSecretsKeyRequest {
+    const message = createBaseRotateClusterSecretsKeyRequest();
+    return message;
+  },
+};
+
+function createBaseRotateClusterSecretsKeyResponse(): RotateClusterSecretsKeyResponse {
+  return { keyId: 0, retiredKeyIds: [], resealed: 0 };
+}
+
+export const RotateClusterSecretsKeyResponse: MessageFns<RotateClusterSecretsKeyResponse> = {
+  encode(message: RotateClusterSecretsKeyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.keyId !== 0) {
+      writer.uint32(8).uint32(message.keyId);
+    }
+    if (message.retiredKeyIds.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.retiredKeyIds) {
+        writer.uint32(v);
+      }
+      writer.join();
+    }
+    if (message.resealed !== 0) {
+      writer.uint32(24).uint64(message.resealed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateClusterSecretsKeyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateClusterSecretsKeyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.keyId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.retiredKeyIds.push(reader.uint32());
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.retiredKeyIds.push(reader.uint32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.resealed = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RotateClusterSecretsKeyResponse {
+    return {
+      keyId: isSet(object.keyId)
+        ? globalThis.Number(object.keyId)
+        : isSet(object.key_id)
+        ? globalThis.Number(object.key_id)
+        : 0,
+      retiredKeyIds: globalThis.Array.isArray(object?.retiredKeyIds)
+        ? object.retiredKeyIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.retired_key_ids)
+        ? object.retired_key_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      resealed: isSet(object.resealed) ? globalThis.Number(object.resealed) : 0,
+    };
+  },
+
+  toJSON(message: RotateClusterSecretsKeyResponse): unknown {
+    const obj: any = {};
+    if (message.keyId !== 0) {
+      obj.keyId = Math.round(message.keyId);
+    }
+    if (message.retiredKeyIds?.length) {
+      obj.retiredKeyIds = message.retiredKeyIds.map((e) => Math.round(e));
+    }
+    if (message.resealed !== 0) {
+      obj.resealed = Math.round(message.resealed);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateClusterSecretsKeyResponse>, I>>(base?: I): RotateClusterSecretsKeyResponse {
+    return RotateClusterSecretsKeyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateClusterSecretsKeyResponse>, I>>(
+    object: I,
+  ): RotateClusterSecretsKeyResponse {
+    const message = createBaseRotateClusterSecretsKeyResponse();
+    message.keyId = object.keyId ?? 0;
+    message.retiredKeyIds = object.retiredKeyIds?.map((e) => e) || [];
+    message.resealed = object.resealed ?? 0;
     return message;
   },
 };
@@ -3950,6 +4106,24 @@ export const ManagementService = {
     responseSerialize: (value: DeleteNodeResponse): Buffer => Buffer.from(DeleteNodeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteNodeResponse => DeleteNodeResponse.decode(value),
   },
+  /**
+   * RotateClusterSecretsKey makes a new cluster secrets key the one that
+   * seals the secrets the cluster keeps in etcd (the CA private keys, the
+   * nodes' cluster unlock keys), re-seals every secret under it, and then
+   * retires the previous key.
+   */
+  rotateClusterSecretsKey: {
+    path: "/metropolis.proto.api.Management/RotateClusterSecretsKey" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RotateClusterSecretsKeyRequest): Buffer =>
+      Buffer.from(RotateClusterSecretsKeyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RotateClusterSecretsKeyRequest => RotateClusterSecretsKeyRequest.decode(value),
+    responseSerialize: (value: RotateClusterSecretsKeyResponse): Buffer =>
+      Buffer.from(RotateClusterSecretsKeyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotateClusterSecretsKeyResponse =>
+      RotateClusterSecretsKeyResponse.decode(value),
+  },
 } as const;
 
 export interface ManagementServer extends UntypedServiceImplementation {
@@ -3987,6 +4161,13 @@ export interface ManagementServer extends UntypedServiceImplementation {
    * safety checks.
    */
   deleteNode: handleUnaryCall<DeleteNodeRequest, DeleteNodeResponse>;
+  /**
+   * RotateClusterSecretsKey makes a new cluster secrets key the one that
+   * seals the secrets the cluster keeps in etcd (the CA private keys, the
+   * nodes' cluster unlock keys), re-seals every secret under it, and then
+   * retires the previous key.
+   */
+  rotateClusterSecretsKey: handleUnaryCall<RotateClusterSecretsKeyRequest, RotateClusterSecretsKeyResponse>;
 }
 
 export interface ManagementClient extends Client {
@@ -4121,6 +4302,27 @@ export interface ManagementClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteNodeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RotateClusterSecretsKey makes a new cluster secrets key the one that
+   * seals the secrets the cluster keeps in etcd (the CA private keys, the
+   * nodes' cluster unlock keys), re-seals every secret under it, and then
+   * retires the previous key.
+   */
+  rotateClusterSecretsKey(
+    request: RotateClusterSecretsKeyRequest,
+    callback: (error: ServiceError | null, response: RotateClusterSecretsKeyResponse) => void,
+  ): ClientUnaryCall;
+  rotateClusterSecretsKey(
+    request: RotateClusterSecretsKeyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotateClusterSecretsKeyResponse) => void,
+  ): ClientUnaryCall;
+  rotateClusterSecretsKey(
+    request: RotateClusterSecretsKeyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotateClusterSecretsKeyResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -337,6 +337,12 @@ export interface ClusterDirectory_Node {
   publicKey: Buffer;
   /** Where the node can be reached. */
   addresses: ClusterDirectory_Node_Address[];
+  /**
+   * Whether the node is a consensus member, and so runs a curator. Clients
+   * ask only these nodes for the curator leader, and accept only their
+   * certificates from a curator.
+   */
+  consensusMember: boolean;
 }
 
 /** An address of a node. */
@@ -1062,7 +1068,7 @@ export const ClusterDirectory: MessageFns<ClusterDirectory> = {
 };
 
 function createBaseClusterDirectory_Node(): ClusterDirectory_Node {
-  return { id: "", publicKey: Buffer.alloc(0), addresses: [] };
+  return { id: "", publicKey: Buffer.alloc(0), addresses: [], consensusMember: false };
 }
 
 export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
@@ -1075,6 +1081,9 @@ export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
     }
     for (const v of message.addresses) {
       ClusterDirectory_Node_Address.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.consensusMember !== false) {
+      writer.uint32(32).bool(message.consensusMember);
     }
     return writer;
   },
@@ -1116,6 +1125,14 @@ export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
             message.addresses.push(ClusterDirectory_Node_Address.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.consensusMember = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1139,6 +1156,11 @@ export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
       addresses: globalThis.Array.isArray(object?.addresses)
         ? object.addresses.map((e: any) => ClusterDirectory_Node_Address.fromJSON(e))
         : [],
+      consensusMember: isSet(object.consensusMember)
+        ? globalThis.Boolean(object.consensusMember)
+        : isSet(object.consensus_member)
+        ? globalThis.Boolean(object.consensus_member)
+        : false,
     };
   },
 
@@ -1153,6 +1175,9 @@ export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
     if (message.addresses?.length) {
       obj.addresses = message.addresses.map((e) => ClusterDirectory_Node_Address.toJSON(e));
     }
+    if (message.consensusMember !== false) {
+      obj.consensusMember = message.consensusMember;
+    }
     return obj;
   },
 
@@ -1164,6 +1189,7 @@ export const ClusterDirectory_Node: MessageFns<ClusterDirectory_Node> = {
     message.id = object.id ?? "";
     message.publicKey = object.publicKey ?? Buffer.alloc(0);
     message.addresses = object.addresses?.map((e) => ClusterDirectory_Node_Address.fromPartial(e)) || [];
+    message.consensusMember = object.consensusMember ?? false;
     return message;
   },
 };

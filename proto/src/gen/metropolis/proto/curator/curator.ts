@@ -57,7 +57,7 @@ export interface Node {
     | NodeStatus
     | undefined;
   /** Labels of the node. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface Node_LabelsEntry {
@@ -185,7 +185,7 @@ export interface RegisterNodeRequest {
   /** The Ed25519 public key (32 bytes) that will authenticate JoinNode. */
   joinKey: Buffer;
   /** Labels of the node. */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface RegisterNodeRequest_LabelsEntry {
@@ -324,8 +324,21 @@ export interface GetCACertificateResponse {
   caCertificate: Buffer;
 }
 
+/** WatchRevocationsRequest asks for the cluster CA's revocation list. */
+export interface WatchRevocationsRequest {
+}
+
+/** WatchRevocationsResponse is one revocation list of the cluster CA. */
+export interface WatchRevocationsResponse {
+  /**
+   * The CRL (DER), signed by the cluster CA; every certificate it lists is
+   * revoked.
+   */
+  crl: Buffer;
+}
+
 function createBaseNode(): Node {
-  return { id: "", publicKey: Buffer.alloc(0), state: 0, roles: undefined, status: undefined, labels: {} };
+  return { id: "", publicKey: Buffer.alloc(0), state: 0, roles: undefined, status: undefined, labels: new Map() };
 }
 
 export const Node: MessageFns<Node> = {
@@ -345,7 +358,7 @@ export const Node: MessageFns<Node> = {
     if (message.status !== undefined) {
       NodeStatus.encode(message.status, writer.uint32(42).fork()).join();
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       Node_LabelsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
     });
     return writer;
@@ -411,7 +424,7 @@ export const Node: MessageFns<Node> = {
 
             const entry6 = Node_LabelsEntry.decode(reader, reader.uint32());
             if (entry6.value !== undefined) {
-              message.labels[entry6.key] = entry6.value;
+              message.labels.set(entry6.key, entry6.value);
             }
             continue;
           }
@@ -440,18 +453,13 @@ export const Node: MessageFns<Node> = {
       status: isSet(object.status) ? NodeStatus.fromJSON(object.status) : undefined,
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -472,14 +480,11 @@ export const Node: MessageFns<Node> = {
     if (message.status !== undefined) {
       obj.status = NodeStatus.toJSON(message.status);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -498,15 +503,15 @@ export const Node: MessageFns<Node> = {
     message.status = (object.status !== undefined && object.status !== null)
       ? NodeStatus.fromPartial(object.status)
       : undefined;
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -1279,7 +1284,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
 };
 
 function createBaseRegisterNodeRequest(): RegisterNodeRequest {
-  return { registerTicket: Buffer.alloc(0), joinKey: Buffer.alloc(0), labels: {} };
+  return { registerTicket: Buffer.alloc(0), joinKey: Buffer.alloc(0), labels: new Map() };
 }
 
 export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
@@ -1290,7 +1295,7 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
     if (message.joinKey.length !== 0) {
       writer.uint32(18).bytes(message.joinKey);
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       RegisterNodeRequest_LabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
     return writer;
@@ -1332,7 +1337,7 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
 
             const entry3 = RegisterNodeRequest_LabelsEntry.decode(reader, reader.uint32());
             if (entry3.value !== undefined) {
-              message.labels[entry3.key] = entry3.value;
+              message.labels.set(entry3.key, entry3.value);
             }
             continue;
           }
@@ -1362,18 +1367,13 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
         : Buffer.alloc(0),
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -1385,14 +1385,11 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
     if (message.joinKey.length !== 0) {
       obj.joinKey = base64FromBytes(message.joinKey);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -1404,15 +1401,15 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
     const message = createBaseRegisterNodeRequest();
     message.registerTicket = object.registerTicket ?? Buffer.alloc(0);
     message.joinKey = object.joinKey ?? Buffer.alloc(0);
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -2414,6 +2411,125 @@ export const GetCACertificateResponse: MessageFns<GetCACertificateResponse> = {
   },
 };
 
+function createBaseWatchRevocationsRequest(): WatchRevocationsRequest {
+  return {};
+}
+
+export const WatchRevocationsRequest: MessageFns<WatchRevocationsRequest> = {
+  encode(_: WatchRevocationsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchRevocationsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchRevocationsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): WatchRevocationsRequest {
+    return {};
+  },
+
+  toJSON(_: WatchRevocationsRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchRevocationsRequest>, I>>(base?: I): WatchRevocationsRequest {
+    return WatchRevocationsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchRevocationsRequest>, I>>(_: I): WatchRevocationsRequest {
+    const message = createBaseWatchRevocationsRequest();
+    return message;
+  },
+};
+
+function createBaseWatchRevocationsResponse(): WatchRevocationsResponse {
+  return { crl: Buffer.alloc(0) };
+}
+
+export const WatchRevocationsResponse: MessageFns<WatchRevocationsResponse> = {
+  encode(message: WatchRevocationsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.crl.length !== 0) {
+      writer.uint32(10).bytes(message.crl);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchRevocationsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchRevocationsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.crl = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchRevocationsResponse {
+    return { crl: isSet(object.crl) ? Buffer.from(bytesFromBase64(object.crl)) : Buffer.alloc(0) };
+  },
+
+  toJSON(message: WatchRevocationsResponse): unknown {
+    const obj: any = {};
+    if (message.crl.length !== 0) {
+      obj.crl = base64FromBytes(message.crl);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchRevocationsResponse>, I>>(base?: I): WatchRevocationsResponse {
+    return WatchRevocationsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchRevocationsResponse>, I>>(object: I): WatchRevocationsResponse {
+    const message = createBaseWatchRevocationsResponse();
+    message.crl = object.crl ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
 /**
  * Curator is the control plane of the cluster for its nodes: node lifecycle
  * (register, commit, join), status and heartbeats, and watches of cluster
@@ -2523,6 +2639,23 @@ export const CuratorService = {
       Buffer.from(GetConsensusStatusResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetConsensusStatusResponse => GetConsensusStatusResponse.decode(value),
   },
+  /**
+   * WatchRevocations streams the cluster CA's certificate revocation list:
+   * the current one first, then each new one as certificates are revoked
+   * (a node deleted). Nodes refuse revoked certificates on their own mTLS
+   * endpoints with it.
+   */
+  watchRevocations: {
+    path: "/metropolis.proto.curator.Curator/WatchRevocations" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchRevocationsRequest): Buffer =>
+      Buffer.from(WatchRevocationsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchRevocationsRequest => WatchRevocationsRequest.decode(value),
+    responseSerialize: (value: WatchRevocationsResponse): Buffer =>
+      Buffer.from(WatchRevocationsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchRevocationsResponse => WatchRevocationsResponse.decode(value),
+  },
 } as const;
 
 export interface CuratorServer extends UntypedServiceImplementation {
@@ -2565,6 +2698,13 @@ export interface CuratorServer extends UntypedServiceImplementation {
    * cluster's health before operational changes.
    */
   getConsensusStatus: handleUnaryCall<GetConsensusStatusRequest, GetConsensusStatusResponse>;
+  /**
+   * WatchRevocations streams the cluster CA's certificate revocation list:
+   * the current one first, then each new one as certificates are revoked
+   * (a node deleted). Nodes refuse revoked certificates on their own mTLS
+   * endpoints with it.
+   */
+  watchRevocations: handleServerStreamingCall<WatchRevocationsRequest, WatchRevocationsResponse>;
 }
 
 export interface CuratorClient extends Client {
@@ -2687,6 +2827,21 @@ export interface CuratorClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetConsensusStatusResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * WatchRevocations streams the cluster CA's certificate revocation list:
+   * the current one first, then each new one as certificates are revoked
+   * (a node deleted). Nodes refuse revoked certificates on their own mTLS
+   * endpoints with it.
+   */
+  watchRevocations(
+    request: WatchRevocationsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchRevocationsResponse>;
+  watchRevocations(
+    request: WatchRevocationsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchRevocationsResponse>;
 }
 
 export const CuratorClient = makeGenericClientConstructor(

@@ -30,11 +30,6 @@ export interface Node {
   publicKey: Buffer;
   /** The Ed25519 public key with which the node authenticates JoinNode. */
   joinKey: Buffer;
-  /**
-   * The cluster half of the node's storage key (CUK), given at CommitNode and
-   * handed back on every JoinNode. Empty until the node committed.
-   */
-  clusterUnlockKey: Buffer;
   /** Lifecycle state. */
   state: NodeState;
   /** Roles the cluster assigned to the node. */
@@ -46,7 +41,7 @@ export interface Node {
     | NodeStatus
     | undefined;
   /** Labels set by the owner (at most 128). */
-  labels: { [key: string]: string };
+  labels: Map<string, string>;
 }
 
 export interface Node_LabelsEntry {
@@ -126,15 +121,49 @@ export interface InitialOwner {
   publicKey: Buffer;
 }
 
+/**
+ * SecretKeyring holds the cluster secrets keys: AES-256 keys that seal every
+ * secret the cluster keeps in etcd. The current key seals; every key opens
+ * what it sealed. It is never stored in plaintext: etcd keeps one copy per
+ * consensus member, wrapped for that member's node key (WrappedSecretKeyring).
+ */
+export interface SecretKeyring {
+  /** The keys, in no particular order; IDs are unique. */
+  keys: SecretKeyring_Key[];
+  /** ID of the key that seals new secrets; one of keys. */
+  currentId: number;
+}
+
+/** One AES-256 key. */
+export interface SecretKeyring_Key {
+  /** The key's ID, written into every envelope it seals (never 0). */
+  id: number;
+  /** The key, 32 bytes. */
+  key: Buffer;
+}
+
+/**
+ * WrappedSecretKeyring is a SecretKeyring sealed for one consensus member:
+ * encrypted under a key agreed (X25519) between a one-time key and the
+ * member's node key, so that only that member can open it.
+ */
+export interface WrappedSecretKeyring {
+  /** The member's node public key (Ed25519, 32 bytes) it is wrapped for. */
+  recipientPublicKey: Buffer;
+  /** The one-time X25519 public key of the agreement, 32 bytes. */
+  ephemeralPublicKey: Buffer;
+  /** The encoded SecretKeyring, sealed (AES-256-GCM) under the agreed key. */
+  sealed: Buffer;
+}
+
 function createBaseNode(): Node {
   return {
     publicKey: Buffer.alloc(0),
     joinKey: Buffer.alloc(0),
-    clusterUnlockKey: Buffer.alloc(0),
     state: 0,
     roles: undefined,
     status: undefined,
-    labels: {},
+    labels: new Map(),
   };
 }
 
@@ -146,9 +175,6 @@ export const Node: MessageFns<Node> = {
     if (message.joinKey.length !== 0) {
       writer.uint32(18).bytes(message.joinKey);
     }
-    if (message.clusterUnlockKey.length !== 0) {
-      writer.uint32(26).bytes(message.clusterUnlockKey);
-    }
     if (message.state !== 0) {
       writer.uint32(32).int32(message.state);
     }
@@ -158,7 +184,7 @@ export const Node: MessageFns<Node> = {
     if (message.status !== undefined) {
       NodeStatus.encode(message.status, writer.uint32(50).fork()).join();
     }
-    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+    message.labels.forEach((value, key) => {
       Node_LabelsEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
     });
     return writer;
@@ -193,14 +219,6 @@ export const Node: MessageFns<Node> = {
             message.joinKey = Buffer.from(reader.bytes());
             continue;
           }
-          case 3: {
-            if (tag !== 26) {
-              break;
-            }
-
-            message.clusterUnlockKey = Buffer.from(reader.bytes());
-            continue;
-          }
           case 4: {
             if (tag !== 32) {
               break;
@@ -232,7 +250,7 @@ export const Node: MessageFns<Node> = {
 
             const entry7 = Node_LabelsEntry.decode(reader, reader.uint32());
             if (entry7.value !== undefined) {
-              message.labels[entry7.key] = entry7.value;
+              message.labels.set(entry7.key, entry7.value);
             }
             continue;
           }
@@ -260,28 +278,18 @@ export const Node: MessageFns<Node> = {
         : isSet(object.join_key)
         ? Buffer.from(bytesFromBase64(object.join_key))
         : Buffer.alloc(0),
-      clusterUnlockKey: isSet(object.clusterUnlockKey)
-        ? Buffer.from(bytesFromBase64(object.clusterUnlockKey))
-        : isSet(object.cluster_unlock_key)
-        ? Buffer.from(bytesFromBase64(object.cluster_unlock_key))
-        : Buffer.alloc(0),
       state: isSet(object.state) ? nodeStateFromJSON(object.state) : 0,
       roles: isSet(object.roles) ? NodeRoles.fromJSON(object.roles) : undefined,
       status: isSet(object.status) ? NodeStatus.fromJSON(object.status) : undefined,
       labels: isObject(object.labels)
         ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
+          (acc: Map<string, string>, [key, value]: [string, any]) => {
+            acc.set(key, globalThis.String(value));
             return acc;
           },
-          {},
+          new Map(),
         )
-        : {},
+        : new Map(),
     };
   },
 
@@ -293,9 +301,6 @@ export const Node: MessageFns<Node> = {
     if (message.joinKey.length !== 0) {
       obj.joinKey = base64FromBytes(message.joinKey);
     }
-    if (message.clusterUnlockKey.length !== 0) {
-      obj.clusterUnlockKey = base64FromBytes(message.clusterUnlockKey);
-    }
     if (message.state !== 0) {
       obj.state = nodeStateToJSON(message.state);
     }
@@ -305,14 +310,11 @@ export const Node: MessageFns<Node> = {
     if (message.status !== undefined) {
       obj.status = NodeStatus.toJSON(message.status);
     }
-    if (message.labels) {
-      const entries = globalThis.Object.entries(message.labels) as [string, string][];
-      if (entries.length > 0) {
-        obj.labels = {};
-        entries.forEach(([k, v]) => {
-          obj.labels[k] = v;
-        });
-      }
+    if (message.labels?.size) {
+      obj.labels = {};
+      message.labels.forEach((v, k) => {
+        obj.labels[k] = v;
+      });
     }
     return obj;
   },
@@ -324,7 +326,6 @@ export const Node: MessageFns<Node> = {
     const message = createBaseNode();
     message.publicKey = object.publicKey ?? Buffer.alloc(0);
     message.joinKey = object.joinKey ?? Buffer.alloc(0);
-    message.clusterUnlockKey = object.clusterUnlockKey ?? Buffer.alloc(0);
     message.state = object.state ?? 0;
     message.roles = (object.roles !== undefined && object.roles !== null)
       ? NodeRoles.fromPartial(object.roles)
@@ -332,15 +333,15 @@ export const Node: MessageFns<Node> = {
     message.status = (object.status !== undefined && object.status !== null)
       ? NodeStatus.fromPartial(object.status)
       : undefined;
-    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+    message.labels = (() => {
+      const m = new Map();
+      (object.labels as Map<string, string> ?? new Map()).forEach((value, key) => {
         if (value !== undefined) {
-          acc[key] = globalThis.String(value);
+          m.set(key, globalThis.String(value));
         }
-        return acc;
-      },
-      {},
-    );
+      });
+      return m;
+    })();
     return message;
   },
 };
@@ -846,6 +847,289 @@ export const InitialOwner: MessageFns<InitialOwner> = {
   fromPartial<I extends Exact<DeepPartial<InitialOwner>, I>>(object: I): InitialOwner {
     const message = createBaseInitialOwner();
     message.publicKey = object.publicKey ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseSecretKeyring(): SecretKeyring {
+  return { keys: [], currentId: 0 };
+}
+
+export const SecretKeyring: MessageFns<SecretKeyring> = {
+  encode(message: SecretKeyring, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.keys) {
+      SecretKeyring_Key.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.currentId !== 0) {
+      writer.uint32(16).uint32(message.currentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SecretKeyring {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSecretKeyring();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.keys.push(SecretKeyring_Key.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.currentId = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SecretKeyring {
+    return {
+      keys: globalThis.Array.isArray(object?.keys) ? object.keys.map((e: any) => SecretKeyring_Key.fromJSON(e)) : [],
+      currentId: isSet(object.currentId)
+        ? globalThis.Number(object.currentId)
+        : isSet(object.current_id)
+        ? globalThis.Number(object.current_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: SecretKeyring): unknown {
+    const obj: any = {};
+    if (message.keys?.length) {
+      obj.keys = message.keys.map((e) => SecretKeyring_Key.toJSON(e));
+    }
+    if (message.currentId !== 0) {
+      obj.currentId = Math.round(message.currentId);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SecretKeyring>, I>>(base?: I): SecretKeyring {
+    return SecretKeyring.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SecretKeyring>, I>>(object: I): SecretKeyring {
+    const message = createBaseSecretKeyring();
+    message.keys = object.keys?.map((e) => SecretKeyring_Key.fromPartial(e)) || [];
+    message.currentId = object.currentId ?? 0;
+    return message;
+  },
+};
+
+function createBaseSecretKeyring_Key(): SecretKeyring_Key {
+  return { id: 0, key: Buffer.alloc(0) };
+}
+
+export const SecretKeyring_Key: MessageFns<SecretKeyring_Key> = {
+  encode(message: SecretKeyring_Key, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint32(message.id);
+    }
+    if (message.key.length !== 0) {
+      writer.uint32(18).bytes(message.key);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SecretKeyring_Key {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSecretKeyring_Key();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SecretKeyring_Key {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      key: isSet(object.key) ? Buffer.from(bytesFromBase64(object.key)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: SecretKeyring_Key): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.key.length !== 0) {
+      obj.key = base64FromBytes(message.key);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SecretKeyring_Key>, I>>(base?: I): SecretKeyring_Key {
+    return SecretKeyring_Key.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SecretKeyring_Key>, I>>(object: I): SecretKeyring_Key {
+    const message = createBaseSecretKeyring_Key();
+    message.id = object.id ?? 0;
+    message.key = object.key ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseWrappedSecretKeyring(): WrappedSecretKeyring {
+  return { recipientPublicKey: Buffer.alloc(0), ephemeralPublicKey: Buffer.alloc(0), sealed: Buffer.alloc(0) };
+}
+
+export const WrappedSecretKeyring: MessageFns<WrappedSecretKeyring> = {
+  encode(message: WrappedSecretKeyring, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.recipientPublicKey.length !== 0) {
+      writer.uint32(10).bytes(message.recipientPublicKey);
+    }
+    if (message.ephemeralPublicKey.length !== 0) {
+      writer.uint32(18).bytes(message.ephemeralPublicKey);
+    }
+    if (message.sealed.length !== 0) {
+      writer.uint32(26).bytes(message.sealed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WrappedSecretKeyring {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWrappedSecretKeyring();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.recipientPublicKey = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ephemeralPublicKey = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sealed = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WrappedSecretKeyring {
+    return {
+      recipientPublicKey: isSet(object.recipientPublicKey)
+        ? Buffer.from(bytesFromBase64(object.recipientPublicKey))
+        : isSet(object.recipient_public_key)
+        ? Buffer.from(bytesFromBase64(object.recipient_public_key))
+        : Buffer.alloc(0),
+      ephemeralPublicKey: isSet(object.ephemeralPublicKey)
+        ? Buffer.from(bytesFromBase64(object.ephemeralPublicKey))
+        : isSet(object.ephemeral_public_key)
+        ? Buffer.from(bytesFromBase64(object.ephemeral_public_key))
+        : Buffer.alloc(0),
+      sealed: isSet(object.sealed) ? Buffer.from(bytesFromBase64(object.sealed)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: WrappedSecretKeyring): unknown {
+    const obj: any = {};
+    if (message.recipientPublicKey.length !== 0) {
+      obj.recipientPublicKey = base64FromBytes(message.recipientPublicKey);
+    }
+    if (message.ephemeralPublicKey.length !== 0) {
+      obj.ephemeralPublicKey = base64FromBytes(message.ephemeralPublicKey);
+    }
+    if (message.sealed.length !== 0) {
+      obj.sealed = base64FromBytes(message.sealed);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WrappedSecretKeyring>, I>>(base?: I): WrappedSecretKeyring {
+    return WrappedSecretKeyring.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WrappedSecretKeyring>, I>>(object: I): WrappedSecretKeyring {
+    const message = createBaseWrappedSecretKeyring();
+    message.recipientPublicKey = object.recipientPublicKey ?? Buffer.alloc(0);
+    message.ephemeralPublicKey = object.ephemeralPublicKey ?? Buffer.alloc(0);
+    message.sealed = object.sealed ?? Buffer.alloc(0);
     return message;
   },
 };
