@@ -52,7 +52,8 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
       await requireCurrentNode(ctx, call);
       return getConsensusStatus(ctx);
     }),
-    watchRevocations: serverStream("Curator.WatchRevocations", log, async () => {
+    watchRevocations: serverStream("Curator.WatchRevocations", log, async (call) => {
+      await requireCurrentNode(ctx, call);
       throw new CuratorError(status.UNIMPLEMENTED, "WatchRevocations is not implemented yet");
     }),
   };

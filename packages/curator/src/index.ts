@@ -61,3 +61,4 @@ export {
   type ReconcileOptions,
 } from "./membership-reconciler";
 export * from "./errors";
+export { serverLimits, maxRequestBytes, maxConcurrentStreamsPerConnection } from "./server-limits";

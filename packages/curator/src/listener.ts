@@ -10,6 +10,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import type { Logger } from "winston";
+import { serverLimits } from "./server-limits";
 
 /** A service definition with its implementation. */
 export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
@@ -48,7 +49,7 @@ export class Listener {
     onServing: () => void,
   ): Promise<void> {
     if (signal.aborted) return;
-    const server = new Server();
+    const server = new Server(serverLimits());
     for (const [definition, implementation] of services)
       server.addService(definition, implementation);
     await new Promise<number>((resolve, reject) =>
