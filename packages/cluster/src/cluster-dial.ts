@@ -10,20 +10,40 @@
  * retrying would never fix.
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
-import { CuratorConnection, NoLeaderError, type LeaderClients } from "@metropolis/curator";
+import {
+  CuratorConnection,
+  directoryCurators,
+  NoLeaderError,
+  type CuratorAddress,
+  type LeaderClients,
+} from "@metropolis/curator";
 import { encodePem, tlsMaterial, type ParsedCertificate } from "@metropolis/pki";
 import type { common } from "@metropolis/proto";
 import type { RunContext } from "@metropolis/supervisor";
-import { ClusterCaMismatchError, ClusterRefusedError } from "./errors";
+import { ClusterCaMismatchError, ClusterRefusedError, EnrolmentError } from "./errors";
 
-/** `host:port` of every curator the directory names. */
-export function directoryEndpoints(directory: common.ClusterDirectory, port: number): string[] {
-  return directory.nodes.flatMap((n) => n.addresses.map((a) => `${a.host}:${port}`));
+/**
+ * The curators of a directory: every address of its consensus members, each
+ * bound to its node (a curator is believed only with that node's
+ * certificate). Other nodes run no curator, and are never asked.
+ * EnrolmentError when the directory names none.
+ */
+export function directoryEndpoints(
+  directory: common.ClusterDirectory,
+  port: number,
+): CuratorAddress[] {
+  const endpoints = directoryCurators(directory, port);
+  if (endpoints.length === 0) {
+    throw new EnrolmentError(
+      "the cluster directory names no consensus member with an address: there is no curator to ask",
+    );
+  }
+  return endpoints;
 }
 
 /** A connection to the cluster, authenticated by a self-signed certificate for `privateKey`. */
 export function dialWithEphemeral(
-  endpoints: string[],
+  endpoints: CuratorAddress[],
   caCertificate: Uint8Array,
   ephemeral: ParsedCertificate,
   privateKey: Uint8Array,
@@ -36,10 +56,11 @@ export function dialWithEphemeral(
   });
 }
 
-// Certificate verification failures as Node/OpenSSL and our checkServerIdentity word them
-// ("unable to verify the first certificate", "self-signed certificate in certificate chain",
-// "curator presented a certificate for …"). Not just "TLS": "socket disconnected before secure
-// TLS connection was established" is a curator restarting, and must be retried.
+// Certificate verification failures as Node/OpenSSL word them ("unable to verify the first
+// certificate", "self-signed certificate in certificate chain"). Not just "TLS": "socket
+// disconnected before secure TLS connection was established" is a curator restarting, and must
+// be retried; nor a node other than the one expected at an address (@metropolis/curator's
+// credentials word that without "certificate"): a node that moved, not a forged cluster.
 const tlsFailure = /certificate|self[- ]signed/i;
 
 function details(e: unknown): string {

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { localTimings } from "@metropolis/consensus";
-import { CuratorConnection, unaryCall } from "@metropolis/curator";
+import { CuratorConnection, unaryCall, type CuratorAddress } from "@metropolis/curator";
 import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
 import {
   createEphemeralCertificate,
@@ -147,7 +147,7 @@ export class TestOwner {
   }
 
   /** Escrows the owner certificate from the cluster at `endpoint` whose CA is `ca` (DER). */
-  async takeOwnership(endpoint: string, ca: Uint8Array): Promise<void> {
+  async takeOwnership(endpoint: CuratorAddress, ca: Uint8Array): Promise<void> {
     const ephemeral = await createEphemeralCertificate(this.key.privateKey);
     const self = tlsMaterial({
       certificate: ephemeral,

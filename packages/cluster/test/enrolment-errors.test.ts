@@ -37,7 +37,7 @@ function register(changes: Partial<api.NodeParameters_ClusterRegister>): api.Nod
 beforeAll(async () => {
   const first = await newNode(1);
   const home = await homeOf(await first.start(owner.bootstrapParameters()));
-  await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
+  await owner.takeOwnership({ host: first.address, port: 7835 }, home.credentials!.caCertificate);
   const p = await owner.registerParameters();
   if (p.cluster?.$case !== "clusterRegister") throw new Error("no register parameters");
   params = p.cluster.clusterRegister;

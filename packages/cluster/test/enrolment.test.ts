@@ -62,7 +62,7 @@ describe("enrolment", () => {
     const withConsensus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
     await withConsensus.consensusClient("curator").kv.get("probe").string();
 
-    await owner.takeOwnership(`${first.address}:7835`, home.credentials!.caCertificate);
+    await owner.takeOwnership({ host: first.address, port: 7835 }, home.credentials!.caCertificate);
     const nodes = await owner.nodes();
     expect(nodes.map((n) => [n.id, n.state, n.labels])).toEqual([
       [home.credentials!.nodeId, common.NodeState.UP, new Map([["site", "first"]])],

@@ -5,8 +5,14 @@
  * a registering node can only present a self-signed one. Each call then
  * classifies its caller (identity.ts). Clients verify the server against the
  * cluster CA; they dial curators by IP, while node certificates name node
- * IDs, so the name check is "a node certificate of this cluster", not a
+ * IDs, so the name check is "the certificate of the node expected there"
+ * (or, for an address an operator gave, "some node of this cluster"), not a
  * hostname match.
+ *
+ * The refusals of the name check are worded without "certificate": TLS
+ * verification failures (a foreign or forged CA) are told apart from them by
+ * that word (see @metropolis/cluster's enrolment dialling), and an
+ * unexpected node at an address is a node that moved, not a forged cluster.
  */
 import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
 import { isNodeId, parseCertificate } from "@metropolis/pki";
@@ -59,12 +65,12 @@ export function curatorClientCredentials(
           return cn === opts.nodeId
             ? undefined
             : new Error(
-                `the node answering presented a certificate for ${JSON.stringify(cn)}, not ${opts.nodeId}`,
+                `expected node ${opts.nodeId} here, but the node answering is ${JSON.stringify(cn)}: refused`,
               );
         }
         return cn !== undefined && isNodeId(cn)
           ? undefined
-          : new Error(`curator presented a certificate for ${JSON.stringify(cn)}, not a node's`);
+          : new Error(`the party answering is ${JSON.stringify(cn)}, not a node of this cluster`);
       },
     },
   );

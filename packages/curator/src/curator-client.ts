@@ -5,17 +5,30 @@
  * leader, and when the leader goes away or moves (a call answered
  * UNAVAILABLE, or a connection that fails), asks again and retries — so a
  * leader failover is a short delay for its users, not an error.
+ *
+ * Only consensus members run curators, and a client believes no one else:
+ * every curator it knows of is bound to the node that runs it (the
+ * consensus members of the cluster's records, as the node's directory says),
+ * and only that node's certificate is accepted there; the leader a verified
+ * curator names is dialled expecting that leader's certificate. Any other
+ * node of the cluster — whose certificate the CA vouches for just as well —
+ * is refused, so a node without the consensus role cannot pose as a
+ * curator. Only an operator's client may give a bare address (an address
+ * it vouches for), where any node of the cluster may say who leads.
  */
 import type { ChannelCredentials, Client, ClientOptions, ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
+import { isIP } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
+import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
 
 export interface CuratorConnectionOptions {
-  /** Curators to ask where the leader is, as `host:port`. */
-  endpoints: readonly string[];
+  /** Curators to ask where the leader is. */
+  endpoints: readonly CuratorAddress[];
   /** The cluster CA certificate (PEM). */
   ca: string;
   /** The client certificate and key (PEM): a node's, the owner's, or a self-signed one. */
@@ -41,12 +54,20 @@ export interface LeaderClients {
 
 /** No curator could say who leads before the deadline. */
 export class NoLeaderError extends Error {
-  constructor(endpoints: readonly string[], cause: unknown) {
+  constructor(endpoints: readonly CuratorAddress[], cause: unknown) {
     super(
-      `no curator leader found through ${endpoints.join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      `no curator leader found through ${endpoints.map(formatCuratorAddress).join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
     this.name = "NoLeaderError";
+  }
+}
+
+/** A curator's answer to "who leads?" that a client cannot use. */
+export class UnusableLeaderAnswerError extends Error {
+  constructor(address: CuratorAddress, why: string) {
+    super(`curator at ${formatCuratorAddress(address)}: ${why}`);
+    this.name = "UnusableLeaderAnswerError";
   }
 }
 
@@ -67,16 +88,20 @@ export function unaryCall<Req, Res>(
 }
 
 export class CuratorConnection {
-  private readonly credentials: ChannelCredentials;
+  private readonly ca: string;
+  private readonly identity: { cert: string; key: string } | undefined;
+  /** Client credentials by the node expected at the other end ("" for any node). */
+  private readonly credentials = new Map<string, ChannelCredentials>();
   private readonly channelOptions: ClientOptions;
-  private readonly endpoints: string[];
+  private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
 
   constructor(opts: CuratorConnectionOptions) {
     if (opts.endpoints.length === 0)
       throw new RangeError("CuratorConnection needs at least one curator endpoint");
     this.endpoints = [...opts.endpoints];
-    this.credentials = curatorClientCredentials(opts.ca, opts.identity);
+    this.ca = opts.ca;
+    this.identity = opts.identity;
     const keepalive = opts.keepalive ?? { timeMs: 5_000, timeoutMs: 5_000 };
     this.channelOptions = {
       "grpc.keepalive_time_ms": keepalive.timeMs,
@@ -110,8 +135,8 @@ export class CuratorConnection {
     }
   }
 
-  /** The curators asked where the leader is, as `host:port`. */
-  get knownEndpoints(): readonly string[] {
+  /** The curators asked where the leader is. */
+  get knownEndpoints(): readonly CuratorAddress[] {
     return this.endpoints;
   }
 
@@ -123,7 +148,7 @@ export class CuratorConnection {
    * cluster's view (roleserve's directory worker). The current leader, if
    * any, stays in use.
    */
-  setEndpoints(endpoints: readonly string[]): void {
+  setEndpoints(endpoints: readonly CuratorAddress[]): void {
     if (endpoints.length === 0) return;
     this.endpoints.splice(0, this.endpoints.length, ...endpoints);
   }
@@ -140,15 +165,28 @@ export class CuratorConnection {
   private async leaderClients(deadline: number, signal?: AbortSignal): Promise<LeaderClients> {
     if (this.current) return this.current;
     const endpoint = await this.findLeader(deadline, signal);
-    const address = `${endpoint.host}:${endpoint.port}`;
-    if (!this.endpoints.includes(address)) this.endpoints.push(address);
+    const address = formatCuratorAddress(endpoint);
+    if (!this.endpoints.some((e) => sameAddress(e, endpoint))) this.endpoints.push(endpoint);
+    // The leader a verified curator named: only its own certificate is accepted.
+    const credentials = this.credentialsFor(endpoint.nodeId);
     this.current = {
       endpoint,
-      curator: new curatorProto.CuratorClient(address, this.credentials, this.channelOptions),
-      management: new api.ManagementClient(address, this.credentials, this.channelOptions),
-      aaa: new api.AAAClient(address, this.credentials, this.channelOptions),
+      curator: new curatorProto.CuratorClient(address, credentials, this.channelOptions),
+      management: new api.ManagementClient(address, credentials, this.channelOptions),
+      aaa: new api.AAAClient(address, credentials, this.channelOptions),
     };
     return this.current;
+  }
+
+  /** Credentials that accept only node `nodeId`'s certificate (any node's when undefined). */
+  private credentialsFor(nodeId: string | undefined): ChannelCredentials {
+    const key = nodeId ?? "";
+    let credentials = this.credentials.get(key);
+    if (!credentials) {
+      credentials = curatorClientCredentials(this.ca, this.identity, { nodeId });
+      this.credentials.set(key, credentials);
+    }
+    return credentials;
   }
 
   private dropLeader(): void {
@@ -163,10 +201,10 @@ export class CuratorConnection {
     let lastError: unknown = new Error("no curator answered");
     let delay = 50;
     while (Date.now() < deadline) {
-      for (const address of this.endpoints) {
+      for (const curator of this.endpoints) {
         signal?.throwIfAborted();
         try {
-          return await this.askLeader(address, deadline, signal);
+          return await this.askLeader(curator, deadline, signal);
         } catch (e) {
           signal?.throwIfAborted();
           lastError = e;
@@ -179,13 +217,14 @@ export class CuratorConnection {
   }
 
   private askLeader(
-    address: string,
+    curator: CuratorAddress,
     deadline: number,
     signal?: AbortSignal,
   ): Promise<CuratorEndpoint> {
+    const address = formatCuratorAddress(curator);
     const local = new curatorProto.CuratorLocalClient(
       address,
-      this.credentials,
+      this.credentialsFor(curator.nodeId),
       this.channelOptions,
     );
     return new Promise<CuratorEndpoint>((resolve, reject) => {
@@ -204,14 +243,44 @@ export class CuratorConnection {
         result();
       };
       stream.once("data", (res: curatorProto.GetCurrentLeaderResponse) =>
-        finish(() =>
-          resolve({ nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort }),
-        ),
+        finish(() => {
+          const problem = leaderAnswerProblem(curator, res);
+          if (problem !== undefined) reject(new UnusableLeaderAnswerError(curator, problem));
+          else resolve({ nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort });
+        }),
       );
       stream.once("error", (e) => finish(() => reject(e)));
       stream.once("end", () =>
-        finish(() => reject(new Error(`${address} ended the leader stream without an answer`))),
+        finish(() =>
+          reject(
+            new UnusableLeaderAnswerError(curator, "ended the leader stream without an answer"),
+          ),
+        ),
       );
     });
   }
+}
+
+function sameAddress(a: CuratorAddress, b: CuratorAddress): boolean {
+  return a.host === b.host && a.port === b.port && a.nodeId === b.nodeId;
+}
+
+/** Why a GetCurrentLeader answer from `curator` cannot be followed, or undefined when it can. */
+function leaderAnswerProblem(
+  curator: CuratorAddress,
+  res: curatorProto.GetCurrentLeaderResponse,
+): string | undefined {
+  if (curator.nodeId !== undefined && res.thisNodeId !== curator.nodeId) {
+    return `answered as another node than ${curator.nodeId}`;
+  }
+  if (!isNodeId(res.leaderNodeId)) {
+    return "named a leader that is not a node ID";
+  }
+  if (isIP(res.leaderHost) === 0) {
+    return `named leader ${res.leaderNodeId} at an address that is not an IP address`;
+  }
+  if (!Number.isInteger(res.leaderPort) || res.leaderPort < 1 || res.leaderPort > 65535) {
+    return `named leader ${res.leaderNodeId} at port ${res.leaderPort}, not a TCP port`;
+  }
+  return undefined;
 }

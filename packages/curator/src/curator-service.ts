@@ -12,9 +12,10 @@
  */
 import { isIP } from "node:net";
 import { status, type ServerDuplexStream } from "@grpc/grpc-js";
-import type { common } from "@metropolis/proto";
-import { curator } from "@metropolis/proto";
-import { CuratorError, InvalidArgumentError } from "./errors";
+import { api, curator, type common } from "@metropolis/proto";
+import { CuratorError, InvalidArgumentError, PermissionDeniedError } from "./errors";
+import { hasRole } from "./management-nodes";
+import { claimAddress } from "./node-addresses";
 import { serverStream, toGrpcError, unary } from "./grpc-handlers";
 import { requireCurrentNode } from "./current-node";
 import { requireNode, type Caller } from "./identity";
@@ -92,10 +93,24 @@ async function updateNodeStatus(
   const nodeStatus = checkNodeStatus(req.status);
   for (let i = 0; i < STATUS_ATTEMPTS; i++) {
     const found = await getNode(ctx.kv, req.nodeId);
-    const txn = ctx.leadership
-      .txn()
-      .and(nodeKey(found.id), "Mod", "==", found.modRevision)
-      .then(ctx.kv.put(nodeKey(found.id)).value(encodeNode({ ...found.node, status: nodeStatus })));
+    // Clients dial whoever says it runs a curator: only the cluster's consensus members may.
+    if (nodeStatus.runningCurator && !hasRole(found.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
+      throw new PermissionDeniedError(
+        `node ${found.id} is not a consensus member: only consensus members run curators, so it may not report running_curator`,
+      );
+    }
+    const txn = ctx.leadership.txn().and(nodeKey(found.id), "Mod", "==", found.modRevision);
+    const claim = await claimAddress(
+      ctx.kv,
+      txn,
+      found.id,
+      nodeStatus.externalAddress,
+      found.node.status?.externalAddress || undefined,
+    );
+    txn.then(
+      ctx.kv.put(nodeKey(found.id)).value(encodeNode({ ...found.node, status: nodeStatus })),
+      ...claim,
+    );
     if (await ctx.leadership.commit(txn)) return;
   }
   throw new CuratorError(

@@ -50,6 +50,13 @@ export class NotFoundError extends CuratorError {
   }
 }
 
+/** What the request would create or claim exists already, held by someone else. */
+export class AlreadyExistsError extends CuratorError {
+  constructor(message: string) {
+    super(status.ALREADY_EXISTS, message);
+  }
+}
+
 /** The object is not in a state that allows the operation. */
 export class FailedPreconditionError extends CuratorError {
   constructor(message: string) {

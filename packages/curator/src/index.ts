@@ -19,9 +19,11 @@ export {
   CuratorConnection,
   NoLeaderError,
   unaryCall,
+  UnusableLeaderAnswerError,
   type CuratorConnectionOptions,
   type LeaderClients,
 } from "./curator-client";
+export { directoryCurators, formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 export {
   curatorClientCredentials,
   curatorServerCredentials,

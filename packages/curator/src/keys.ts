@@ -5,6 +5,7 @@
  *   /leader/<lease>            election keys (value: LeaderElectionValue)
  *   /nodes/<id>                node records (value: private.Node)
  *   /node_secrets/<id>/…       a node's secrets: cluster_unlock_key (sealed)
+ *   /node_addresses/<ip>       external address → the node id holding it
  *   /join_keys/<hex pubkey>    join key → node id
  *   /global/register_ticket    the register ticket (RegisterTicket)
  *   /global/initial_owner      the owner's public key (InitialOwner)
@@ -29,6 +30,11 @@ export function nodeKey(nodeId: string): string {
 /** Where node `nodeId`'s cluster unlock key is kept: apart from its record, which nodes may watch. */
 export function clusterUnlockKeyKey(nodeId: string): string {
   return `/node_secrets/${nodeId}/cluster_unlock_key`;
+}
+
+/** The record of who holds external address `address` (canonical text, see node-addresses.ts). */
+export function nodeAddressKey(address: string): string {
+  return `/node_addresses/${address}`;
 }
 
 export function joinKeyKey(joinPublicKey: Uint8Array): string {

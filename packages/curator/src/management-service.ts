@@ -14,8 +14,10 @@ import {
   clusterConfigurationKey,
   clusterUnlockKeyKey,
   joinKeyKey,
+  nodeAddressKey,
   registerTicketKey,
 } from "./keys";
+import { canonicalAddress } from "./node-addresses";
 import { checkLabelCount, maxLabelsPerNode, validateLabelKey, validateLabels } from "./labels";
 import type { LeaderContext } from "./leader-context";
 import {
@@ -170,6 +172,11 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
       alsoDelete: [
         ...(node.joinKey.length > 0 ? [joinKeyKey(node.joinKey)] : []),
         clusterUnlockKeyKey(id),
+        // Its address is free again. Only this node can hold the address it
+        // reports: the claim is written with the status (node-addresses.ts).
+        ...(node.status?.externalAddress
+          ? [nodeAddressKey(canonicalAddress(node.status.externalAddress))]
+          : []),
       ],
     };
   });

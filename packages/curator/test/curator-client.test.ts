@@ -12,7 +12,7 @@ describe("CuratorConnection", () => {
     // A port nothing listens on: the connection can only keep looking.
     const port = await freePort("127.0.0.1");
     const connection = new CuratorConnection({
-      endpoints: [`127.0.0.1:${port}`],
+      endpoints: [{ host: "127.0.0.1", port }],
       ca: ca.certificate.toPem(),
     });
     const controller = new AbortController();

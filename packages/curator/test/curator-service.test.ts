@@ -253,6 +253,75 @@ describe("UpdateNodeStatus", () => {
     );
     await leader.deleteNode(other.nodeId);
   });
+
+  // Issue 11's hijack: an approved node without roles announced a curator of its
+  // own, and every node's directory worker listed it first.
+  it("refuses running_curator from a node that is not a consensus member", async () => {
+    const rogue = await leader.addNode();
+    const asRogue = await leader.client(CuratorClient, { node: rogue });
+    const claim = common.NodeStatus.fromPartial({
+      externalAddress: "127.0.0.77",
+      runningCurator: { port: 17835 },
+    });
+    await expect(
+      rpc((cb) => asRogue.updateNodeStatus({ nodeId: rogue.nodeId, status: claim }, cb)),
+    ).rejects.toEqual(
+      expect.objectContaining({
+        code: status.PERMISSION_DENIED,
+        details: expect.stringMatching(/not a consensus member/),
+      }),
+    );
+    expect((await leader.getNode(rogue.nodeId))?.status).toBeUndefined();
+    // The same status without the curator is the node's to report.
+    const plain = common.NodeStatus.fromPartial({ externalAddress: "127.0.0.77" });
+    await rpc((cb) => asRogue.updateNodeStatus({ nodeId: rogue.nodeId, status: plain }, cb));
+    expect((await leader.getNode(rogue.nodeId))?.status?.externalAddress).toBe("127.0.0.77");
+
+    // A consensus member may say it runs one.
+    const member = await leader.addNode({
+      roles: { consensusMember: common.NodeRoles_ConsensusMember.create() },
+    });
+    const asMember = await leader.client(CuratorClient, { node: member });
+    const serving = common.NodeStatus.fromPartial({
+      externalAddress: "127.0.0.78",
+      runningCurator: { port: 7835 },
+    });
+    await rpc((cb) => asMember.updateNodeStatus({ nodeId: member.nodeId, status: serving }, cb));
+    expect((await leader.getNode(member.nodeId))?.status?.runningCurator?.port).toBe(7835);
+    await leader.deleteNode(rogue.nodeId);
+    await leader.deleteNode(member.nodeId);
+  });
+
+  it("refuses an external address another node holds, until that node gives it up", async () => {
+    const [a, b] = [await leader.addNode(), await leader.addNode()];
+    const [asA, asB] = [
+      await leader.client(CuratorClient, { node: a }),
+      await leader.client(CuratorClient, { node: b }),
+    ];
+    const report = (client: Client, nodeId: string, externalAddress: string) =>
+      rpc((cb) =>
+        client.updateNodeStatus(
+          { nodeId, status: common.NodeStatus.fromPartial({ externalAddress }) },
+          cb,
+        ),
+      );
+    await report(asA, a.nodeId, "fd00::1");
+    // Again, and under another spelling of the same address: still its own.
+    await report(asA, a.nodeId, "fd00:0:0::1");
+    await expect(report(asB, b.nodeId, "fd00:0::0:1")).rejects.toEqual(
+      expect.objectContaining({
+        code: status.ALREADY_EXISTS,
+        details: expect.stringContaining(`held by node ${a.nodeId}`),
+      }),
+    );
+    expect((await leader.getNode(b.nodeId))?.status).toBeUndefined();
+    // A moves: its old address is free for B.
+    await report(asA, a.nodeId, "fd00::2");
+    await report(asB, b.nodeId, "fd00::1");
+    await expect(report(asA, a.nodeId, "fd00::1")).rejects.toEqual(status_(status.ALREADY_EXISTS));
+    await leader.deleteNode(a.nodeId);
+    await leader.deleteNode(b.nodeId);
+  });
 });
 
 describe("registration", () => {

@@ -89,7 +89,7 @@ describe("curators", () => {
     // A client that only knows a follower finds the leader.
     const follower = curators[2];
     const conn = new CuratorConnection({
-      endpoints: [`${follower.endpoint.host}:${follower.endpoint.port}`],
+      endpoints: [follower.endpoint],
       ca: ca.certificate.toPem(),
     });
     try {
@@ -123,7 +123,7 @@ describe("curators", () => {
       const keys = generateKeyPair();
       const certificate = await ca.issueNodeCertificate(keys.publicKey);
       const asNode = new CuratorConnection({
-        endpoints: [`${follower.endpoint.host}:${follower.endpoint.port}`],
+        endpoints: [follower.endpoint],
         ca: ca.certificate.toPem(),
         identity: tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
       });

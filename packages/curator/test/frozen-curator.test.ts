@@ -71,7 +71,7 @@ describe("CuratorConnection keepalive", () => {
 
     const client = await issue();
     const connection = new CuratorConnection({
-      endpoints: [`${host}:${port}`],
+      endpoints: [{ host, port }],
       ca: server.ca,
       identity: client,
       keepalive: { timeMs: 200, timeoutMs: 500 },

@@ -37,11 +37,13 @@ export class ClusterSession {
     ctx: CommandContext,
     tls: { ca: string; identity: { cert: string; key: string } },
   ): Promise<ClusterSession> {
-    const endpoints = (await ctx.endpoints()).map(formatEndpoint);
+    // Addresses the operator vouches for: any node of the cluster there may say who leads,
+    // and the leader it names is then dialled expecting that leader's own certificate.
+    const endpoints = await ctx.endpoints();
     return new ClusterSession(
       ctx,
       new CuratorConnection({ endpoints, ca: tls.ca, identity: tls.identity }),
-      endpoints,
+      endpoints.map(formatEndpoint),
     );
   }
 

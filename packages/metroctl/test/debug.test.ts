@@ -131,7 +131,7 @@ describe("logs", () => {
     expect(res.code).toBe(1);
     expect(res.stderr.trimEnd().split("\n")).toHaveLength(1);
     expect(res.stderr).toMatch(
-      new RegExp(`^metroctl: logs: UNAVAILABLE: .*not ${impostor.nodeId}`),
+      new RegExp(`^metroctl: logs: UNAVAILABLE: .*expected node ${impostor.nodeId} here`),
     );
     expect(server.logRequests).toEqual([]);
   });

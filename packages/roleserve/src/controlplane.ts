@@ -353,7 +353,9 @@ class ControlPlaneLauncher {
       this.values.curatorConnection.set({
         credentials,
         connection: new CuratorConnection({
-          endpoints: [`${this.config.host}:${this.curatorPort}`],
+          endpoints: [
+            { host: this.config.host, port: this.curatorPort, nodeId: credentials.nodeId },
+          ],
           ca: credentialsPem(credentials).ca,
           identity: credentialsPem(credentials),
         }),

@@ -11,11 +11,20 @@
  * old file instead.
  *
  * From the same view it keeps the node's curator connection pointed at the
- * curators that run now (`CuratorConnection.setEndpoints`): the connection
- * starts with the curators of enrolment time, and once those have all left
- * consensus it would find no leader, even while the node runs the leader
- * itself.
+ * curators of the cluster now (`CuratorConnection.setEndpoints`): the
+ * connection starts with the curators of enrolment time, and once those have
+ * all left consensus it would find no leader, even while the node runs the
+ * leader itself. The curators are the consensus members of the cluster's
+ * records — the roles the curator assigned — never whoever reports running
+ * one: a node's status is its own claim, and a node without the role that
+ * claimed a curator would have been asked for the leader by every node.
  */
+import {
+  defaultCuratorPort,
+  directoryCurators,
+  formatCuratorAddress,
+  type CuratorAddress,
+} from "@metropolis/curator";
 import { waitFor } from "@metropolis/event";
 import { FileCorruptedError, type File } from "@metropolis/localstorage";
 import { common, curator } from "@metropolis/proto";
@@ -26,6 +35,8 @@ import type { RoleserveValues } from "./values";
 export interface DirectoryOptions {
   /** The directory file: `esp.metropolis.clusterDirectory` of the node's storage. */
   directory: File<common.ClusterDirectory>;
+  /** The port curators serve on in this cluster. Default 7835. */
+  curatorPort?: number;
 }
 
 /**
@@ -46,21 +57,6 @@ export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterD
   }
   listed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return { nodes: listed };
-}
-
-/**
- * Where the curators of `nodes` listen: the UP nodes that report a running
- * curator, as `host:port`, sorted.
- */
-export function curatorEndpoints(nodes: Iterable<curator.Node>): string[] {
-  const endpoints: string[] = [];
-  for (const node of nodes) {
-    const host = node.status?.externalAddress;
-    const running = node.status?.runningCurator;
-    if (node.state !== common.NodeState.UP || !host || !running) continue;
-    endpoints.push(`${host}:${running.port}`);
-  }
-  return endpoints.sort();
 }
 
 /**
@@ -88,12 +84,12 @@ export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions)
         // Before the backlog is complete the view is partial: writing it
         // would drop nodes that simply were not sent yet.
         if (!backlogged) return false;
-        const endpoints = curatorEndpoints(nodes.values());
-        if (endpoints.length > 0 && endpoints.join() !== connection.knownEndpoints.join()) {
-          connection.setEndpoints(endpoints);
-          ctx.logger.info(`curators to ask for the leader: ${endpoints.join(", ")}`);
-        }
         const directory = clusterDirectory(nodes.values());
+        const endpoints = directoryCurators(directory, opts.curatorPort ?? defaultCuratorPort);
+        if (endpoints.length > 0 && describe(endpoints) !== describe(connection.knownEndpoints)) {
+          connection.setEndpoints(endpoints);
+          ctx.logger.info(`curators to ask for the leader: ${describe(endpoints)}`);
+        }
         if (directory.nodes.length === 0) {
           ctx.logger.debug("no UP node with an address: keeping the directory as it is");
           return true;
@@ -146,4 +142,9 @@ async function readEncoded(
     warn(`the cluster directory on disk is corrupted: ${e.message}`);
     return undefined;
   }
+}
+
+/** Curators as `<node>@host:port`, for comparison and logs. */
+function describe(curators: readonly CuratorAddress[]): string {
+  return curators.map((c) => `${c.nodeId ?? "?"}@${formatCuratorAddress(c)}`).join(", ");
 }

@@ -10,7 +10,7 @@
  *        ▲               └───────▶ workloads   ──▶ workloadStatus
  *        └─ curator (Watch)        heartbeat, directory ◀── curatorConnection
  */
-import { CuratorConnection, defaultCuratorPort } from "@metropolis/curator";
+import { CuratorConnection, defaultCuratorPort, directoryCurators } from "@metropolis/curator";
 import type { common } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
@@ -67,8 +67,7 @@ export class Roleserver {
     directory: common.ClusterDirectory,
     enrolment: EnrolmentSecrets,
   ): void {
-    const port = this.config.curatorPort ?? defaultCuratorPort;
-    const endpoints = directory.nodes.flatMap((n) => n.addresses.map((a) => `${a.host}:${port}`));
+    const endpoints = directoryCurators(directory, this.config.curatorPort ?? defaultCuratorPort);
     const tls = credentialsPem(credentials);
     this.values.curatorConnection.set({
       credentials,
@@ -104,7 +103,10 @@ export class Roleserver {
     ctx.run("workloads", workloadsWorker(this.values, { workloads: this.config.workloads ?? [] }));
     ctx.run(
       "directory",
-      directoryWorker(this.values, { directory: storage.esp.metropolis.clusterDirectory }),
+      directoryWorker(this.values, {
+        directory: storage.esp.metropolis.clusterDirectory,
+        curatorPort: this.config.curatorPort,
+      }),
     );
     ctx.healthy();
     await ctx.untilAborted();

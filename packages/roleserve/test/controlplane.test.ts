@@ -56,7 +56,11 @@ function memberValues(sealed: priv.SealedConfiguration, roles: common.NodeRoles)
   const tls = credentialsPem(credentials);
   values.curatorConnection.set({
     credentials,
-    connection: new CuratorConnection({ endpoints: ["127.0.0.1:1"], ca: tls.ca, identity: tls }),
+    connection: new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: 1 }],
+      ca: tls.ca,
+      identity: tls,
+    }),
   });
   values.bootstrapData.set(undefined);
   values.enrolment.set({ sealed, clusterUnlockKey: randomBytes(32) });
@@ -139,7 +143,11 @@ describe("StartupWatcher", () => {
     const tls = credentialsPem(credentials);
     values.curatorConnection.set({
       credentials,
-      connection: new CuratorConnection({ endpoints: ["127.0.0.1:1"], ca: tls.ca, identity: tls }),
+      connection: new CuratorConnection({
+        endpoints: [{ host: "127.0.0.1", port: 1 }],
+        ca: tls.ca,
+        identity: tls,
+      }),
     });
     values.bootstrapData.set(undefined);
     values.localRoles.set({ kubernetesController: {} });

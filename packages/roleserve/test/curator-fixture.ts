@@ -21,6 +21,7 @@ import {
   CuratorConnection,
   ownerCommonName,
   unaryCall,
+  type CuratorAddress,
 } from "@metropolis/curator";
 import {
   freePort,
@@ -54,6 +55,8 @@ export interface TestClusterOptions {
 export interface TestCluster {
   /** Where the curator serves: "127.0.0.x:port". */
   address: string;
+  /** The curator's address, bound to the first node that runs it. */
+  endpoint: CuratorAddress;
   caPem: string;
   member: TestMember;
   /** The bootstrap node: UP, consensus member and Kubernetes controller; it runs the curator. */
@@ -123,6 +126,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const host = node.peer.host;
     const port = await freePort(host);
     const address = `${host}:${port}`;
+    const endpoint: CuratorAddress = { host, port, nodeId: firstNode.nodeId };
     let running: { curator: Curator; harness: TestHarness } | undefined;
     const startCurator = async () => {
       const curator = new Curator({
@@ -157,7 +161,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const connections: CuratorConnection[] = [];
     cleanups.push(async () => connections.forEach((c) => c.close()));
     const connection = (identity?: { cert: string; key: string }) => {
-      const c = new CuratorConnection({ endpoints: [address], ca: caPem, identity });
+      const c = new CuratorConnection({ endpoints: [endpoint], ca: caPem, identity });
       connections.push(c);
       return c;
     };
@@ -174,6 +178,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
 
     const cluster: TestCluster = {
       address,
+      endpoint,
       caPem,
       member,
       firstNode,

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CuratorConnection, unaryCall } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
-import { api, common } from "@metropolis/proto";
+import { api, common, priv } from "@metropolis/proto";
 import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
@@ -120,41 +120,55 @@ describe("directoryWorker", () => {
     }
   });
 
-  it("points the node's curator connection at the curators that run now", async () => {
+  it("points the node's curator connection at the consensus members of the records", async () => {
     const second = await cluster.addNode();
-    const [host, port] = cluster.address.split(":") as [string, string];
-    await cluster.reportStatus(cluster.firstNode, {
-      externalAddress: host,
-      runningCurator: { port: Number(port) },
-    });
-    await cluster.reportStatus(second, { externalAddress: "127.0.0.12" }); // runs no curator
-    // Enrolled when a curator ran at 127.0.0.1:1, long gone.
+    const first = cluster.firstNode;
+    const { host, port } = cluster.endpoint;
+    await cluster.reportStatus(first, { externalAddress: host, runningCurator: { port } });
+    await cluster.reportStatus(second, { externalAddress: "127.0.0.12" }); // no consensus role
+    // Enrolled when a curator of the first node ran at 127.0.0.1:1, long gone.
     const connection = new CuratorConnection({
-      endpoints: ["127.0.0.1:1", cluster.address],
+      endpoints: [{ host: "127.0.0.1", port: 1, nodeId: first.nodeId }, cluster.endpoint],
       ca: cluster.caPem,
       identity: credentialsPem(second),
     });
     const values = new RoleserveValues();
     values.curatorConnection.set({ credentials: second, connection });
-    const run = start(values, await directoryFile("endpoints"));
+    const run = startOnMock(
+      "root.directory",
+      directoryWorker(values, { directory: await directoryFile("endpoints"), curatorPort: port }),
+    );
+    const known = () =>
+      connection.knownEndpoints.map((c) => `${c.nodeId}@${c.host}:${c.port}`).sort();
     try {
       await eventually(
-        () => connection.knownEndpoints.join() === cluster.address,
-        "the connection to know only the running curator",
+        () => known().join() === `${first.nodeId}@${host}:${port}`,
+        "the connection to know only the first node's curator",
       );
-      // A curator starts on the second node: asked too.
-      await cluster.reportStatus(second, {
+
+      // A node without the consensus role whose record claims a curator (written behind
+      // the curator's back: it refuses such a status) is not asked.
+      const kv = cluster.member.status.client.sub("curator").kv;
+      const record = priv.Node.decode((await kv.get(`/nodes/${second.nodeId}`).buffer())!);
+      record.status = common.NodeStatus.fromPartial({
         externalAddress: "127.0.0.12",
-        runningCurator: { port: 7835 },
+        runningCurator: { port: 17835 },
       });
-      const both = [cluster.address, "127.0.0.12:7835"].sort();
+      await kv.put(`/nodes/${second.nodeId}`).value(Buffer.from(priv.Node.encode(record).finish()));
       await eventually(
-        () => connection.knownEndpoints.join() === both.join(),
-        "the connection to know both curators",
+        async () => (await cluster.getNode(second.nodeId))?.status?.runningCurator?.port === 17835,
+        "the forged record in place",
       );
-      expect(run.ctx.lines.map((l) => l.message)).toContain(
-        `curators to ask for the leader: ${both.join(", ")}`,
+      expect(known()).toEqual([`${first.nodeId}@${host}:${port}`]);
+
+      // The owner makes it a consensus member: now it is one of the curators.
+      await cluster.updateRoles(second.nodeId, { consensusMember: true });
+      const both = [`${first.nodeId}@${host}:${port}`, `${second.nodeId}@127.0.0.12:${port}`];
+      await eventually(
+        () => known().join() === [...both].sort().join(),
+        "the connection to know both consensus members",
       );
+      expect(run.ctx.lines.map((l) => l.message).some((m) => m.includes(both[1]!))).toBe(true);
     } finally {
       await run.stop();
       connection.close();

@@ -72,7 +72,7 @@ describe("heartbeatWorker", () => {
     const node = await credentialsFrom(ca, host);
     const tls = credentialsPem(node);
     const connection = new CuratorConnection({
-      endpoints: [`${host}:${port}`],
+      endpoints: [{ host, port, nodeId: serverIdentity.nodeId }],
       ca: tls.ca,
       identity: tls,
     });
