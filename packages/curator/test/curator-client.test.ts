@@ -1,10 +1,21 @@
 /**
- * CuratorConnection stops as soon as its caller gives up: an aborted call
- * does not keep looking for a leader until its own deadline.
+ * CuratorConnection on its own, against hand-made CuratorLocal servers with
+ * genuine node certificates of one cluster CA: it stops as soon as its caller
+ * gives up, and it believes a curator only where it expects that curator's
+ * node — the rogue of issue 11 (a node of the cluster without the consensus
+ * role, serving "the leader is me") is refused, whatever it answers.
  */
+import { Server, type ServerWritableStream } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
-import { CertificateAuthority } from "@metropolis/pki";
-import { CuratorConnection } from "../src/curator-client";
+import {
+  CertificateAuthority,
+  generateKeyPair,
+  nodeIdFromPublicKey,
+  tlsMaterial,
+} from "@metropolis/pki";
+import { curator } from "@metropolis/proto";
+import { CuratorConnection, NoLeaderError, unaryCall } from "../src/curator-client";
+import { curatorServerCredentials } from "../src/credentials";
 
 describe("CuratorConnection", () => {
   it("ends a call with the abort reason while no curator answers", async () => {
@@ -24,5 +35,147 @@ describe("CuratorConnection", () => {
     controller.abort(reason);
     await expect(call).rejects.toBe(reason);
     connection.close();
+  });
+});
+
+/** A node of the test CA: its ID and TLS material. */
+async function node(ca: CertificateAuthority) {
+  const keys = generateKeyPair();
+  const certificate = await ca.issueNodeCertificate(keys.publicKey, { ipAddresses: ["127.0.0.1"] });
+  return {
+    nodeId: nodeIdFromPublicKey(keys.publicKey),
+    tls: tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
+  };
+}
+
+type Node = Awaited<ReturnType<typeof node>>;
+
+/** A CuratorLocal served with `self`'s certificate that names `leader` as the leader; counts its calls. */
+async function fakeCurator(self: Node, leader: (port: number) => curator.GetCurrentLeaderResponse) {
+  const server = new Server();
+  const calls = { count: 0 };
+  let port = 0;
+  const implementation: curator.CuratorLocalServer = {
+    getCurrentLeader: (
+      call: ServerWritableStream<curator.GetCurrentLeaderRequest, curator.GetCurrentLeaderResponse>,
+    ) => {
+      calls.count++;
+      call.write(leader(port));
+    },
+    getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
+  };
+  server.addService(curator.CuratorLocalService, implementation);
+  port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", curatorServerCredentials(self.tls), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
+  );
+  return { port, calls, stop: () => server.forceShutdown() };
+}
+
+describe("CuratorConnection trusts only the curators it expects", () => {
+  let ca: CertificateAuthority;
+  let member: Node;
+  let rogue: Node;
+  let client: Node;
+  beforeAll(async () => {
+    ca = await CertificateAuthority.create();
+    [member, rogue, client] = [await node(ca), await node(ca), await node(ca)];
+  });
+
+  it("refuses a node of the cluster at an address where another node was expected", async () => {
+    // The rogue serves "the leader is me" with its own, genuine node certificate.
+    const impostor = await fakeCurator(rogue, (port) => ({
+      leaderNodeId: rogue.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port,
+      thisNodeId: rogue.nodeId,
+    }));
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: impostor.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      const error = await connection.leader(1_500).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(NoLeaderError);
+      expect(String(error)).toContain(`expected node ${member.nodeId} here`);
+      // TLS stopped it before any call reached the impostor.
+      expect(impostor.calls.count).toBe(0);
+    } finally {
+      connection.close();
+      impostor.stop();
+    }
+  });
+
+  it("dials the leader a curator names only with that leader's certificate", async () => {
+    // The rogue listens where a real member's curator says the leader is…
+    const impostor = await fakeCurator(rogue, (port) => ({
+      leaderNodeId: rogue.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port,
+      thisNodeId: rogue.nodeId,
+    }));
+    const leaderId = (await node(ca)).nodeId;
+    const honest = await fakeCurator(member, () => ({
+      leaderNodeId: leaderId,
+      leaderHost: "127.0.0.1",
+      leaderPort: impostor.port,
+      thisNodeId: member.nodeId,
+    }));
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: honest.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      // …so the member's answer is followed, but the leader's address answers with the rogue.
+      expect((await connection.leader(5_000)).nodeId).toBe(leaderId);
+      const error = await connection
+        .call(
+          (leader) =>
+            unaryCall<curator.GetConsensusStatusRequest, curator.GetConsensusStatusResponse>(
+              leader.curator.getConsensusStatus.bind(leader.curator),
+              {},
+            ),
+          { timeoutMs: 1_000 },
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(String(error)).toContain(`expected node ${leaderId} here`);
+      expect(impostor.calls.count).toBe(0);
+    } finally {
+      connection.close();
+      impostor.stop();
+      honest.stop();
+    }
+  });
+
+  it("refuses an answer from another node than the one it asked", async () => {
+    // A member's certificate, but it claims to be someone else in its answer.
+    const confused = await fakeCurator(member, (port) => ({
+      leaderNodeId: member.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port,
+      thisNodeId: rogue.nodeId,
+    }));
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: confused.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      await expect(connection.leader(1_000)).rejects.toThrow(
+        `answered as another node than ${member.nodeId}`,
+      );
+    } finally {
+      connection.close();
+      confused.stop();
+    }
   });
 });
