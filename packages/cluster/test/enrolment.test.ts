@@ -5,7 +5,7 @@
  * worker role (runs its declared workload), loses them again, and comes back
  * after a restart through join. Real etcd, real curators, real mTLS gRPC.
  */
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import { common } from "@metropolis/proto";
@@ -117,6 +117,19 @@ describe("enrolment", () => {
       async () => (await firstPlane!.consensus.members()).length === 1,
       "the removed member to leave etcd",
     );
+    // Its etcd data goes once its own etcd reported the removal, not before.
+    const member = join(second.storage().data.etcd.data.fullPath, "member");
+    await eventually(
+      async () =>
+        !(await stat(member).then(
+          () => true,
+          () => false,
+        )),
+      "the removed member's etcd data to go",
+    );
+    expect(
+      secondRun.harness.supervisor.logs("root.roleserver.controlplane").map((l) => l.message),
+    ).toContain("etcd reported this member's removal from the cluster: removed its etcd data");
   });
 
   it("runs the declared workloads while it holds the worker role", async () => {

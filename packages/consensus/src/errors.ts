@@ -31,3 +31,15 @@ export class ConsensusConfigError extends ConsensusError {}
 
 /** A membership change that etcd refused or that does not make sense. */
 export class MembershipError extends ConsensusError {}
+
+/**
+ * etcd reported that its cluster removed this member (see etcd-log.ts): its
+ * data directory will never serve again and may be deleted.
+ */
+export class MemberRemovedError extends ConsensusError {
+  constructor(readonly nodeId: string) {
+    super(
+      `etcd member ${nodeId} was removed from its cluster (etcd said so): its data is not started again`,
+    );
+  }
+}

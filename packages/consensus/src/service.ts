@@ -23,6 +23,12 @@
  * A crash of the etcd process restarts only that child; the client
  * reconnects by itself. Any other failure fails the service, which the
  * supervisor restarts with a fresh machine.
+ *
+ * Except one exit: etcd reporting that its cluster removed this member
+ * (etcd-log.ts). Then `status` turns `removed` and etcd is not started from
+ * that data again, by this service or a restart of its etcd child: the
+ * member's owner (the control plane) may now delete the data, on etcd's own
+ * word rather than on anyone's say-so.
  */
 import { access, mkdir, rm } from "node:fs/promises";
 import { constants as fsConstants } from "node:fs";
@@ -42,8 +48,13 @@ import { publicKeyFromPrivateKey } from "@metropolis/pki";
 import { ConsensusClient } from "./consensus-client";
 import { isServing, memberClient, waitReady } from "./etcd-client";
 import { etcdArgs, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
-import { logEtcdLine } from "./etcd-log";
-import { ConsensusConfigError, EtcdNotInstalledError } from "./errors";
+import { logEtcdLine, reportsMemberRemoved } from "./etcd-log";
+import {
+  ConsensusConfigError,
+  EtcdNotInstalledError,
+  MemberRemovedError,
+  MembershipError,
+} from "./errors";
 import { addLearner, promoteStartedLearners, removeMember } from "./membership";
 import { abortableDelay } from "./abortable-delay";
 import {
@@ -170,6 +181,8 @@ export class ConsensusService {
   /** `running` with a client while the member serves; `stopped` otherwise. */
   readonly status = new MemoryValue<ConsensusStatus>({ state: "stopped" });
   private client: Etcd3 | undefined;
+  /** Set once etcd reported this member's removal: final (see the module comment). */
+  private removed = false;
 
   constructor(private readonly config: ConsensusConfig) {
     if (config.bootstrap && config.join) {
@@ -182,7 +195,7 @@ export class ConsensusService {
     try {
       await machineRunnable(consensusMachine, { input: { service: this } })(ctx);
     } finally {
-      this.status.set({ state: "stopped" });
+      this.status.set({ state: this.removed ? "removed" : "stopped" });
       const client = this.client;
       this.client = undefined;
       client?.close();
@@ -270,7 +283,10 @@ export class ConsensusService {
     this.client = client;
     const etcd = commandRunnable(this.config.etcdBinary ?? "etcd", args, {
       cwd: this.config.storage.ephemeral.consensus.fullPath,
-      logLine: logEtcdLine,
+      logLine: (line, stream, logger) => {
+        logEtcdLine(line, stream, logger);
+        if (reportsMemberRemoved(line)) this.removed = true;
+      },
       // Healthy means serving: a restarted etcd is healthy once clients work again.
       probe: () => isServing(client),
       probeIntervalMs: 20,
@@ -278,9 +294,18 @@ export class ConsensusService {
       graceMs: 10_000,
     });
     ctx.run("etcd", async (c) => {
+      // A removed member is never started from its data again.
+      if (this.removed) return c.untilAborted();
       // A killed etcd leaves its socket behind, and etcd will not listen over it.
       await rm(this.socketPath, { force: true });
-      await etcd(c);
+      try {
+        await etcd(c);
+      } catch (e) {
+        if (!this.removed) throw e;
+      }
+      if (!this.removed) return;
+      this.status.set({ state: "removed" });
+      throw new MemberRemovedError(nodeId);
     });
     ctx.run("autopromoter", (c) => this.autopromote(c, client));
     await waitReady(client, ctx.signal);
@@ -311,12 +336,36 @@ export class ConsensusService {
         return { peers, caCertificate: ca.certificate.der, certificate: certificate.der };
       },
       members: async () => (await client.cluster.memberList({})).members,
+      confirmMember: (timeoutMs = 5_000) => this.confirmMember(client, timeoutMs),
       removeNode: (nodeId, address, signal) =>
         removeMember(client, nodeId, address && this.peerUrlOf(address), {
           signal: signal ?? ctx.signal,
           logger: ctx.logger,
         }),
     });
+  }
+
+  private async confirmMember(client: Etcd3, timeoutMs: number): Promise<boolean> {
+    const ask = async () => {
+      // Linearizable (not serializable): answered only with the leader's read index,
+      // so every membership change committed before it is applied here by then.
+      await client.get("consensus-membership-probe").exec();
+      const { members } = await client.cluster.memberList({});
+      return members.some((m) => m.name === this.config.nodeId);
+    };
+    const timeout = new AbortController();
+    try {
+      return await Promise.race([
+        ask(),
+        abortableDelay(timeoutMs, timeout.signal).then(() => {
+          throw new MembershipError(
+            `no quorum answered within ${timeoutMs} ms: whether ${this.config.nodeId} is a member is unknown`,
+          );
+        }),
+      ]);
+    } finally {
+      timeout.abort();
+    }
   }
 
   private async autopromote(ctx: RunContext, client: Etcd3): Promise<void> {

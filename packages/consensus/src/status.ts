@@ -25,6 +25,12 @@ export interface PeerAddress {
 
 export type ConsensusStatus =
   | { state: "stopped" }
+  /**
+   * etcd itself reported that its cluster removed this member (see
+   * etcd-log.ts): its data will never be part of the cluster again and may be
+   * deleted. Final for this service: it does not start etcd again.
+   */
+  | { state: "removed" }
   | {
       state: "running";
       /** The unconfined client; hand out `client.sub(user)` to users. */
@@ -42,6 +48,14 @@ export type ConsensusStatus =
       ): Promise<JoinCluster>;
       /** The cluster's members, learners included (a member not started yet has an empty name). */
       members(): Promise<IMember[]>;
+      /**
+       * Whether this member still belongs to its cluster, read with quorum:
+       * a linearizable read first (so that every membership change committed
+       * before it has been applied here), then the member list. Rejects when
+       * the cluster does not answer with quorum within `timeoutMs` (default
+       * 5 s): then nothing is known, and nothing should be concluded.
+       */
+      confirmMember(timeoutMs?: number): Promise<boolean>;
       /**
        * Removes the node's member, if it has one. Give the node's peer
        * `address` to also remove a learner that was added but never started.

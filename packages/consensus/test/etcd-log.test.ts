@@ -1,5 +1,5 @@
 import { MockContext } from "@metropolis/supervisor/testing";
-import { logEtcdLine } from "../src/etcd-log";
+import { logEtcdLine, reportsMemberRemoved } from "../src/etcd-log";
 
 describe("etcd log lines", () => {
   it("keep etcd's level, message and fields", async () => {
@@ -34,5 +34,24 @@ describe("etcd log lines", () => {
       ["info", "ready to serve client requests"],
     ]);
     expect(ctx.lines[0].meta).toMatchObject({ caller: "etcdserver/server.go:1", took: "1.2s" });
+  });
+});
+
+describe("reportsMemberRemoved", () => {
+  it("recognises only etcd's own report of this member's removal", () => {
+    // As etcd 3.4.23 wrote it when its member was removed, running or at a restart.
+    const removed =
+      '{"level":"warn","ts":"2026-11-24T11:48:48.841Z","caller":"etcdserver/server.go:1078","msg":"server error","error":"the member has been permanently removed from the cluster"}';
+    expect(reportsMemberRemoved(removed)).toBe(true);
+    for (const other of [
+      // A peer that became inactive: the same words, but about dialling someone else.
+      '{"level":"warn","msg":"peer became inactive (message send to peer failed)","error":"failed to dial d49e on stream MsgApp v2 (the member has been permanently removed from the cluster)"}',
+      '{"level":"warn","msg":"server error","error":"etcdserver: request timed out"}',
+      '{"level":"info","msg":"removed member","removed-remote-peer-id":"22470a620d4ee032"}',
+      "the member has been permanently removed from the cluster",
+      "",
+    ]) {
+      expect(reportsMemberRemoved(other)).toBe(false);
+    }
   });
 });

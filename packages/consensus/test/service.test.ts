@@ -5,8 +5,14 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ConsensusService, EtcdNotInstalledError, type JoinCluster } from "@metropolis/consensus";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import {
+  ConsensusService,
+  EtcdNotInstalledError,
+  localTimings,
+  type JoinCluster,
+} from "@metropolis/consensus";
+import { waitFor } from "@metropolis/event";
+import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { runTestMember, testNode, type TestNode } from "@metropolis/consensus/testing";
 
 const harnesses: TestHarness[] = [];
@@ -109,6 +115,68 @@ describe("consensus", () => {
     expect(await first.status.removeNode(c.nodeId)).toBe(true);
     const after = await first.status.members();
     expect(after.map((m) => m.name)).not.toContain(c.nodeId);
+  });
+
+  it("learns its removal from etcd itself, and never starts that data again", async () => {
+    const [a, b, c] = [await newNode("ra"), await newNode("rb"), await newNode("rc")];
+    const first = await runMember(a, { bootstrap: true });
+    const running = [first];
+    for (const joiner of [b, c]) {
+      const join = await first.status.addNode(joiner.nodeId, joiner.publicKey, joiner.peer);
+      running.push(await runMember(joiner, { join }, joiner === c));
+      await eventually(
+        async () => (await first.status.members()).every((m) => !m.isLearner && m.name !== ""),
+        "every learner promoted",
+      );
+    }
+    // Every member confirms its membership with quorum.
+    for (const m of running) expect(await m.status.confirmMember()).toBe(true);
+
+    // c is removed while it runs: its etcd applies its own removal and says so.
+    const removed = running[2]!;
+    expect(await first.status.removeNode(c.nodeId)).toBe(true);
+    await waitFor(
+      removed.service.status,
+      (s) => s.state === "removed",
+      AbortSignal.timeout(20_000),
+    );
+    expect(await first.status.confirmMember()).toBe(true);
+    const startsBefore = removed.harness.supervisor
+      .logs("root.consensus.etcd")
+      .filter((l) => l.message.startsWith("started etcd")).length;
+    // Its etcd child is restarted by the supervisor, but etcd is not started again.
+    await eventually(
+      () =>
+        removed.harness.supervisor.tree().find((n) => n.dn === "root.consensus.etcd")?.restarts ===
+        1,
+      "the etcd child restarted once",
+    );
+    expect(
+      removed.harness.supervisor
+        .logs("root.consensus.etcd")
+        .filter((l) => l.message.startsWith("started etcd")).length,
+    ).toBe(startsBefore);
+    await removed.harness.cleanup({ timeoutMs: 20_000 });
+    harnesses.splice(harnesses.indexOf(removed.harness), 1);
+
+    // A new service on that data (the node restarted) hears it from etcd at once.
+    const again = new ConsensusService({
+      nodeId: c.nodeId,
+      nodePrivateKey: c.privateKey,
+      storage: await c.reopen(),
+      peer: c.peer,
+      timings: localTimings,
+    });
+    const harness = testHarness(
+      async (ctx) => {
+        ctx.run("consensus", again.run);
+        ctx.healthy();
+        await ctx.untilAborted();
+      },
+      { expectDeath: (dn) => dn === "root.consensus.etcd" },
+    );
+    harnesses.push(harness);
+    await waitFor(again.status, (s) => s.state === "removed", AbortSignal.timeout(20_000));
   });
 
   it("removes a learner that was added but never started, by its address", async () => {

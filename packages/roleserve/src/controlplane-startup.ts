@@ -14,7 +14,11 @@ import type { NodeCredentials } from "./node-credentials";
 import type { BootstrapData, EnrolmentSecrets, RoleserveValues } from "./values";
 
 export type ControlPlaneStartup =
-  | { run: false }
+  | {
+      run: false;
+      /** The node's credentials, to start the member an earlier membership left on disk. */
+      credentials?: NodeCredentials;
+    }
   | {
       run: true;
       enrolment: EnrolmentSecrets;
@@ -72,7 +76,7 @@ export class StartupWatcher {
         return { run: true, enrolment: this.secrets, bootstrap: this.bootstrapData };
     }
     const { roles, connection } = await this.cluster.get({ signal });
-    if (!roles.consensusMember) return { run: false };
+    if (!roles.consensusMember) return { run: false, credentials: connection.credentials };
     return {
       run: true,
       enrolment: this.secrets,

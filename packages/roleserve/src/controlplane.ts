@@ -2,44 +2,58 @@
  * The control plane launcher: runs this node's consensus member and curator
  * while the node should run a control plane (see controlplane-startup.ts).
  *
- *   deciding ──▶ idle (no control plane) ─────────────── flip ──▶ (restart)
- *       └──────▶ consensus ──▶ bootstrapping? ──▶ curator ──▶ serving ── flip / etcd stopped ──▶ (restart)
+ *   decide ──run──▶ consensus ──▶ bootstrap? ──▶ curator ──▶ healthy … roles flip / etcd stops ──▶ fail
+ *      └──no run──▶ stand down (below) ─────────────────────▶ healthy … roles flip ───────────────▶ fail
  *
- * It never adjusts a running control plane: when "should run" flips, or
- * etcd stops under the curator, the launcher fails with a typed error, the
- * supervisor cancels its children (stopping etcd and the curator) and starts
- * it again, and the new run decides afresh — seed 004's launcher pattern.
+ * One straight run, no state machine: it never adjusts a running control
+ * plane. When "should run" flips, or etcd stops under the curator, it fails
+ * with a typed error, the supervisor cancels its children (stopping etcd and
+ * the curator) and starts it again, and the new run decides afresh — seed
+ * 004's launcher pattern, where the supervisor's restart is the state machine.
  *
  * While it serves, the sealed configuration holds the cluster CA and the
  * cluster unlock key, so that the node can come back on its own when the
- * whole cluster was powered off (see priv.SealedConfiguration); without a
- * control plane the unlock key is removed from it again, and so is a stale
- * etcd data directory of a member that was removed.
+ * whole cluster was powered off (see priv.SealedConfiguration).
+ *
+ * Standing down destroys nothing on the roles' word alone. The roles come
+ * from a curator; removing a member's etcd data and its sealed unlock key
+ * cannot be undone, and a node that did it on a wrong answer would be one
+ * member less for good (issue 11: a rogue curator made every member wipe
+ * itself). So a node with etcd data starts its member from that data and
+ * lets etcd decide: etcd reports the member's removal itself (its cluster
+ * committed it), and only then are the data and the unlock key removed.
+ * Until then the member runs — the node is still one of the cluster's
+ * voters, whatever its roles say — and the leader's membership reconciler
+ * removes it if it really should go.
  */
 import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ConsensusService, defaultPeerPort, type EtcdTimings } from "@metropolis/consensus";
+import {
+  ConsensusService,
+  defaultPeerPort,
+  type ConsensusStatus,
+  type EtcdTimings,
+} from "@metropolis/consensus";
 import {
   bootstrapCluster,
   Curator,
   CuratorConnection,
   defaultCuratorPort,
-  type RunningConsensus as RunningConsensusStatus,
+  type RunningConsensus,
 } from "@metropolis/curator";
 import { waitFor } from "@metropolis/event";
 import { sealConfiguration, type NodeRoot } from "@metropolis/localstorage";
 import { nodeIdFromPublicKey, publicKeyFromPrivateKey } from "@metropolis/pki";
 import { priv } from "@metropolis/proto";
-import {
-  machineRunnable,
-  type RunContext,
-  type Runnable,
-  type SupervisedInput,
-} from "@metropolis/supervisor";
-import { assign, fromPromise, setup } from "xstate";
-import { ConsensusStoppedError, RolesChangedError } from "./errors";
-import { credentialsPem, saveCredentials, type NodeCredentials } from "./node-credentials";
+import type { RunContext, Runnable } from "@metropolis/supervisor";
 import { StartupWatcher, type ControlPlaneStartup } from "./controlplane-startup";
+import {
+  ConsensusRemovedError,
+  ConsensusStoppedError,
+  ControlPlaneInputError,
+  RolesChangedError,
+} from "./errors";
+import { credentialsPem, saveCredentials, type NodeCredentials } from "./node-credentials";
 import type { EnrolmentSecrets, RoleserveValues } from "./values";
 
 export interface ControlPlaneConfig {
@@ -63,156 +77,11 @@ export interface ControlPlaneConfig {
 }
 
 type RunStartup = Extract<ControlPlaneStartup, { run: true }>;
+type StandDown = Extract<ControlPlaneStartup, { run: false }>;
 
-interface MachineInput extends SupervisedInput {
-  launcher: ControlPlaneLauncher;
-}
-
-interface MachineContext extends MachineInput {
-  startup?: RunStartup;
-  consensus?: RunningConsensusStatus;
-  credentials?: NodeCredentials;
-}
-
-const controlPlaneMachine = setup({
-  types: { input: {} as MachineInput, context: {} as MachineContext },
-  actors: {
-    decide: fromPromise<ControlPlaneStartup, MachineInput>(({ input, signal }) =>
-      input.launcher.startups.next(signal),
-    ),
-    stand: fromPromise<void, MachineInput>(({ input }) => input.launcher.standDown(input.ctx)),
-    startConsensus: fromPromise<RunningConsensusStatus, MachineInput & { startup: RunStartup }>(
-      ({ input, signal }) => input.launcher.startConsensus(input.ctx, input.startup, signal),
-    ),
-    finishBootstrap: fromPromise<
-      NodeCredentials,
-      MachineInput & { startup: RunStartup; consensus: RunningConsensusStatus }
-    >(({ input }) => input.launcher.finishBootstrap(input.ctx, input.startup, input.consensus)),
-    startCurator: fromPromise<
-      void,
-      MachineInput & {
-        startup: RunStartup;
-        consensus: RunningConsensusStatus;
-        credentials: NodeCredentials;
-      }
-    >(({ input }) =>
-      input.launcher.startCurator(input.ctx, input.startup, input.consensus, input.credentials),
-    ),
-    untilFlip: fromPromise<never, MachineInput & { running: boolean }>(({ input, signal }) =>
-      input.launcher.untilFlip(input.running, signal),
-    ),
-    untilConsensusStops: fromPromise<never, MachineInput>(({ input, signal }) =>
-      input.launcher.untilConsensusStops(signal),
-    ),
-  },
-}).createMachine({
-  id: "controlplane",
-  context: ({ input }) => ({ ...input }),
-  initial: "deciding",
-  states: {
-    deciding: {
-      invoke: {
-        src: "decide",
-        input: ({ context }) => ({ ctx: context.ctx, launcher: context.launcher }),
-        onDone: [
-          {
-            guard: ({ event }) => event.output.run,
-            target: "consensus",
-            actions: assign({ startup: ({ event }) => event.output as RunStartup }),
-          },
-          { target: "idle" },
-        ],
-      },
-    },
-    idle: {
-      initial: "standingDown",
-      states: {
-        standingDown: {
-          invoke: {
-            src: "stand",
-            input: ({ context }) => ({ ctx: context.ctx, launcher: context.launcher }),
-            onDone: "waiting",
-          },
-        },
-        waiting: { tags: ["healthy"] },
-      },
-      invoke: {
-        src: "untilFlip",
-        input: ({ context }) => ({ ctx: context.ctx, launcher: context.launcher, running: false }),
-      },
-    },
-    consensus: {
-      invoke: {
-        src: "startConsensus",
-        input: ({ context }) => ({
-          ctx: context.ctx,
-          launcher: context.launcher,
-          startup: context.startup!,
-        }),
-        onDone: [
-          {
-            guard: ({ context }) => context.startup!.credentials === undefined,
-            target: "bootstrapping",
-            actions: assign({ consensus: ({ event }) => event.output }),
-          },
-          {
-            target: "curator",
-            actions: assign({
-              consensus: ({ event }) => event.output,
-              credentials: ({ context }) => context.startup!.credentials,
-            }),
-          },
-        ],
-      },
-    },
-    bootstrapping: {
-      invoke: {
-        src: "finishBootstrap",
-        input: ({ context }) => ({
-          ctx: context.ctx,
-          launcher: context.launcher,
-          startup: context.startup!,
-          consensus: context.consensus!,
-        }),
-        onDone: {
-          target: "curator",
-          actions: assign({ credentials: ({ event }) => event.output }),
-        },
-      },
-    },
-    curator: {
-      invoke: {
-        src: "startCurator",
-        input: ({ context }) => ({
-          ctx: context.ctx,
-          launcher: context.launcher,
-          startup: context.startup!,
-          consensus: context.consensus!,
-          credentials: context.credentials!,
-        }),
-        onDone: "serving",
-      },
-    },
-    serving: {
-      tags: ["healthy"],
-      invoke: [
-        {
-          src: "untilFlip",
-          input: ({ context }) => ({ ctx: context.ctx, launcher: context.launcher, running: true }),
-        },
-        {
-          src: "untilConsensusStops",
-          input: ({ context }) => ({ ctx: context.ctx, launcher: context.launcher }),
-        },
-      ],
-    },
-  },
-});
-
-/** The launcher's work; the machine above decides when each step runs. */
+/** One run of the launcher: see the module comment. */
 class ControlPlaneLauncher {
-  readonly startups: StartupWatcher;
-  private service: ConsensusService | undefined;
+  private readonly startups: StartupWatcher;
 
   constructor(
     private readonly values: RoleserveValues,
@@ -229,39 +98,103 @@ class ControlPlaneLauncher {
     return this.config.curatorPort ?? defaultCuratorPort;
   }
 
-  /** No control plane: none is published, no unlock key stays sealed, no stale etcd data stays. */
-  async standDown(ctx: RunContext): Promise<void> {
-    this.values.localControlPlane.set(undefined);
-    const enrolment = this.startups.secrets!;
-    if (enrolment.sealed.clusterUnlockKey.length > 0) {
-      await this.reseal(enrolment, { clusterUnlockKey: Buffer.alloc(0) });
-      ctx.logger.info(
-        "not a consensus member: cluster unlock key removed from the sealed configuration",
-      );
-    }
-    const member = join(this.config.storage.data.etcd.data.fullPath, "member");
-    if (
-      await stat(member).then(
-        () => true,
-        () => false,
-      )
-    ) {
-      // A member removed from etcd must never start from its old data again:
-      // if the role comes back, it joins afresh.
-      await rm(member, { recursive: true, force: true });
-      ctx.logger.info("not a consensus member: removed the etcd data of an earlier membership");
-    }
+  /** Runs until the roles flip or etcd stops, then fails (the supervisor restarts it). */
+  async run(ctx: RunContext): Promise<never> {
+    const startup = await this.startups.next(ctx.signal);
+    if (!startup.run) return this.standDown(ctx, startup);
+    const service = this.consensus(ctx, startup);
+    const consensus = await this.untilRunning(service, ctx.signal);
+    const credentials =
+      startup.credentials ?? (await this.finishBootstrap(ctx, startup, consensus));
+    await this.startCurator(ctx, startup, consensus, credentials);
+    ctx.healthy();
+    return Promise.race([
+      this.untilFlip(true, ctx.signal),
+      this.untilConsensusStops(service, ctx.signal),
+    ]);
   }
 
-  async startConsensus(
+  /**
+   * No control plane: none is published, and once etcd has confirmed that
+   * this node's member is gone (or there never was one), no stale etcd data
+   * and no unlock key stay. See the module comment.
+   */
+  private async standDown(ctx: RunContext, startup: StandDown): Promise<never> {
+    this.values.localControlPlane.set(undefined);
+    const member = join(this.config.storage.data.etcd.data.fullPath, "member");
+    if (await exists(member)) {
+      if (!startup.credentials) {
+        // Only a node whose bootstrap has not finished lacks them, and it runs a control plane.
+        throw new ControlPlaneInputError("etcd data on disk, but no node credentials to start it");
+      }
+      // etcd decides, from this very data: started as the member it was.
+      const service = this.consensus(ctx, { credentials: startup.credentials });
+      ctx.healthy();
+      // Following the roles meanwhile; ended once etcd decided, to follow them again below.
+      const lingering = new AbortController();
+      const flip = this.untilFlip(false, AbortSignal.any([ctx.signal, lingering.signal]));
+      try {
+        await Promise.race([flip, this.lingerUntilRemoved(ctx, service)]);
+      } finally {
+        lingering.abort();
+        await flip.catch(() => undefined);
+      }
+      // Removed: etcd has exited and will not be started on this data again.
+      await rm(member, { recursive: true, force: true });
+      ctx.logger.info(
+        "etcd reported this member's removal from the cluster: removed its etcd data",
+      );
+      await this.dropUnlockKey(ctx, this.startups.secrets);
+      return this.untilFlip(false, ctx.signal);
+    }
+    await this.dropUnlockKey(ctx, this.startups.secrets);
+    ctx.healthy();
+    return this.untilFlip(false, ctx.signal);
+  }
+
+  /**
+   * Runs this node's member from its data until etcd reports it removed.
+   * While etcd counts it as a member, it keeps running: its vote keeps the
+   * cluster's quorum, whatever this node's roles say.
+   */
+  private async lingerUntilRemoved(ctx: RunContext, service: ConsensusService): Promise<void> {
+    const status = await waitFor(
+      service.status,
+      (s) => s.state === "running" || s.state === "removed",
+      ctx.signal,
+    );
+    if (status.state === "running") {
+      const member = await status.confirmMember().catch(() => undefined);
+      ctx.logger.warn(
+        member === true
+          ? "not a consensus member by its roles, but etcd still counts this node as a member: running it until etcd removes it (its data and unlock key stay)"
+          : "not a consensus member by its roles; etcd has not said it removed this member: running it until it does (its data and unlock key stay)",
+      );
+    }
+    await waitFor(service.status, (s) => s.state === "removed", ctx.signal);
+  }
+
+  /** Removes the cluster unlock key from the sealed configuration, if it holds one. */
+  private async dropUnlockKey(
     ctx: RunContext,
-    startup: RunStartup,
-    signal: AbortSignal,
-  ): Promise<RunningConsensusStatus> {
-    const privateKey = startup.bootstrap?.nodePrivateKey ?? startup.credentials!.privateKey;
-    const nodeId = nodeIdFromPublicKey(publicKeyFromPrivateKey(privateKey));
-    this.service = new ConsensusService({
-      nodeId,
+    enrolment: EnrolmentSecrets | undefined,
+  ): Promise<void> {
+    if (!enrolment || enrolment.sealed.clusterUnlockKey.length === 0) return;
+    await this.reseal(enrolment, { clusterUnlockKey: Buffer.alloc(0) });
+    ctx.logger.info(
+      "not a consensus member: cluster unlock key removed from the sealed configuration",
+    );
+  }
+
+  /** Starts this node's consensus member as the child "consensus", as `startup` says. */
+  private consensus(
+    ctx: RunContext,
+    startup: Pick<RunStartup, "bootstrap" | "credentials" | "join">,
+  ): ConsensusService {
+    const privateKey = startup.bootstrap?.nodePrivateKey ?? startup.credentials?.privateKey;
+    if (!privateKey) throw new ControlPlaneInputError("neither bootstrap data nor credentials");
+    const service = new ConsensusService({
+      nodeId: nodeIdFromPublicKey(publicKeyFromPrivateKey(privateKey)),
       nodePrivateKey: privateKey,
       storage: this.config.storage,
       peer: { host: this.config.host, port: this.consensusPort },
@@ -271,9 +204,22 @@ class ControlPlaneLauncher {
       etcdBinary: this.config.etcdBinary,
       autopromoteIntervalMs: this.config.autopromoteIntervalMs,
     });
-    ctx.run("consensus", this.service.run);
-    const status = await waitFor(this.service.status, (s) => s.state === "running", signal);
-    return status as RunningConsensusStatus;
+    ctx.run("consensus", service.run);
+    return service;
+  }
+
+  /** The member once it serves; ConsensusRemovedError when etcd says it was removed instead. */
+  private async untilRunning(
+    service: ConsensusService,
+    signal: AbortSignal,
+  ): Promise<RunningConsensus> {
+    const status = await waitFor(
+      service.status,
+      (s) => s.state === "running" || s.state === "removed",
+      signal,
+    );
+    if (status.state !== "running") throw new ConsensusRemovedError();
+    return status;
   }
 
   /**
@@ -281,12 +227,13 @@ class ControlPlaneLauncher {
    * cluster's CA and first records (idempotent, so a crash half-way is
    * retried safely), then keep the node's credentials.
    */
-  async finishBootstrap(
+  private async finishBootstrap(
     ctx: RunContext,
     startup: RunStartup,
-    consensus: RunningConsensusStatus,
+    consensus: RunningConsensus,
   ): Promise<NodeCredentials> {
-    const bootstrap = startup.bootstrap!;
+    const bootstrap = startup.bootstrap;
+    if (!bootstrap) throw new ControlPlaneInputError("no credentials and no bootstrap data");
     const publicKey = publicKeyFromPrivateKey(bootstrap.nodePrivateKey);
     const nodeId = nodeIdFromPublicKey(publicKey);
     const result = await bootstrapCluster(
@@ -327,10 +274,10 @@ class ControlPlaneLauncher {
     return credentials;
   }
 
-  async startCurator(
+  private async startCurator(
     ctx: RunContext,
     startup: RunStartup,
-    consensus: RunningConsensusStatus,
+    consensus: RunningConsensus,
     credentials: NodeCredentials,
   ): Promise<void> {
     await this.reseal(startup.enrolment, {
@@ -368,17 +315,24 @@ class ControlPlaneLauncher {
   }
 
   /** Fails once "should run a control plane" differs from `running`. */
-  async untilFlip(running: boolean, signal: AbortSignal): Promise<never> {
+  private async untilFlip(running: boolean, signal: AbortSignal): Promise<never> {
     for (;;) {
       const startup = await this.startups.next(signal);
       if (startup.run !== running) throw new RolesChangedError("control plane", startup.run);
     }
   }
 
-  /** Fails when the consensus member stops under the curator. */
-  async untilConsensusStops(signal: AbortSignal): Promise<never> {
-    await waitFor(this.service!.status, (s) => s.state !== "running", signal);
-    throw new ConsensusStoppedError();
+  /** Fails when the consensus member stops (or is removed) under the curator. */
+  private async untilConsensusStops(
+    service: ConsensusService,
+    signal: AbortSignal,
+  ): Promise<never> {
+    const status: ConsensusStatus = await waitFor(
+      service.status,
+      (s) => s.state !== "running",
+      signal,
+    );
+    throw status.state === "removed" ? new ConsensusRemovedError() : new ConsensusStoppedError();
   }
 
   /** Rewrites the sealed configuration with `change`, unless it already says so. */
@@ -403,6 +357,13 @@ class ControlPlaneLauncher {
   }
 }
 
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
 /**
  * The control plane worker: see the module comment. Publishes
  * `localControlPlane` while it serves, and `curatorConnection` after it
@@ -412,7 +373,7 @@ export function controlPlaneWorker(values: RoleserveValues, config: ControlPlane
   return async (ctx) => {
     const launcher = new ControlPlaneLauncher(values, config);
     try {
-      await machineRunnable(controlPlaneMachine, { input: { launcher } })(ctx);
+      await launcher.run(ctx);
     } finally {
       values.localControlPlane.set(undefined);
       launcher.close();

@@ -19,6 +19,32 @@ export class RolesChangedError extends Error {
   }
 }
 
+/**
+ * etcd reported that its cluster removed this node's member (the owner took
+ * the consensus role away): the control plane restarts, and its next run
+ * stands down, removing the member's data on etcd's word.
+ */
+export class ConsensusRemovedError extends Error {
+  constructor() {
+    super(
+      "control plane: etcd reported that the cluster removed this node's member; restarting to stand down",
+    );
+    this.name = "ConsensusRemovedError";
+  }
+}
+
+/**
+ * The values say this node runs a control plane, but give it nothing to run
+ * one with (neither bootstrap data nor node credentials): a bug upstream,
+ * never a state of a real node.
+ */
+export class ControlPlaneInputError extends Error {
+  constructor(what: string) {
+    super(`control plane: ${what}`);
+    this.name = "ControlPlaneInputError";
+  }
+}
+
 /** The local etcd member stopped while the curator used it; the control plane restarts whole. */
 export class ConsensusStoppedError extends Error {
   constructor() {

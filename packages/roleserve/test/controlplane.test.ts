@@ -68,23 +68,28 @@ function memberValues(sealed: priv.SealedConfiguration, roles: common.NodeRoles)
   return values;
 }
 
+/** A member's sealed configuration (with its cluster unlock key), sealed into `storage`. */
+async function sealMember(machineKeyPath: string): Promise<priv.SealedConfiguration> {
+  const sealed = priv.SealedConfiguration.fromPartial({
+    nodeUnlockKey: randomBytes(32),
+    joinKey: randomBytes(32),
+    clusterCa: Buffer.from(credentials.caCertificate),
+    storagePolicy: common.StoragePolicy.ENCRYPTED,
+    clusterUnlockKey: randomBytes(32),
+  });
+  await sealConfiguration(
+    storage.esp.metropolis.sealedConfiguration,
+    priv.SealedConfiguration.encode(sealed).finish(),
+    { machineKeyPath },
+  );
+  return sealed;
+}
+
 describe("controlPlaneWorker", () => {
-  it("without the consensus role: publishes no control plane, unseals the CUK, drops stale etcd data, and restarts when the role comes", async () => {
+  it("without the consensus role and without etcd data: publishes no control plane, unseals the CUK, and restarts when the role comes", async () => {
     const machineKeyPath = join(dir, "machine.key");
-    const sealed = priv.SealedConfiguration.fromPartial({
-      nodeUnlockKey: randomBytes(32),
-      joinKey: randomBytes(32),
-      clusterCa: Buffer.from(credentials.caCertificate),
-      storagePolicy: common.StoragePolicy.ENCRYPTED,
-      clusterUnlockKey: randomBytes(32),
-    });
+    const sealed = await sealMember(machineKeyPath);
     const file = storage.esp.metropolis.sealedConfiguration;
-    await sealConfiguration(file, priv.SealedConfiguration.encode(sealed).finish(), {
-      machineKeyPath,
-    });
-    // What an earlier membership left behind.
-    const member = join(storage.data.etcd.data.fullPath, "member");
-    await mkdir(member, { recursive: true });
 
     const values = memberValues(sealed, { kubernetesWorker: {} });
     const ctx = new MockContext("root.controlplane");
@@ -98,7 +103,6 @@ describe("controlPlaneWorker", () => {
     expect(resealed.clusterUnlockKey.length).toBe(0);
     expect(resealed.nodeUnlockKey.equals(sealed.nodeUnlockKey)).toBe(true);
     expect(resealed.clusterCa.equals(sealed.clusterCa)).toBe(true);
-    await expect(stat(member)).rejects.toThrow(/ENOENT/);
     expect(ctx.children).toEqual([]);
 
     // A change that keeps the node without the role changes nothing.
@@ -116,6 +120,29 @@ describe("controlPlaneWorker", () => {
     );
     expect(error).toBeInstanceOf(RolesChangedError);
     expect((error as RolesChangedError).shouldRun).toBe(true);
+  });
+
+  // Issue 11: a curator's answer "no roles" made members wipe their etcd data.
+  it("never removes etcd data or the CUK on the roles' word: it starts the member from its data for etcd to decide", async () => {
+    const machineKeyPath = join(dir, "machine.key");
+    const sealed = await sealMember(machineKeyPath);
+    const member = join(storage.data.etcd.data.fullPath, "member");
+    await mkdir(member, { recursive: true });
+
+    const values = memberValues(sealed, {});
+    const ctx = new MockContext("root.controlplane");
+    const result = controlPlaneWorker(values, { storage, machineKeyPath, host: "127.0.0.1" })(ctx);
+    await eventually(() => ctx.state === "healthy", "the launcher to stand down");
+    expect(await waitFor(values.localControlPlane, () => true)).toBeUndefined();
+    // The member is started from its data (MockContext does not run it: etcd never answers).
+    expect(ctx.children.map((c) => c.name)).toEqual(["consensus"]);
+    await expect(stat(member)).resolves.toBeDefined();
+    const resealed = priv.SealedConfiguration.decode(
+      await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
+    );
+    expect(resealed.clusterUnlockKey.equals(sealed.clusterUnlockKey)).toBe(true);
+    ctx.abort();
+    await result.catch(() => undefined);
   });
 });
 
@@ -152,7 +179,7 @@ describe("StartupWatcher", () => {
     values.bootstrapData.set(undefined);
     values.localRoles.set({ kubernetesController: {} });
     const later = new StartupWatcher(values);
-    expect(await later.next(signal)).toEqual({ run: false });
+    expect(await later.next(signal)).toEqual({ run: false, credentials });
     later.close();
   });
 });
