@@ -13,14 +13,20 @@
 import type { Namespace } from "etcd3";
 import {
   CertificateStore,
+  ConcurrentRevocationError,
   nodeTemplate,
+  type RevocationList,
   type CaCertificate,
   type Certificate,
   type CertificateAuthority,
   type ParsedCertificate,
 } from "@metropolis/pki";
 import { clusterPkiPrefix } from "./keys";
+import { leaderGuardedKv } from "./aaa-service";
+import { LostLeadershipError } from "./errors";
+import type { LeaderContext } from "./leader-context";
 import type { Txn } from "./leadership";
+import type { StoredNode } from "./node-record";
 
 /** The store entry of node `nodeId`'s certificate, for its raw Ed25519 `publicKey`. */
 export function nodeCertificateEntry(
@@ -58,4 +64,29 @@ export function guardNewCertificate(
 ): ReturnType<Namespace["put"]> {
   txn.and(entry.keys.certificate, "Create", "==", 0);
   return kv.put(entry.keys.certificate).value(certificate.der);
+}
+
+/**
+ * Revokes node `stored`'s certificate in the cluster CA's CRL, if it has one
+ * (a node that never committed has none), and applies the new CRL to this
+ * leader at once. The CRL write is guarded by leadership like every other.
+ */
+export async function revokeNodeCertificate(ctx: LeaderContext, stored: StoredNode): Promise<void> {
+  const entry = nodeCertificateEntry(ctx.clusterCa, stored.id, stored.node.publicKey);
+  const issued = await entry.load(ctx.kv);
+  if (!issued) return;
+  let crl: RevocationList;
+  try {
+    crl = await ctx.clusterCa.revoke(leaderGuardedKv(ctx.leadership), issued.certificate);
+  } catch (e) {
+    // The guard of a deposed leader fails like a concurrent revocation would.
+    if (e instanceof ConcurrentRevocationError && !(await ctx.leadership.stillLeads())) {
+      throw new LostLeadershipError();
+    }
+    throw e;
+  }
+  await ctx.revocations.offer(crl.der);
+  ctx.logger.info(
+    `revoked the certificate of node ${stored.id} (serial ${issued.certificate.serial.toString(16)})`,
+  );
 }

@@ -23,6 +23,7 @@ import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { commitNode, joinNode, registerNode } from "./curator-registration";
 import { watch } from "./curator-watch";
+import { watchRevocations } from "./curator-revocations";
 import { encodeNode, getNode } from "./node-record";
 
 /** Status fields are small; anything longer is a client bug, not data to store. */
@@ -53,10 +54,9 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
       await requireCurrentNode(ctx, call);
       return getConsensusStatus(ctx);
     }),
-    watchRevocations: serverStream("Curator.WatchRevocations", log, async (call) => {
-      await requireCurrentNode(ctx, call);
-      throw new CuratorError(status.UNIMPLEMENTED, "WatchRevocations is not implemented yet");
-    }),
+    watchRevocations: serverStream("Curator.WatchRevocations", log, (call) =>
+      watchRevocations(ctx, call),
+    ),
   };
 }
 

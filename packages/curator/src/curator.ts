@@ -31,6 +31,7 @@ import { curatorServerCredentials, type TlsPem } from "./credentials";
 import { curatorLocalServer } from "./curator-local";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { identifier } from "./identity";
+import { followStoredRevocations, Revocations } from "./revocations";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import { Listener, type ServiceEntry } from "./listener";
@@ -231,19 +232,29 @@ export class Curator {
   /** leader: serves the cluster's APIs until the state is left. */
   async serveLeader(ctx: RunContext, candidacy: Candidacy, signal: AbortSignal): Promise<void> {
     const caDer = decodePem(this.config.tls.ca, "CERTIFICATE");
+    const ca = clusterCa();
+    // Stopped with the listener, also when serving fails before the state is left.
+    const reconcile = new AbortController();
+    const revocations = new Revocations(caDer);
+    await followStoredRevocations(
+      this.kv,
+      ca,
+      revocations,
+      AbortSignal.any([signal, reconcile.signal]),
+      (e) => ctx.logger.error(`following the cluster CA's revocation list: ${String(e)}`),
+    );
     const leaderCtx: LeaderContext = {
       self: this.self,
       kv: this.kv,
       leadership: candidacy.leadership(),
       consensus: this.config.consensus,
-      clusterCa: clusterCa(),
+      clusterCa: ca,
       heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
       logger: ctx.logger,
-      identify: identifier(caDer),
+      revocations,
+      identify: identifier(caDer, revocations),
     };
     ctx.logger.info("elected leader");
-    // Stopped with the listener, also when serving fails before the state is left.
-    const reconcile = new AbortController();
     const reconciling = membershipReconciler(
       leaderCtx,
       this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs,

@@ -9,6 +9,9 @@
  * | issued by the cluster CA, CN = owner, client    | `owner`     | Management                        |
  * | self-signed, CN = node ID of its own key        | `ephemeral` | RegisterNode, CommitNode, JoinNode |
  * | none                                            | `anonymous` | CuratorLocal, AAA (own checks)    |
+ *
+ * A certificate of the cluster CA that the CA's revocation list names (its
+ * node was deleted) is refused as UNAUTHENTICATED, like a foreign one.
  */
 import { TLSSocket } from "node:tls";
 import type { ServerUnaryCall } from "@grpc/grpc-js";
@@ -20,6 +23,7 @@ import {
   type ParsedCertificate,
 } from "@metropolis/pki";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors";
+import type { Revocations } from "./revocations";
 
 export type Caller =
   | { kind: "node"; nodeId: string; publicKey: Buffer }
@@ -81,20 +85,33 @@ const identityCacheSize = 4096;
  * certificate: parsing and verifying an X.509 certificate costs ~10 ms of
  * CPU with @peculiar/x509, and a node presents the same certificate on every
  * call (heartbeats, status). Only successful classifications are kept; the
- * oldest are forgotten first.
+ * oldest are forgotten first. Revocation is checked on every call, against
+ * the newest CRL `revocations` knows (a map lookup), so a certificate
+ * revoked after it was first seen is refused from then on.
  */
-export function identifier(caCertificate: Uint8Array): (call: HasAuthContext) => Promise<Caller> {
-  const known = new Map<string, Caller>();
+export function identifier(
+  caCertificate: Uint8Array,
+  revocations?: Revocations,
+): (call: HasAuthContext) => Promise<Caller> {
+  const known = new Map<string, { caller: Caller; serial: bigint }>();
   return async (call) => {
     const raw = peerCertificateDer(call);
     if (!raw || raw.length === 0) return { kind: "anonymous" };
     const key = raw.toString("base64");
-    const cached = known.get(key);
-    if (cached) return cached;
-    const caller = await classify(parsePeerCertificate(raw), caCertificate);
-    if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
-    known.set(key, caller);
-    return caller;
+    let entry = known.get(key);
+    if (!entry) {
+      const cert = parsePeerCertificate(raw);
+      entry = { caller: await classify(cert, caCertificate), serial: cert.serial };
+      if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
+      known.set(key, entry);
+    }
+    // Self-signed (ephemeral) certificates are no CA's to revoke.
+    if (entry.caller.kind !== "ephemeral" && revocations?.isRevoked(entry.serial)) {
+      throw new UnauthenticatedError(
+        `client certificate (serial ${entry.serial.toString(16)}) was revoked by the cluster CA: its node was deleted`,
+      );
+    }
+    return entry.caller;
   };
 }
 

@@ -63,4 +63,5 @@ export {
   type ReconcileOptions,
 } from "./membership-reconciler";
 export * from "./errors";
+export { followStoredRevocations, Revocations } from "./revocations";
 export { serverLimits, maxRequestBytes, maxConcurrentStreamsPerConnection } from "./server-limits";

@@ -10,6 +10,7 @@ import type { HeartbeatTracker } from "./heartbeat-tracker";
 import type { Caller, HasAuthContext } from "./identity";
 import { clusterCaName, clusterPkiPrefix } from "./keys";
 import type { CuratorEndpoint, Leadership } from "./leadership";
+import type { Revocations } from "./revocations";
 
 /** The consensus status while it runs: client, membership operations. */
 export type RunningConsensus = Extract<ConsensusStatus, { state: "running" }>;
@@ -28,7 +29,9 @@ export interface LeaderContext {
   /** Heartbeats of the nodes, kept in the leader's memory. */
   readonly heartbeats: HeartbeatTracker;
   readonly logger: Logger;
-  /** Classifies a call's caller against the cluster CA. */
+  /** The cluster CA's revocation list, followed from etcd; `identify` refuses what it revokes. */
+  readonly revocations: Revocations;
+  /** Classifies a call's caller against the cluster CA and its revocations. */
   identify(call: HasAuthContext): Promise<Caller>;
 }
 

@@ -25,9 +25,12 @@ import {
   hasAnyRole,
   hasRole,
   listNodes,
+  resolveNode,
   toApiNode,
   type NodeChange,
 } from "./management-nodes";
+import { revokeNodeCertificate } from "./curator-pki";
+import type { StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
 
 /** Length of the register ticket, in bytes. */
@@ -155,7 +158,7 @@ async function updateNodeLabels(
 }
 
 async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
-  const { before } = await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
+  const decide = ({ id, node }: StoredNode): NodeChange => {
     if (hasAnyRole(node.roles) && !req.bypassHasRoles) {
       throw new FailedPreconditionError(
         `node ${id} still has roles: take them away first, or set bypass_has_roles`,
@@ -179,7 +182,13 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
           : []),
       ],
     };
-  });
+  };
+  // The refusals first: nothing is revoked for a node that stays.
+  decide(await resolveNode(ctx, req.node));
+  // Revoked before its record goes: a deletion that fails half-way leaves a
+  // node locked out, never one whose certificate is still good.
+  await revokeNodeCertificate(ctx, await resolveNode(ctx, req.node));
+  const { before } = await changeNode(ctx, req.node, decide);
   ctx.heartbeats.forget(before.id);
   if (hasRole(before.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
     // The record is gone either way; a member left behind only weakens quorum, and the

@@ -47,6 +47,7 @@ import { identifier, ownerCommonName } from "../src/identity";
 import { joinKeyKey, nodeKey } from "../src/keys";
 import { clusterCa, type LeaderContext } from "../src/leader-context";
 import { campaign, type Candidacy } from "../src/leadership";
+import { followStoredRevocations, Revocations } from "../src/revocations";
 import type { ServiceEntry } from "../src/listener";
 import { encodeNode, findNode } from "../src/node-record";
 import { putClusterUnlockKey } from "../src/node-secrets";
@@ -203,6 +204,10 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       transports: [new winston.transports.Console({ silent: true })],
     });
     const caDer = authority.certificate.der;
+    const revocations = new Revocations(caDer);
+    const following = new AbortController();
+    cleanups.push(async () => following.abort());
+    await followStoredRevocations(kv, ca, revocations, following.signal, () => undefined);
     const ctx: LeaderContext = {
       self: candidacy.self,
       kv,
@@ -211,7 +216,8 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       clusterCa: ca,
       heartbeats: new HeartbeatTracker(opts.heartbeatTimeoutMs),
       logger,
-      identify: identifier(caDer),
+      revocations,
+      identify: identifier(caDer, revocations),
     };
 
     const join = newKeyPair();
