@@ -26,7 +26,7 @@
  * ├── esp/metropolis/        parameters.pb, sealed_configuration.pb, cluster_directory.pb
  * ├── data/                  mountNew() / mountExisting(); marker .metropolis-data.json
  * │   ├── etcd/              peer_pki/{ca.pem, cert.pem, cert-key.pem*}, peer_crl, data/
- * │   ├── node/              credentials/{ca.pem, cert.pem, cert-key.pem*}, roles.pb
+ * │   ├── node/              credentials/{ca.pem, cert.pem, cert-key.pem*}, roles.pb, cluster_crl.der
  * │   └── workloads/
  * └── ephemeral/             wiped at every start: consensus/, curator/, workloads/
  *                            (* secret: AES-256-GCM under an encrypted policy)

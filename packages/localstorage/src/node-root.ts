@@ -28,7 +28,7 @@ function pkiDir(options?: DirOptions) {
  * - `esp.metropolis`: `parameters.pb`, `sealed_configuration.pb`,
  *   `cluster_directory.pb` — the boot partition, readable by anyone holding it.
  * - `data` (a data directory, mounted with the unlock keys): `etcd/peer_pki`,
- *   `etcd/peer_crl`, `etcd/data/`, `node/credentials`, `node/roles.pb`,
+ *   `etcd/peer_crl`, `etcd/data/`, `node/credentials`, `node/roles.pb`, `node/cluster_crl.der`,
  *   `workloads/`. The private keys (`cert-key.pem`) are secret files.
  * - `ephemeral` (wiped at every start): `consensus/`, `curator/`, `workloads/`.
  *
@@ -57,6 +57,8 @@ export function nodeRoot() {
       node: dir({
         credentials: pkiDir(),
         roles: file("roles.pb", { codec: protobufCodec(common.NodeRoles) }),
+        // The cluster CA's revocation list (public; DER), as last heard from a curator.
+        revocations: file("cluster_crl.der"),
       }),
       workloads: dir({}),
     }),

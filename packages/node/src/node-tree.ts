@@ -113,6 +113,12 @@ export function nodeServices(
           debugCtx.signal,
         );
         const tls = credentialsPem(credentials!);
+        // The certificates of deleted nodes are refused here too (roleserve's revocation worker).
+        const revocations = await waitFor(
+          roleserver.values.revocations,
+          () => true,
+          debugCtx.signal,
+        );
         await grpcServerRunnable(
           () => {
             const server = new Server();
@@ -121,7 +127,7 @@ export function nodeServices(
               debugServer({
                 supervisor: supervisor(),
                 conditions,
-                identify: identifier(Buffer.from(credentials!.caCertificate)),
+                identify: identifier(Buffer.from(credentials!.caCertificate), revocations),
                 signal: debugCtx.signal,
               }),
             );

@@ -15,6 +15,7 @@ import {
   curatorClientCredentials,
   curatorServerCredentials,
   identifier,
+  Revocations,
 } from "@metropolis/curator";
 import {
   CertificateAuthority,
@@ -34,7 +35,7 @@ import {
   type ConditionSource,
 } from "../src/debug-service";
 
-type Identity = "self" | "node" | "owner" | "ephemeral" | "foreign" | "none";
+type Identity = "self" | "node" | "owner" | "ephemeral" | "foreign" | "revoked" | "none";
 
 const deadlineMs = 10_000;
 
@@ -108,7 +109,6 @@ beforeAll(async () => {
   const ca = await CertificateAuthority.create();
   const foreignCa = await CertificateAuthority.create();
   caPem = ca.certificate.toPem();
-  identify = identifier(ca.certificate.der);
   const self = generateKeyPair();
   const node = generateKeyPair();
   const owner = generateKeyPair();
@@ -120,6 +120,12 @@ beforeAll(async () => {
     ca: ca.certificate,
   });
   const ephemeralCertificate = await createEphemeralCertificate(ephemeral.privateKey);
+  // A node of the cluster that was deleted: its certificate is in the CA's CRL.
+  const deleted = generateKeyPair();
+  const deletedCertificate = await ca.issueNodeCertificate(deleted.publicKey);
+  const revocations = new Revocations(ca.certificate.der);
+  await revocations.offer((await ca.revoke(await ca.createCrl(), deletedCertificate.serial)).der);
+  identify = identifier(ca.certificate.der, revocations);
   clientTls = {
     self: serverTls,
     node: tlsMaterial({
@@ -141,6 +147,11 @@ beforeAll(async () => {
       certificate: await foreignCa.issueNodeCertificate(foreign.publicKey),
       privateKey: foreign.privateKey,
       ca: foreignCa.certificate,
+    }),
+    revoked: tlsMaterial({
+      certificate: deletedCertificate,
+      privateKey: deleted.privateKey,
+      ca: ca.certificate,
     }),
   };
 });
@@ -558,6 +569,23 @@ describe("access", () => {
     await expectCode(supervisionTree(foreign), status.UNAUTHENTICATED, /not trusted/);
     await expectCode(logs(foreign, { dnPrefix: "root" }), status.UNAUTHENTICATED, /not trusted/);
     expect(following).toBe(0);
+  });
+
+  it("refuses a deleted node's revoked certificate as UNAUTHENTICATED", async () => {
+    const revoked = client("revoked");
+    await expectCode(supervisionTree(revoked), status.UNAUTHENTICATED, /revoked/);
+    await expectCode(
+      readAll(revoked.getLogs({ dnPrefix: "root", follow: true })),
+      status.UNAUTHENTICATED,
+      /revoked/,
+    );
+    await expectCode(
+      condition(revoked, api.Condition.STORAGE_MOUNTED),
+      status.UNAUTHENTICATED,
+      /revoked/,
+    );
+    expect(following).toBe(0);
+    expect(conditionCalls).toEqual([]);
   });
 
   it("is served on the node's debug port", () => {

@@ -32,4 +32,5 @@ export { statusPushWorker } from "./statuspush";
 export { roleFetchWorker } from "./rolefetch";
 export { validateWorkloads, workloadsWorker, type WorkloadSpec } from "./workloads";
 export { directoryWorker } from "./directory";
+export { revocationWorker, type RevocationOptions } from "./revocation";
 export * from "./errors";

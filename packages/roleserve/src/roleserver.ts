@@ -17,6 +17,7 @@ import { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
 import { directoryWorker } from "./directory";
 import { heartbeatWorker } from "./heartbeat";
 import { credentialsPem, type NodeCredentials } from "./node-credentials";
+import { revocationWorker } from "./revocation";
 import { roleFetchWorker } from "./rolefetch";
 import { statusPushWorker } from "./statuspush";
 import { RoleserveValues, type BootstrapData, type EnrolmentSecrets } from "./values";
@@ -101,6 +102,7 @@ export class Roleserver {
       heartbeatWorker(this.values, { intervalMs: this.config.heartbeatIntervalMs }),
     );
     ctx.run("workloads", workloadsWorker(this.values, { workloads: this.config.workloads ?? [] }));
+    ctx.run("revocation", revocationWorker(this.values, { file: storage.data.node.revocations }));
     ctx.run(
       "directory",
       directoryWorker(this.values, {

@@ -6,7 +6,12 @@
  * Every value starts unset: a watcher's first `get()` waits until someone
  * knows something.
  */
-import type { Curator, CuratorConnection, RunningConsensus } from "@metropolis/curator";
+import type {
+  Curator,
+  CuratorConnection,
+  Revocations,
+  RunningConsensus,
+} from "@metropolis/curator";
 import { MemoryValue } from "@metropolis/event";
 import type { common, priv } from "@metropolis/proto";
 import type { NodeCredentials } from "./node-credentials";
@@ -77,6 +82,12 @@ export class RoleserveValues {
   readonly localControlPlane = new MemoryValue<LocalControlPlane | undefined>();
   /** The workloads this node runs. */
   readonly workloadStatus = new MemoryValue<WorkloadStatus>();
+  /**
+   * The cluster CA's revocation list as this node knows it, set once the
+   * node has credentials (the revocation worker keeps it current); the
+   * node's mTLS endpoints refuse the certificates it revokes.
+   */
+  readonly revocations = new MemoryValue<Revocations>();
   /**
    * Set, with the reason, once the cluster no longer counts this node as one
    * of its own (the owner deleted it). Nothing in the roleserver stops on
