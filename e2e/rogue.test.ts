@@ -44,12 +44,15 @@ import {
 
 jest.setTimeout(300_000);
 
-/** What a member logs when it takes a curator's "no roles" as its own, and what it then drops. */
+/**
+ * What a member logs when it takes a curator's "no roles" as its own, and what it then drops
+ * (this build's wording and the one before issue 11's fixes).
+ */
 const giveaways = [
-  "roles from the curator: none",
-  "removed its etcd data",
-  "cluster unlock key removed from the sealed configuration",
-  "not a consensus member by its roles",
+  /^roles from the curator: none$/,
+  /not a consensus member/,
+  /removed .*etcd data/,
+  /unlock key removed/,
 ];
 
 let e2e: E2eCluster;
@@ -175,19 +178,22 @@ describe("rogue: an approved node without roles poses as the curator", () => {
   it("the curator refuses its claim of a curator, and of a member's address", async () => {
     const r = theRogue();
     const member = e2e.node(2);
-    // Its own address, no curator: what any node reports. Listed in the directory from now on.
-    expect(await reportStatus(r, { externalAddress: r.host })).toBeUndefined();
-
+    // Every claim is made before any is checked, the attack's own last: a curator that accepted
+    // them would leave the rogue where issue 11 found it (its own address, a curator at 17835),
+    // and the attack below would still run. First what any node reports: its own address, no
+    // curator (the rogue is in every node's cluster directory from now on).
+    const own = await reportStatus(r, { externalAddress: r.host });
     const taken = await reportStatus(r, { externalAddress: member.address });
-    expect(taken?.code).toBe(status.ALREADY_EXISTS);
-    expect(taken?.details).toContain(
-      `external address ${member.address} is held by node ${member.id}`,
-    );
-
     const claim = await reportStatus(r, {
       externalAddress: r.host,
       runningCurator: { port: advertisedCuratorPort },
     });
+
+    expect(own).toBeUndefined();
+    expect(taken?.code).toBe(status.ALREADY_EXISTS);
+    expect(taken?.details).toContain(
+      `external address ${member.address} is held by node ${member.id}`,
+    );
     expect(claim?.code).toBe(status.PERMISSION_DENIED);
     expect(claim?.details).toMatch(/is not a consensus member.*may not report running_curator/);
 
@@ -295,7 +301,7 @@ describe("rogue: an approved node without roles poses as the curator", () => {
       // The logs of the attack are read: the new leader's election is in one of them.
       if (node.id === newLeader) expect(messages).toContain("elected leader");
       for (const giveaway of giveaways) {
-        expect(messages.filter((m) => m.includes(giveaway))).toEqual([]);
+        expect(messages.filter((m) => giveaway.test(m))).toEqual([]);
       }
       expect(
         messages.filter(
