@@ -12,14 +12,12 @@
  */
 import type { Namespace } from "etcd3";
 import {
-  CertificateStore,
   nodeTemplate,
   type CaCertificate,
   type Certificate,
   type CertificateAuthority,
   type ParsedCertificate,
 } from "@metropolis/pki";
-import { clusterPkiPrefix } from "./keys";
 import type { Txn } from "./leadership";
 
 /** The store entry of node `nodeId`'s certificate, for its raw Ed25519 `publicKey`. */
@@ -29,7 +27,8 @@ export function nodeCertificateEntry(
   publicKey: Uint8Array,
   ipAddresses: readonly string[] = [],
 ): Certificate {
-  return new CertificateStore(clusterPkiPrefix).certificate(`node-${nodeId}`, {
+  // The CA's own store: same prefix (`/cluster-pki/`), same sealer.
+  return ca.store.certificate(`node-${nodeId}`, {
     issuer: ca,
     template: nodeTemplate({ ipAddresses }),
     key: { publicKey },

@@ -220,6 +220,10 @@ export class Curator {
     return this.config.consensus.client.sub("curator").kv;
   }
 
+  private get secrets() {
+    return this.config.consensus.client.sub("curator").secrets;
+  }
+
   /** campaigning: enters the election (replacing an earlier candidacy of this run). */
   async campaign(ctx: RunContext): Promise<Candidacy> {
     await this.candidacy?.resign();
@@ -234,9 +238,10 @@ export class Curator {
     const leaderCtx: LeaderContext = {
       self: this.self,
       kv: this.kv,
+      secrets: this.secrets,
       leadership: candidacy.leadership(),
       consensus: this.config.consensus,
-      clusterCa: clusterCa(),
+      clusterCa: clusterCa(this.secrets),
       heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
       logger: ctx.logger,
       identify: identifier(caDer),
