@@ -64,9 +64,9 @@ describe("secrets at rest", () => {
       expect(sealedKeyId(value)).toBe(1);
       expect(value.includes(secret)).toBe(false);
     }
-    expect(
-      await readClusterUnlockKey(leader.ctx.kv, leader.ctx.secrets, other.nodeId),
-    ).toEqual(other.clusterUnlockKey);
+    expect(await readClusterUnlockKey(leader.ctx.kv, leader.ctx.secrets, other.nodeId)).toEqual(
+      other.clusterUnlockKey,
+    );
     // A sealed value moved to another key does not open there.
     await leader.ctx.kv
       .put(clusterUnlockKeyKey("metropolis-moved"))
