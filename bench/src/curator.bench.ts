@@ -44,6 +44,7 @@ import {
   type ChannelCredentials,
   type ServiceError,
 } from "@grpc/grpc-js";
+import { keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
 import { freePort, runTestMember, testNode } from "@metropolis/consensus/testing";
 import {
   bootstrapCluster,
@@ -87,6 +88,12 @@ interface Cluster {
   caPem: string;
   /** The etcd member's client socket, for curators in other processes. */
   socketPath: string;
+  /**
+   * The cluster secrets keyring (encoded, base64), for curators in other
+   * processes: they open the CA key with it. A benchmark's shortcut on a
+   * throwaway cluster; a real curator runs beside its member and uses its keyring.
+   */
+  keyring: string;
   /** The running consensus, for curators in this process. */
   consensus: Awaited<ReturnType<typeof runTestMember>>["status"];
   owner: TlsPem;
@@ -176,12 +183,13 @@ async function untilServing<T>(call: () => Promise<T>): Promise<T> {
 async function startCluster(): Promise<Cluster> {
   const node = await testNode("bench-curator");
   const member = await runTestMember(node, { bootstrap: true });
-  const kv = member.status.client.sub("curator").kv;
-  const authority = await clusterCa().authority(kv);
+  const curatorClient = member.status.client.sub("curator");
+  const kv = curatorClient.kv;
+  const authority = await clusterCa(curatorClient.secrets).authority(kv);
 
   const owner = generateKeyPair();
   const boot = await bootstrapCluster(
-    kv,
+    curatorClient,
     { nodeId: node.nodeId, host: "127.0.0.1", port: 1 },
     {
       nodePublicKey: node.publicKey,
@@ -199,6 +207,7 @@ async function startCluster(): Promise<Cluster> {
     authority,
     caPem: authority.certificate.toPem(),
     socketPath: join(node.storage.ephemeral.consensus.fullPath, "client.sock:0"),
+    keyring: await memberKeyring(member.status, node),
     consensus: member.status,
     owner: tlsMaterial({
       certificate: ownerCertificate,
@@ -210,6 +219,17 @@ async function startCluster(): Promise<Cluster> {
       await node.remove();
     },
   };
+}
+
+/** The member's keyring, unwrapped from its copy with the node's key. */
+async function memberKeyring(
+  status: Cluster["consensus"],
+  node: Awaited<ReturnType<typeof testNode>>,
+): Promise<string> {
+  const at = keyringCopyKey(node.nodeId);
+  const wrapped = await status.client.kv.get(at).buffer();
+  if (wrapped === null) throw new Error(`the member has no keyring copy at ${at}`);
+  return unwrapKeyring(wrapped, node.privateKey, at).encode().toString("base64");
 }
 
 // ---------------------------------------------------------------- curators
@@ -243,6 +263,7 @@ class CuratorProcess {
     const id = await curatorIdentity(cluster, nextHost());
     return new CuratorProcess(id.nodeId, `${id.host}:${id.port}`, {
       socketPath: cluster.socketPath,
+      keyring: cluster.keyring,
       nodeId: id.nodeId,
       tls: id.tls,
       host: id.host,

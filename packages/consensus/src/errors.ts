@@ -43,3 +43,74 @@ export class MemberRemovedError extends ConsensusError {
     );
   }
 }
+
+/**
+ * A sealed secret in etcd does not open. Subclasses say why; every message
+ * names the full etcd key, so an operator knows which value is affected.
+ */
+export class SecretOpenError extends ConsensusError {
+  constructor(
+    /** The full etcd key of the value (namespace prefix included). */
+    readonly key: string,
+    /** Why it does not open. */
+    readonly reason: string,
+  ) {
+    super(`secret at ${JSON.stringify(key)} does not open: ${reason}`);
+  }
+}
+
+/** A sealed secret names a key id the keyring does not hold (retired, or from another cluster). */
+export class UnknownSecretKeyError extends SecretOpenError {
+  constructor(
+    key: string,
+    /** The key id the value was sealed under. */
+    readonly keyId: number,
+    /** The ids the keyring holds. */
+    readonly known: readonly number[],
+  ) {
+    super(key, `unknown key id ${keyId} (the keyring holds ${known.join(", ") || "none"})`);
+  }
+}
+
+/**
+ * A sealed secret fails authentication: tampered with, moved from another
+ * etcd key, or sealed under another key with the same id.
+ */
+export class SecretAuthenticationError extends SecretOpenError {}
+
+/** A value that should be a sealed secret is not one (written in plaintext, or garbage). */
+export class NotSealedError extends SecretOpenError {}
+
+/**
+ * The cluster secrets keyring is not (yet) in memory: the member has not
+ * loaded its wrapped copy, or the client was made without a keyring.
+ */
+export class KeyringNotLoadedError extends ConsensusError {
+  constructor(what: string) {
+    super(`the cluster secrets keyring is not loaded: cannot ${what}`);
+  }
+}
+
+/**
+ * A keyring (or a member's wrapped copy of it) is malformed, or is not for
+ * this member, or does not open under this member's node key.
+ */
+export class KeyringError extends ConsensusError {}
+
+/** A rotation of the cluster secrets key could not finish; what it did is safe to redo. */
+export class RotationError extends ConsensusError {}
+
+/**
+ * A guarded write found the guard gone: the curator leader's election key
+ * that the caller vouched for no longer holds (leadership lost).
+ */
+export class GuardLostError extends ConsensusError {
+  constructor(
+    /** The full etcd key of the guard. */
+    readonly guardKey: string,
+  ) {
+    super(
+      `guard ${JSON.stringify(guardKey)} no longer holds (leadership lost); nothing more was written`,
+    );
+  }
+}

@@ -18,6 +18,11 @@
  *                                         │  └─ autopromoter (learners → voters)
  *                                         └─ data/etcd (durable), ephemeral/consensus (socket, TLS files)
  *
+ * Secrets users keep in etcd are sealed with the cluster secrets keyring
+ * (`client.sub(user).secrets`): AES-256-GCM keys with ids, held in etcd only
+ * wrapped for each member's node key, and rotated by `rotateSecretsKey` on
+ * the running status (secret-keyring.ts, keyring-wrap.ts, rotation.ts).
+ *
  * `etcdValue()` reads a key or key range as an `EtcdValue` of
  * `@metropolis/event`.
  */
@@ -27,3 +32,10 @@ export { ConsensusClient } from "./consensus-client";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export * from "./errors";
 export { etcdValue, type EtcdReader } from "./etcd-value";
+export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";
+export type { WriteGuard } from "./guarded-write";
+export { keyringCopiesPrefix, keyringCopyKey } from "./keyring-store";
+export { unwrapKeyring, wrapKeyring } from "./keyring-wrap";
+export { sealedKeyUsage } from "./reseal";
+export type { RotationResult } from "./rotation";
+export { isSealedSecret, SecretKeyring, sealedKeyId, sealedSecretMagic } from "./secret-keyring";

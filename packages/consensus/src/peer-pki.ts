@@ -2,7 +2,8 @@
  * The PKI of etcd's peer traffic: a CA of its own (not the cluster CA: etcd
  * peers trust nothing but each other), created when a cluster is
  * bootstrapped and kept in etcd under `namespaced:consensus/`, so that any
- * member can issue the certificate of a node that joins. A member's
+ * member can issue the certificate of a node that joins; its private key is
+ * sealed there with the cluster secrets keyring. A member's
  * certificate is issued for the node's own Ed25519 key, with its peer
  * address as IP SAN (peers dial each other by IP).
  */
@@ -35,7 +36,10 @@ export interface PeerTlsFiles {
 /** The etcd CA's certificate with its private key, in memory. */
 export type PeerCa = CertificateAuthority;
 
-const store = new CertificateStore();
+/** The store of the consensus namespace, sealing with that namespace's sealer. */
+function storeOf(client: ConsensusClient): CertificateStore {
+  return new CertificateStore(client.secrets);
+}
 
 /** A new etcd CA, for a cluster being bootstrapped. */
 export function createPeerCa(): Promise<PeerCa> {
@@ -44,12 +48,12 @@ export function createPeerCa(): Promise<PeerCa> {
 
 /** Stores the CA of a newly bootstrapped cluster in etcd. */
 export async function storePeerCa(client: ConsensusClient, ca: PeerCa): Promise<void> {
-  await store.ca(caName, { commonName: caCommonName }).adopt(client.kv, ca);
+  await storeOf(client).ca(caName, { commonName: caCommonName }).adopt(client.kv, ca);
 }
 
 /** The cluster's etcd CA, from etcd. */
 export function loadPeerCa(client: ConsensusClient): Promise<PeerCa> {
-  return store.ca(caName, { commonName: caCommonName }).authority(client.kv);
+  return storeOf(client).ca(caName, { commonName: caCommonName }).authority(client.kv);
 }
 
 /**

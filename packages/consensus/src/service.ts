@@ -2,7 +2,7 @@
  * The consensus service: this node's etcd member, run as a supervised child
  * process, driven by a small XState machine.
  *
- *   preparing ──▶ starting ──▶ bootstrapping ──▶ running (healthy)
+ *   preparing ──▶ starting ──▶ bootstrapping ──▶ keyring ──▶ running (healthy)
  *                     │          (new cluster only)  ▲
  *                     └──────────────────────────────┘
  *
@@ -15,10 +15,16 @@
  *   for etcd to read.
  * - starting: runs etcd (`root.….consensus.etcd`) and the learner
  *   autopromoter as children, and waits until the member serves.
- * - bootstrapping: stores the etcd CA in etcd, so that any member can issue
- *   the peer certificate of a joining node.
- * - running: publishes `status` as running, with the client and the
- *   membership operations.
+ * - bootstrapping: makes the cluster secrets keyring and this member's
+ *   wrapped copy of it (keyring-membership.ts), and stores the etcd CA in
+ *   etcd, sealed with it, so that any member can issue the peer certificate
+ *   of a joining node.
+ * - keyring: runs the keyring follower (`root.….consensus.keyring`), which
+ *   loads this member's wrapped copy of the keyring and follows its changes,
+ *   and waits until the keyring is loaded: a member whose clients cannot open
+ *   the cluster's secrets is not running.
+ * - running: publishes `status` as running, with the client (its sealers use
+ *   the keyring), the membership operations and the key rotation.
  *
  * A crash of the etcd process restarts only that child; the client
  * reconnects by itself. Any other failure fails the service, which the
@@ -45,6 +51,8 @@ import {
 } from "@metropolis/supervisor";
 import { assign, fromPromise, setup } from "xstate";
 import { publicKeyFromPrivateKey } from "@metropolis/pki";
+import { waitFor } from "@metropolis/event";
+import { ClusterSecrets } from "./cluster-secrets";
 import { ConsensusClient } from "./consensus-client";
 import { isServing, memberClient, waitReady } from "./etcd-client";
 import { etcdArgs, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
@@ -55,7 +63,10 @@ import {
   MemberRemovedError,
   MembershipError,
 } from "./errors";
+import { keyringFollower } from "./keyring-follower";
+import { bootstrapKeyring, dropMemberCopy, wrapForMember } from "./keyring-membership";
 import { addLearner, promoteStartedLearners, removeMember } from "./membership";
+import { rotateSecretsKey } from "./rotation";
 import { abortableDelay } from "./abortable-delay";
 import {
   checkMemberCertificate,
@@ -92,6 +103,8 @@ export interface ConsensusConfig {
   etcdBinary?: string;
   /** How often the leader promotes started learners. Default 5 s. */
   autopromoteIntervalMs?: number;
+  /** How often the keyring follower polls while its copy is missing or it is a learner. Default 250 ms. */
+  keyringPollIntervalMs?: number;
 }
 
 /** How `preparing` decided to start the member. */
@@ -122,8 +135,11 @@ const consensusMachine = setup({
     start: fromPromise<Etcd3, MachineInput & { plan: Plan }>(({ input }) =>
       input.service.start(input.ctx, input.plan),
     ),
-    storeCa: fromPromise<void, { service: ConsensusService; client: Etcd3; ca: PeerCa }>(
-      ({ input }) => input.service.storeCa(input.client, input.ca),
+    bootstrapSecrets: fromPromise<void, { service: ConsensusService; client: Etcd3; ca: PeerCa }>(
+      ({ input }) => input.service.bootstrapSecrets(input.client, input.ca),
+    ),
+    loadKeyring: fromPromise<void, MachineInput & { client: Etcd3 }>(({ input }) =>
+      input.service.loadKeyring(input.ctx, input.client),
     ),
   },
   actions: {
@@ -158,17 +174,28 @@ const consensusMachine = setup({
             target: "bootstrapping",
             actions: assign({ client: ({ event }) => event.output }),
           },
-          { target: "running", actions: assign({ client: ({ event }) => event.output }) },
+          { target: "keyring", actions: assign({ client: ({ event }) => event.output }) },
         ],
       },
     },
     bootstrapping: {
       invoke: {
-        src: "storeCa",
+        src: "bootstrapSecrets",
         input: ({ context }) => ({
           service: context.service,
           client: context.client!,
           ca: context.plan!.newCa!,
+        }),
+        onDone: "keyring",
+      },
+    },
+    keyring: {
+      invoke: {
+        src: "loadKeyring",
+        input: ({ context }) => ({
+          ctx: context.ctx,
+          service: context.service,
+          client: context.client!,
         }),
         onDone: "running",
       },
@@ -183,6 +210,8 @@ export class ConsensusService {
   private client: Etcd3 | undefined;
   /** Set once etcd reported this member's removal: final (see the module comment). */
   private removed = false;
+  /** This member's cluster secrets keyring; a fresh one for every run. */
+  private secrets = new ClusterSecrets();
 
   constructor(private readonly config: ConsensusConfig) {
     if (config.bootstrap && config.join) {
@@ -192,6 +221,7 @@ export class ConsensusService {
 
   /** The runnable to supervise, e.g. `ctx.run("consensus", service.run)`. */
   readonly run: Runnable = async (ctx) => {
+    this.secrets = new ClusterSecrets();
     try {
       await machineRunnable(consensusMachine, { input: { service: this } })(ctx);
     } finally {
@@ -313,19 +343,43 @@ export class ConsensusService {
     return client;
   }
 
-  /** bootstrapping: stores the new cluster's etcd CA in etcd. */
-  async storeCa(client: Etcd3, ca: PeerCa): Promise<void> {
-    await storePeerCa(ConsensusClient.root(client).sub("consensus"), ca);
+  /**
+   * bootstrapping: makes the new cluster's keyring (with this member's
+   * copy), then stores the etcd CA in etcd, sealed with it.
+   */
+  async bootstrapSecrets(client: Etcd3, ca: PeerCa): Promise<void> {
+    const { nodeId, nodePrivateKey } = this.config;
+    const root = ConsensusClient.root(client, this.secrets);
+    await bootstrapKeyring(root.kv, this.secrets, nodeId, publicKeyFromPrivateKey(nodePrivateKey));
+    await storePeerCa(root.sub("consensus"), ca);
+  }
+
+  /** keyring: follows this member's copy of the keyring, and waits until it is loaded. */
+  async loadKeyring(ctx: RunContext, client: Etcd3): Promise<void> {
+    ctx.run(
+      "keyring",
+      keyringFollower({
+        client,
+        nodeId: this.config.nodeId,
+        nodePrivateKey: this.config.nodePrivateKey,
+        secrets: this.secrets,
+        pollIntervalMs: this.config.keyringPollIntervalMs,
+      }),
+    );
+    await waitFor(this.secrets.loaded, (loaded) => loaded !== undefined, ctx.signal);
   }
 
   /** running: publishes the status. */
   publishRunning(ctx: RunContext, client: Etcd3): void {
-    const root = ConsensusClient.root(client);
+    const secrets = this.secrets;
+    const root = ConsensusClient.root(client, secrets);
     const own = root.sub("consensus");
     this.status.set({
       state: "running",
       client: root,
       addNode: async (nodeId, publicKey, address, signal) => {
+        // The copy goes first, so that the member finds it when it starts.
+        await wrapForMember(root.kv, secrets, nodeId, publicKey);
         const ca = await loadPeerCa(own);
         const certificate = await issueMemberCertificate(ca, publicKey, address.host);
         const peerUrl = this.peerUrlOf(address);
@@ -337,11 +391,20 @@ export class ConsensusService {
       },
       members: async () => (await client.cluster.memberList({})).members,
       confirmMember: (timeoutMs = 5_000) => this.confirmMember(client, timeoutMs),
-      removeNode: (nodeId, address, signal) =>
-        removeMember(client, nodeId, address && this.peerUrlOf(address), {
+      removeNode: async (nodeId, address, signal) => {
+        const removed = await removeMember(client, nodeId, address && this.peerUrlOf(address), {
           signal: signal ?? ctx.signal,
           logger: ctx.logger,
-        }),
+        });
+        await dropMemberCopy(root.kv, secrets, nodeId);
+        return removed;
+      },
+      rotateSecretsKey: (guard, signal) =>
+        rotateSecretsKey(
+          { kv: root.kv, secrets, nodeId: this.config.nodeId, logger: ctx.logger },
+          guard,
+          signal ?? ctx.signal,
+        ),
     });
   }
 

@@ -5,6 +5,8 @@
 import type { IMember } from "etcd3";
 import type { ConsensusClient } from "./consensus-client";
 import type { EtcdPeer } from "./etcd-flags";
+import type { WriteGuard } from "./guarded-write";
+import type { RotationResult } from "./rotation";
 
 /** What a new member needs to join the cluster: returned by `addNode()`, given to its consensus service. */
 export interface JoinCluster {
@@ -33,11 +35,17 @@ export type ConsensusStatus =
   | { state: "removed" }
   | {
       state: "running";
-      /** The unconfined client; hand out `client.sub(user)` to users. */
+      /**
+       * The unconfined client; hand out `client.sub(user)` to users. Its
+       * sealers (`client.sub(user).secrets`) use this member's keyring, which
+       * is loaded whenever the state is `running`.
+       */
       client: ConsensusClient;
       /**
        * Adds the node `nodeId`, whose raw 32-byte Ed25519 public key is `publicKey`, as a
-       * learner reachable at `address`, and returns what it needs to join.
+       * learner reachable at `address`, and returns what it needs to join. It
+       * first stores the cluster secrets keyring wrapped for that key, which
+       * the new member loads once it runs.
        * Idempotent for the same node and address.
        */
       addNode(
@@ -57,8 +65,16 @@ export type ConsensusStatus =
        */
       confirmMember(timeoutMs?: number): Promise<boolean>;
       /**
-       * Removes the node's member, if it has one. Give the node's peer
-       * `address` to also remove a learner that was added but never started.
+       * Removes the node's member, if it has one, and its copy of the keyring.
+       * Give the node's peer `address` to also remove a learner that was
+       * added but never started.
        */
       removeNode(nodeId: string, address?: PeerAddress, signal?: AbortSignal): Promise<boolean>;
+      /**
+       * Rotates the cluster secrets key (rotation.ts): a new key, wrapped for
+       * every member, re-seals every secret in etcd, and the older keys are
+       * retired. Every write is guarded by `guard` (the curator leader's
+       * election key).
+       */
+      rotateSecretsKey(guard: WriteGuard, signal?: AbortSignal): Promise<RotationResult>;
     };

@@ -10,10 +10,15 @@
  * it learned the outcome) finds everything in place and returns the same
  * certificates; different inputs are refused, since a cluster cannot be
  * bootstrapped twice.
+ *
+ * The secrets among the records (the node's cluster unlock key, the CA's
+ * private key) are sealed with the cluster secrets keyring; a retry compares
+ * the unlock key it finds by its opened value, since two seals of the same
+ * key never look alike.
  */
 import type { Namespace } from "etcd3";
 import { common, priv } from "@metropolis/proto";
-import { nodeIdFromPublicKey, type ParsedCertificate } from "@metropolis/pki";
+import { nodeIdFromPublicKey, type ParsedCertificate, type SecretSealer } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import {
   clusterConfigurationKey,
@@ -28,9 +33,10 @@ import { campaign, type CuratorEndpoint, type Leadership } from "./leadership";
 import { decodeNode, encodeNode } from "./node-record";
 import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from "./curator-pki";
 
-/** What bootstrapping needs of the leader: its namespace and its write guard. */
+/** What bootstrapping needs of the leader: its namespace, that namespace's sealer and its write guard. */
 export interface BootstrapContext {
   readonly kv: Namespace;
+  readonly secrets: SecretSealer;
   readonly leadership: Leadership;
 }
 
@@ -100,7 +106,7 @@ export async function bootstrapNodeFinish(
   const configuration = common.ClusterConfiguration.fromPartial(
     params.configuration ?? defaultClusterConfiguration,
   );
-  const ca = clusterCa();
+  const ca = clusterCa(ctx.secrets);
   const authority = await ca.authority(ctx.kv);
   const entry = nodeCertificateEntry(ca, nodeId, publicKey, params.ipAddresses);
 
@@ -118,7 +124,7 @@ export async function bootstrapNodeFinish(
     [joinKeyKey(joinKey), Buffer.from(nodeId)],
     [initialOwnerKey, owner],
     [clusterConfigurationKey, config],
-    [clusterUnlockKeyKey(nodeId), cuk],
+    [clusterUnlockKeyKey(nodeId), ctx.secrets.seal(clusterUnlockKeyKey(nodeId), cuk)],
   ];
 
   const existing = await readExisting(
@@ -137,15 +143,15 @@ export async function bootstrapNodeFinish(
     // A concurrent retry of ours got there first: judge what it wrote below.
   }
 
-  checkSame(
-    nodeId,
-    node,
-    writes,
-    await readExisting(
-      ctx.kv,
-      writes.map(([key]) => key),
-    ),
+  const found = await readExisting(
+    ctx.kv,
+    writes.map(([key]) => key),
   );
+  const storedCuk = found[4];
+  const sameCuk =
+    storedCuk !== undefined &&
+    (await ctx.secrets.open(clusterUnlockKeyKey(nodeId), storedCuk)).equals(cuk);
+  checkSame(nodeId, node, writes, found, sameCuk);
   const stored = await entry.load(ctx.kv);
   if (stored === null) {
     throw new FailedPreconditionError(
@@ -180,16 +186,18 @@ async function readExisting(kv: Namespace, keys: string[]): Promise<Array<Buffer
 
 /**
  * Accepts an earlier bootstrap only if it recorded the same identity: node
- * key, join key, unlock key, owner and configuration. The node record's
- * state, roles and status may have moved on since, which is not a conflict.
+ * key, join key, unlock key (`sameCuk`: compared opened, by the caller),
+ * owner and configuration. The node record's state, roles and status may
+ * have moved on since, which is not a conflict.
  */
 function checkSame(
   nodeId: string,
   node: priv.Node,
   writes: Array<[string, Buffer]>,
   found: Array<Buffer | undefined>,
+  sameCuk: boolean,
 ): void {
-  const [storedNode, storedJoin, storedOwner, storedConfig, storedCuk] = found;
+  const [storedNode, storedJoin, storedOwner, storedConfig] = found;
   const differs: string[] = [];
   if (storedNode === undefined) differs.push(`node ${nodeId} is missing`);
   else {
@@ -198,8 +206,7 @@ function checkSame(
       differs.push("node public key");
     if (!Buffer.from(n.joinKey).equals(Buffer.from(node.joinKey))) differs.push("join key");
   }
-  if (storedCuk === undefined || !storedCuk.equals(writes[4][1]))
-    differs.push("cluster unlock key");
+  if (!sameCuk) differs.push("cluster unlock key");
   if (storedJoin === undefined || !storedJoin.equals(writes[1][1]))
     differs.push("join key mapping");
   if (storedOwner === undefined || !storedOwner.equals(writes[2][1])) differs.push("initial owner");
@@ -217,16 +224,19 @@ function checkSame(
  * bootstrapping is a leader's write, so this takes the leadership briefly
  * (the only candidate of a new cluster wins at once), runs
  * {@link bootstrapNodeFinish}, and leaves the election to the curators.
+ * `curator` is the curator namespace's client (`client.sub("curator")`): its
+ * kv and its sealer.
  */
 export async function bootstrapCluster(
-  kv: Namespace,
+  curator: { readonly kv: Namespace; readonly secrets: SecretSealer },
   self: CuratorEndpoint,
   params: BootstrapParams,
   leaderTtlSeconds = 10,
 ): Promise<BootstrapResult> {
+  const { kv, secrets } = curator;
   const candidacy = await campaign(kv, self, leaderTtlSeconds);
   try {
-    return await bootstrapNodeFinish({ kv, leadership: candidacy.leadership() }, params);
+    return await bootstrapNodeFinish({ kv, secrets, leadership: candidacy.leadership() }, params);
   } finally {
     await candidacy.resign();
   }

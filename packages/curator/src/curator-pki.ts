@@ -12,7 +12,6 @@
  */
 import type { Namespace } from "etcd3";
 import {
-  CertificateStore,
   ConcurrentRevocationError,
   nodeTemplate,
   type RevocationList,
@@ -21,7 +20,6 @@ import {
   type CertificateAuthority,
   type ParsedCertificate,
 } from "@metropolis/pki";
-import { clusterPkiPrefix } from "./keys";
 import { leaderGuardedKv } from "./aaa-service";
 import { LostLeadershipError } from "./errors";
 import type { LeaderContext } from "./leader-context";
@@ -35,7 +33,8 @@ export function nodeCertificateEntry(
   publicKey: Uint8Array,
   ipAddresses: readonly string[] = [],
 ): Certificate {
-  return new CertificateStore(clusterPkiPrefix).certificate(`node-${nodeId}`, {
+  // The CA's own store: same prefix (`/cluster-pki/`), same sealer.
+  return ca.store.certificate(`node-${nodeId}`, {
     issuer: ca,
     template: nodeTemplate({ ipAddresses }),
     key: { publicKey },

@@ -25,11 +25,12 @@ import {
 } from "./errors";
 import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from "./curator-pki";
 import { requireEphemeral, type Caller } from "./identity";
-import { clusterConfigurationKey, joinKeyKey, nodeKey, registerTicketKey } from "./keys";
+import { clusterConfigurationKey, joinKeyKey, nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { checkLabelCount, validateLabels } from "./labels";
 import { encodeNode, findNode } from "./node-record";
 import { putClusterUnlockKey, readClusterUnlockKey } from "./node-secrets";
+import { readRegisterTicket } from "./register-ticket";
 
 /** Join keys and cluster unlock keys are 32 bytes (an Ed25519 key; an AES-256 key). */
 const KEY_LENGTH = 32;
@@ -59,8 +60,7 @@ async function retrying<T>(what: string, attempt: () => Promise<T | undefined>):
 }
 
 async function checkTicket(ctx: LeaderContext, ticket: Uint8Array): Promise<void> {
-  const res = await ctx.kv.get(registerTicketKey).exec();
-  const stored = res.kvs[0] ? priv.RegisterTicket.decode(res.kvs[0].value).opaque : undefined;
+  const stored = await readRegisterTicket(ctx.kv, ctx.secrets);
   // No ticket yet (nobody asked Management for one) matches nothing. The
   // length check leaks only the length, which is fixed and public.
   if (!stored || stored.length === 0 || !sameBytes(Buffer.from(ticket), Buffer.from(stored))) {
@@ -142,7 +142,7 @@ export async function commitNode(
     if (node.state === common.NodeState.UP) {
       // The node retries because it missed our answer: give it the same
       // certificate — but never let it believe in an unlock key we did not keep.
-      const kept = await readClusterUnlockKey(ctx.kv, id);
+      const kept = await readClusterUnlockKey(ctx.kv, ctx.secrets, id);
       if (kept === undefined || !sameBytes(kept, cuk)) {
         throw new FailedPreconditionError(
           `node ${id} is already committed with another cluster unlock key`,
@@ -165,7 +165,7 @@ export async function commitNode(
     txn.then(
       ctx.kv.put(nodeKey(id)).value(encodeNode(up)),
       putCertificate,
-      putClusterUnlockKey(ctx.kv, id, cuk),
+      putClusterUnlockKey(ctx.kv, ctx.secrets, id, cuk),
     );
     if (!(await ctx.leadership.commit(txn))) return undefined;
     return { caCertificate: authority.certificate.der, nodeCertificate: certificate.der };
@@ -191,7 +191,7 @@ export async function joinNode(
       `node ${id} is ${common.nodeStateToJSON(found.node.state)}, not UP`,
     );
   }
-  const clusterUnlockKey = await readClusterUnlockKey(ctx.kv, id);
+  const clusterUnlockKey = await readClusterUnlockKey(ctx.kv, ctx.secrets, id);
   if (clusterUnlockKey === undefined) {
     throw new CuratorError(status.DATA_LOSS, `node ${id} is UP but its cluster unlock key is gone`);
   }

@@ -221,6 +221,10 @@ export class Curator {
     return this.config.consensus.client.sub("curator").kv;
   }
 
+  private get secrets() {
+    return this.config.consensus.client.sub("curator").secrets;
+  }
+
   /** campaigning: enters the election (replacing an earlier candidacy of this run). */
   async campaign(ctx: RunContext): Promise<Candidacy> {
     await this.candidacy?.resign();
@@ -232,7 +236,7 @@ export class Curator {
   /** leader: serves the cluster's APIs until the state is left. */
   async serveLeader(ctx: RunContext, candidacy: Candidacy, signal: AbortSignal): Promise<void> {
     const caDer = decodePem(this.config.tls.ca, "CERTIFICATE");
-    const ca = clusterCa();
+    const ca = clusterCa(this.secrets);
     // Stopped with the listener, also when serving fails before the state is left.
     const reconcile = new AbortController();
     const revocations = new Revocations(caDer);
@@ -246,6 +250,7 @@ export class Curator {
     const leaderCtx: LeaderContext = {
       self: this.self,
       kv: this.kv,
+      secrets: this.secrets,
       leadership: candidacy.leadership(),
       consensus: this.config.consensus,
       clusterCa: ca,

@@ -5,7 +5,7 @@
 import type { Namespace } from "etcd3";
 import type { Logger } from "winston";
 import type { ConsensusStatus } from "@metropolis/consensus";
-import { CertificateStore, type CaCertificate } from "@metropolis/pki";
+import { CertificateStore, type CaCertificate, type SecretSealer } from "@metropolis/pki";
 import type { HeartbeatTracker } from "./heartbeat-tracker";
 import type { Caller, HasAuthContext } from "./identity";
 import { clusterCaName, clusterPkiPrefix } from "./keys";
@@ -20,6 +20,11 @@ export interface LeaderContext {
   readonly self: CuratorEndpoint;
   /** The curator's etcd namespace (`namespaced:curator/`); read freely, write only through `leadership`. */
   readonly kv: Namespace;
+  /**
+   * Seals and opens the secrets kept in `kv` (cluster unlock keys, the
+   * register ticket): the curator namespace's sealer of the consensus client.
+   */
+  readonly secrets: SecretSealer;
   /** Guards every write: `leadership.commit(leadership.txn().and(…).then(…))`. */
   readonly leadership: Leadership;
   /** This node's consensus: membership changes for UpdateNodeRoles, status for GetConsensusStatus. */
@@ -35,7 +40,10 @@ export interface LeaderContext {
   identify(call: HasAuthContext): Promise<Caller>;
 }
 
-/** The cluster CA's place in the curator namespace. */
-export function clusterCa(): CaCertificate {
-  return new CertificateStore(clusterPkiPrefix).ca(clusterCaName);
+/**
+ * The cluster CA's place in the curator namespace; its private key is sealed
+ * with `secrets`, the curator namespace's sealer (`client.sub("curator").secrets`).
+ */
+export function clusterCa(secrets: SecretSealer): CaCertificate {
+  return new CertificateStore(secrets, clusterPkiPrefix).ca(clusterCaName);
 }

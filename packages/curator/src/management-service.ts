@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
-import { api, common, priv } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { unary } from "./grpc-handlers";
 import { requireOwner } from "./identity";
@@ -32,20 +32,10 @@ import {
 import { revokeNodeCertificate } from "./curator-pki";
 import type { StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
+import { rotateClusterSecretsKey } from "./management-secrets";
+import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
 
-/** Length of the register ticket, in bytes. */
-export const registerTicketLength = 32;
-
-/** Reads the register ticket, or undefined if it has not been created yet. */
-async function readRegisterTicket(ctx: LeaderContext): Promise<Buffer | undefined> {
-  const value = await ctx.kv.get(registerTicketKey).buffer();
-  if (value === null) return undefined;
-  const ticket = priv.RegisterTicket.decode(value).opaque;
-  if (ticket.length !== registerTicketLength) {
-    throw new CuratorError(status.DATA_LOSS, `stored register ticket has ${ticket.length} bytes`);
-  }
-  return ticket;
-}
+export { registerTicketLength } from "./register-ticket";
 
 /**
  * The register ticket, created on first use. Creation is guarded by "the key
@@ -54,16 +44,16 @@ async function readRegisterTicket(ctx: LeaderContext): Promise<Buffer | undefine
  * the same ticket.
  */
 export async function registerTicket(ctx: LeaderContext): Promise<Buffer> {
-  const existing = await readRegisterTicket(ctx);
+  const existing = await readRegisterTicket(ctx.kv, ctx.secrets);
   if (existing) return existing;
   const fresh = randomBytes(registerTicketLength);
-  const value = Buffer.from(priv.RegisterTicket.encode({ opaque: fresh }).finish());
+  const value = sealRegisterTicket(ctx.secrets, fresh);
   const txn = ctx.leadership
     .txn()
     .and(registerTicketKey, "Create", "==", 0)
     .then(ctx.kv.put(registerTicketKey).value(value));
   if (await ctx.leadership.commit(txn)) return fresh;
-  const winner = await readRegisterTicket(ctx);
+  const winner = await readRegisterTicket(ctx.kv, ctx.secrets);
   if (!winner)
     throw new CuratorError(
       status.ABORTED,
@@ -247,11 +237,8 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       await deleteNode(ctx, req);
       return {};
     }),
-    rotateClusterSecretsKey: ownerOnly(ctx, "RotateClusterSecretsKey", async () => {
-      throw new CuratorError(
-        status.UNIMPLEMENTED,
-        "RotateClusterSecretsKey is not implemented yet",
-      );
-    }),
+    rotateClusterSecretsKey: ownerOnly(ctx, "RotateClusterSecretsKey", () =>
+      rotateClusterSecretsKey(ctx),
+    ),
   };
 }

@@ -18,6 +18,7 @@ import { CuratorError } from "../src/errors";
 import { nodeKey, registerTicketKey } from "../src/keys";
 import { encodeNode } from "../src/node-record";
 import { readClusterUnlockKey } from "../src/node-secrets";
+import { sealRegisterTicket } from "../src/register-ticket";
 import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
 
 const { CuratorClient, CuratorService } = curator;
@@ -75,11 +76,7 @@ beforeAll(async () => {
   await ctx.leadership.commit(
     ctx.leadership
       .txn()
-      .then(
-        ctx.kv
-          .put(registerTicketKey)
-          .value(Buffer.from(priv.RegisterTicket.encode({ opaque: ticket }).finish())),
-      ),
+      .then(ctx.kv.put(registerTicketKey).value(sealRegisterTicket(ctx.secrets, ticket))),
   );
   nodeClient = await leader.client(CuratorClient, "node");
 }, 30_000);
@@ -361,7 +358,7 @@ describe("registration", () => {
     expect(cert.extendedKeyUsage).toEqual(expect.arrayContaining(["serverAuth", "clientAuth"]));
     const stored = (await leader.getNode(id))!;
     expect(stored.state).toBe(common.NodeState.UP);
-    expect(await readClusterUnlockKey(leader.ctx.kv, id)).toEqual(cuk);
+    expect(await readClusterUnlockKey(leader.ctx.kv, leader.ctx.secrets, id)).toEqual(cuk);
     // Committing again (a lost answer) returns the same certificate.
     expect((await commit()).nodeCertificate).toEqual(committed.nodeCertificate);
     // …but not for another unlock key.

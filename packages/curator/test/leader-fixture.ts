@@ -169,6 +169,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     const member = await runTestMember(node, { bootstrap: true });
     cleanups.push(() => member.harness.cleanup());
     const kv = member.status.client.sub("curator").kv;
+    const secrets = member.status.client.sub("curator").secrets;
 
     // Bind first, so that the election value names the real port. The
     // server therefore presents a node certificate of its own for the first
@@ -176,7 +177,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     const server = new Server();
     // Force: a test may leave streams (Watch, Heartbeat) open, which a graceful shutdown would wait for.
     cleanups.push(async () => server.forceShutdown());
-    const ca = clusterCa();
+    const ca = clusterCa(secrets);
     const authority = await ca.authority(kv);
     const caPem = authority.certificate.toPem();
     const firstNodeKeys = {
@@ -211,6 +212,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     const ctx: LeaderContext = {
       self: candidacy.self,
       kv,
+      secrets,
       leadership,
       consensus: member.status,
       clusterCa: ca,
@@ -298,7 +300,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
           const issued = await issueNodeCertificate(authority, keys.publicKey);
           ops.push(
             guardNewCertificate(kv, txn, nodeCertificateEntry(ca, nodeId, keys.publicKey), issued),
-            putClusterUnlockKey(kv, nodeId, cuk),
+            putClusterUnlockKey(kv, secrets, nodeId, cuk),
           );
           certificate = issued.der;
         }

@@ -36,6 +36,14 @@ export { dataPolicies } from "./data-marker";
 export type { DataPolicy } from "./data-marker";
 export { dataDir, DataDirectory, dataMarkerName } from "./data-protection";
 export type { MountExistingOptions, UnlockKeys } from "./data-protection";
+export {
+  envelopeKeyId,
+  hasEnvelopeMagic,
+  keyLength as envelopeKeyLength,
+  openEnvelope,
+  sealEnvelope,
+} from "./envelope";
+export type { KeyIdResult, OpenResult } from "./envelope";
 export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
 export * from "./errors";
 export { nodeRoot, placeNodeRoot } from "./node-root";

@@ -143,6 +143,10 @@ export class ClusterSession {
     await this.call((l, m, o, cb) => l.management.deleteNode(req, m, o, cb));
   }
 
+  rotateClusterSecretsKey(): Promise<api.RotateClusterSecretsKeyResponse> {
+    return this.call((l, m, o, cb) => l.management.rotateClusterSecretsKey({}, m, o, cb));
+  }
+
   escrow(publicKey: Uint8Array): Promise<api.EscrowResponse> {
     return this.call((l, m, o, cb) =>
       l.aaa.escrow({ publicKey: Buffer.from(publicKey) }, m, o, cb),

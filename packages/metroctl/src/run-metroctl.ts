@@ -23,6 +23,7 @@ import {
 import { writeLine, type MetroctlIo } from "./io";
 import { registerNodeChangeCommands } from "./node-changes";
 import { registerParamsCommands } from "./node-params";
+import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
 import { registerNodesCommand } from "./nodes-command";
 import { registerTakeOwnershipCommand } from "./take-ownership";
 import { registerWaitCommand } from "./wait-command";
@@ -56,6 +57,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerNodesCommand(define);
   registerNodeChangeCommands(define);
   registerClusterInfoCommand(define);
+  registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);
   return program;

@@ -5,9 +5,14 @@
  *
  * ```
  * <prefix>issued/<name>-cert.der     DER certificate
- * <prefix>keys/<name>-privkey.bin    32-byte Ed25519 seed (not for external certificates)
+ * <prefix>keys/<name>-privkey.bin    32-byte Ed25519 seed, sealed (not for external certificates)
  * <prefix><name>-crl.der             DER CRL (CA certificates only)
  * ```
+ *
+ * A private key never reaches etcd as is: the store seals it with the
+ * {@link SecretSealer} it was made with before writing it, and opens it when
+ * loading it. The sealer is a constructor argument, not an option, so no
+ * store that keeps private keys can be made without one.
  *
  * A {@link Certificate} is a promise that a named certificate exists:
  * `ensure(kv)` loads it, or issues it and writes certificate and key in one
@@ -53,6 +58,7 @@ import {
   type CertificateInput,
   type ParsedCertificate,
 } from "./parse-certificate";
+import type { SecretSealer } from "./secret-sealer";
 import type { CertificateWithKey } from "./tls-material";
 
 /**
@@ -130,11 +136,17 @@ const REVOCATION_ATTEMPTS = 10;
 /** A prefix in etcd under which named certificates are kept. */
 export class CertificateStore {
   /**
+   * @param secrets Seals the private keys the store writes and opens them on
+   *   load; bound to the namespace of the kv the store is used with (e.g.
+   *   `client.sub("curator").secrets` for `client.sub("curator").kv`).
    * @param prefix Key prefix inside the kv given to `ensure()`: empty when
    *   that kv is already namespaced for the PKI (e.g. consensus'
    *   `namespace("curator-pki/")`), otherwise a path ending in "/".
    */
-  constructor(readonly prefix: string = "") {
+  constructor(
+    readonly secrets: SecretSealer,
+    readonly prefix: string = "",
+  ) {
     if (prefix !== "" && !prefix.endsWith("/")) {
       throw new InvalidNameError(
         `certificate store prefix ${JSON.stringify(prefix)} must be empty or end with "/"`,
@@ -325,7 +337,9 @@ export class Certificate {
     const certificate = this.parseStored((storedCertificate as StoredValue).value);
     let privateKey: Buffer | null = null;
     if (storedKey !== null) {
-      privateKey = storedKey.value;
+      // The sealer's own errors (not sealed, sealed for another key, unknown
+      // key id) name the key and are passed on as they are.
+      privateKey = await this.store.secrets.open(this.keys.privateKey, storedKey.value);
       if (privateKey.length !== ED25519_SEED_LENGTH) {
         throw new CorruptedStoreError(
           `${this.keys.privateKey} holds ${privateKey.length} bytes, expected a ${ED25519_SEED_LENGTH}-byte Ed25519 seed`,
@@ -363,7 +377,12 @@ export class Certificate {
     privateKey: Buffer | null,
   ): Promise<void> {
     const writes: Array<readonly [string, Buffer]> = [[this.keys.certificate, certificate.der]];
-    if (privateKey) writes.push([this.keys.privateKey, privateKey]);
+    if (privateKey) {
+      writes.push([
+        this.keys.privateKey,
+        this.store.secrets.seal(this.keys.privateKey, privateKey),
+      ]);
+    }
     writes.push(...(await this.companionWrites(certificate, privateKey)));
     const result = await kv
       .if(this.keys.certificate, "Create", "==", 0)

@@ -12,6 +12,8 @@
  *   bytes), never passed in.
  * - Certificates do not expire (notAfter 9999-12-31, as in Monogon); they end
  *   by revocation through the CA's CRL, which every verifier here checks.
+ * - A private key is never stored in etcd as is: the store seals it with the
+ *   `SecretSealer` it is made with (consensus' cluster secrets keyring).
  * - Issuing into etcd never overwrites: certificate and key are created in
  *   one transaction guarded by create_revision == 0, so of two concurrent
  *   issuers exactly one wins and the other gets a retryable
@@ -116,6 +118,7 @@ export type { CertificateInput } from "./parse-certificate";
 export { decodePem, encodePem } from "./pem";
 export type { PemLabel } from "./pem";
 export { randomSerial, SERIAL_LIMIT } from "./serial";
+export type { SecretSealer } from "./secret-sealer";
 export { tlsMaterial } from "./tls-material";
 export type { CertificateWithKey, TlsMaterial } from "./tls-material";
 export { verifyCertificate } from "./verify";

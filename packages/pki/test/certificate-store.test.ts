@@ -23,10 +23,13 @@ import {
   type IssuedCertificate,
 } from "@metropolis/pki";
 import { startEtcd, type EtcdServer } from "./etcd-server";
+import { testSealer, TestSealerError } from "./test-sealer";
 
 let etcd: EtcdServer;
 let client: Etcd3;
 let namespaceCounter = 0;
+/** Seals the private keys of every store in these tests (consensus' keyring in production). */
+const secrets = testSealer();
 
 beforeAll(async () => {
   etcd = await startEtcd();
@@ -50,7 +53,7 @@ async function keysIn(kv: Namespace): Promise<string[]> {
 describe("CertificateStore", () => {
   it("creates the CA with its CRL atomically, and ensure() is idempotent", async () => {
     const { kv } = freshNamespace();
-    const ca = new CertificateStore().ca("ca");
+    const ca = new CertificateStore(secrets).ca("ca");
 
     const first = await ca.ensure(kv);
     expect(first.created).toBe(true);
@@ -59,7 +62,10 @@ describe("CertificateStore", () => {
     expect(first.ca.equals(first.certificate)).toBe(true);
     expect(await keysIn(kv)).toEqual(["ca-crl.der", "issued/ca-cert.der", "keys/ca-privkey.bin"]);
     // Canonical key storage: the 32-byte seed.
-    expect(await kv.get("keys/ca-privkey.bin").buffer()).toEqual(first.privateKey);
+    // The private key is stored sealed, never as is; it opens to the key.
+    const storedKey = (await kv.get("keys/ca-privkey.bin").buffer()) as Buffer;
+    expect(storedKey.includes(first.privateKey as Buffer)).toBe(false);
+    expect(await secrets.open("keys/ca-privkey.bin", storedKey)).toEqual(first.privateKey);
     expect(first.privateKey).toHaveLength(32);
     expect(await kv.get("issued/ca-cert.der").buffer()).toEqual(first.certificate.der);
 
@@ -69,7 +75,7 @@ describe("CertificateStore", () => {
     expect(again.privateKey).toEqual(first.privateKey);
 
     // Another node (its own client and store object) loads the same CA.
-    const sameNamespace = await new CertificateStore()
+    const sameNamespace = await new CertificateStore(secrets)
       .ca("ca")
       .ensure(etcd.client().namespace(kv.prefix.toString()));
     expect(sameNamespace.certificate.equals(first.certificate)).toBe(true);
@@ -81,7 +87,7 @@ describe("CertificateStore", () => {
 
   it("stores a node certificate at exactly issued/<name>-cert.der and keys/<name>-privkey.bin", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const ca = store.ca("ca");
     const node = generateKeyPair();
     const nodeId = nodeIdFromPublicKey(node.publicKey);
@@ -122,7 +128,7 @@ describe("CertificateStore", () => {
 
   it("puts everything under its prefix when the kv is not namespaced", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore("cluster-pki/");
+    const store = new CertificateStore(secrets, "cluster-pki/");
     const ca = store.ca("ca");
     await store.certificate("owner", { issuer: ca, template: userTemplate("owner") }).ensure(kv);
     expect(await keysIn(kv)).toEqual([
@@ -136,7 +142,7 @@ describe("CertificateStore", () => {
 
   it("keeps only the certificate of an external key, and refuses the name for another key", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const ca = store.ca("ca");
     const node = generateKeyPair();
     const issued = await store
@@ -171,7 +177,7 @@ describe("CertificateStore", () => {
 
   it("adopts a CA created before etcd existed, idempotently, and refuses a different one", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const bootstrapped = await CertificateAuthority.create({
       commonName: "Metropolis etcd peer CA",
     });
@@ -209,10 +215,12 @@ describe("CertificateStore", () => {
   });
 
   it("rejects bad names and CA templates outside store.ca()", () => {
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     expect(() => store.ca("../ca")).toThrow(InvalidNameError);
     expect(() => store.ca("")).toThrow(InvalidNameError);
-    expect(() => new CertificateStore("no-slash")).toThrow(/must be empty or end with "\/"/);
+    expect(() => new CertificateStore(secrets, "no-slash")).toThrow(
+      /must be empty or end with "\/"/,
+    );
     const selfSigned = { issuer: "self-signed" as const, template: userTemplate("x") };
     expect(() =>
       store.certificate("x", { ...selfSigned, key: { publicKey: generateKeyPair().publicKey } }),
@@ -284,8 +292,8 @@ describe("concurrent issuance", () => {
       const kvB = etcd.client().namespace(prefix);
       const keyA = generateKeyPair();
       const keyB = generateKeyPair();
-      const onA = make(new CertificateStore(), keyA.privateKey, authority);
-      const onB = make(new CertificateStore(), keyB.privateKey, authority);
+      const onA = make(new CertificateStore(secrets), keyA.privateKey, authority);
+      const onB = make(new CertificateStore(secrets), keyB.privateKey, authority);
 
       const outcomes = await Promise.allSettled([onA.ensure(gate(kvA)), onB.ensure(gate(kvB))]);
 
@@ -300,8 +308,9 @@ describe("concurrent issuance", () => {
       expect(winner.created).toBe(true);
 
       // Whatever is stored is exactly the winner's certificate and key.
-      const storedKey = await kvA.get(`keys/${winner.name}-privkey.bin`).buffer();
-      expect(storedKey).toEqual(winner.privateKey);
+      const keyAt = `keys/${winner.name}-privkey.bin`;
+      const storedKey = (await kvA.get(keyAt).buffer()) as Buffer;
+      expect(await secrets.open(keyAt, storedKey)).toEqual(winner.privateKey);
       const winnerKey = outcomes[0]!.status === "fulfilled" ? keyA : keyB;
       expect(winner.certificate.publicKey.equals(winnerKey.publicKey)).toBe(true);
 
@@ -320,7 +329,7 @@ describe("concurrent issuance", () => {
     const authority = await CertificateAuthority.create();
     for (let round = 0; round < 5; round++) {
       const { prefix } = freshNamespace();
-      const store = new CertificateStore();
+      const store = new CertificateStore(secrets);
       const attempts = clients.map((c) =>
         store
           .certificate("node", { issuer: authority, template: nodeTemplate() })
@@ -351,7 +360,7 @@ describe("concurrent issuance", () => {
 describe("corruption", () => {
   it("a certificate without its key (or the reverse) is a CorruptedStoreError", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const authority = await CertificateAuthority.create();
     const spec = { issuer: authority, template: userTemplate("u") };
     const issued = await store.certificate("u", spec).ensure(kv);
@@ -363,7 +372,9 @@ describe("corruption", () => {
     );
 
     await kv.delete().key("issued/u-cert.der");
-    await kv.put("keys/u-privkey.bin").value(issued.privateKey as Buffer);
+    await kv
+      .put("keys/u-privkey.bin")
+      .value(secrets.seal("keys/u-privkey.bin", issued.privateKey as Buffer));
     await expect(store.certificate("u", spec).ensure(kv)).rejects.toThrow(
       /keys\/u-privkey.bin exists but issued\/u-cert.der does not/,
     );
@@ -371,16 +382,17 @@ describe("corruption", () => {
 
   it("garbage or mismatched stored values are CorruptedStoreErrors naming the key", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const authority = await CertificateAuthority.create();
     const spec = { issuer: authority, template: userTemplate("u") };
     await store.certificate("u", spec).ensure(kv);
 
-    await kv.put("keys/u-privkey.bin").value(generateKeyPair().privateKey);
+    const seal = (value: Uint8Array) => secrets.seal("keys/u-privkey.bin", value);
+    await kv.put("keys/u-privkey.bin").value(seal(generateKeyPair().privateKey));
     await expect(store.certificate("u", spec).ensure(kv)).rejects.toThrow(
       /keys\/u-privkey.bin does not hold the private key of issued\/u-cert.der/,
     );
-    await kv.put("keys/u-privkey.bin").value(Buffer.alloc(64));
+    await kv.put("keys/u-privkey.bin").value(seal(Buffer.alloc(64)));
     await expect(store.certificate("u", spec).ensure(kv)).rejects.toThrow(/holds 64 bytes/);
     await kv.put("issued/u-cert.der").value(Buffer.from("garbage"));
     await expect(store.certificate("u", spec).ensure(kv)).rejects.toThrow(
@@ -388,9 +400,42 @@ describe("corruption", () => {
     );
   });
 
+  it("never writes a private key as is, and refuses one that is not sealed for its key", async () => {
+    const { kv } = freshNamespace();
+    const sealer = testSealer();
+    const store = new CertificateStore(sealer);
+    const ca = store.ca("ca");
+    const node = generateKeyPair();
+    const leaf = store.certificate("leaf", {
+      issuer: ca,
+      template: nodeTemplate(),
+      key: { privateKey: node.privateKey },
+    });
+    const issued = await leaf.ensure(kv);
+    const caKey = (await ca.ensure(kv)).privateKey as Buffer;
+    // Every private key written went through the sealer; no stored value holds a seed.
+    expect(sealer.sealed.sort()).toEqual(["keys/ca-privkey.bin", "keys/leaf-privkey.bin"]);
+    const values = await kv.getAll().buffers();
+    for (const value of Object.values(values)) {
+      for (const seed of [caKey, Buffer.from(node.privateKey)]) {
+        expect(value.includes(seed)).toBe(false);
+        expect(value.includes(Buffer.from(seed.toString("hex")))).toBe(false);
+        expect(value.includes(Buffer.from(seed.toString("base64")))).toBe(false);
+      }
+    }
+    expect((await leaf.load(kv))?.privateKey).toEqual(issued.privateKey);
+
+    // A raw seed put in its place is refused by the sealer, not used.
+    await kv.put("keys/leaf-privkey.bin").value(Buffer.from(node.privateKey));
+    await expect(leaf.load(kv)).rejects.toThrow(TestSealerError);
+    // So is the CA's sealed key moved to the leaf's place.
+    await kv.put("keys/leaf-privkey.bin").value(sealer.seal("keys/ca-privkey.bin", caKey));
+    await expect(leaf.load(kv)).rejects.toThrow(/keys\/leaf-privkey.bin: authentication failed/);
+  });
+
   it("a certificate whose issuing CA is missing is a CorruptedStoreError, and no CA is created", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const ca = store.ca("ca");
     const spec = { issuer: ca, template: userTemplate("u") };
     await store.certificate("u", spec).ensure(kv);
@@ -406,7 +451,7 @@ describe("corruption", () => {
 describe("revocation", () => {
   it("revoke() re-issues the stored CRL, and verify then rejects the certificate", async () => {
     const { kv } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const ca = store.ca("ca");
     const node = await store
       .certificate("node", { issuer: ca, template: nodeTemplate() })
@@ -430,7 +475,7 @@ describe("revocation", () => {
 
   it("concurrent revocations from two nodes are all kept", async () => {
     const { prefix } = freshNamespace();
-    const store = new CertificateStore();
+    const store = new CertificateStore(secrets);
     const ca = store.ca("ca");
     const kvA = etcd.client().namespace(prefix);
     const kvB = etcd.client().namespace(prefix);

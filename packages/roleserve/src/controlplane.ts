@@ -237,7 +237,7 @@ class ControlPlaneLauncher {
     const publicKey = publicKeyFromPrivateKey(bootstrap.nodePrivateKey);
     const nodeId = nodeIdFromPublicKey(publicKey);
     const result = await bootstrapCluster(
-      consensus.client.sub("curator").kv,
+      consensus.client.sub("curator"),
       { nodeId, host: this.config.host, port: this.curatorPort },
       {
         nodeId,

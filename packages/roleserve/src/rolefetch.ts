@@ -95,9 +95,15 @@ export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions)
         { $case: "nodeInCluster", nodeInCluster: { nodeId } },
         ctx.signal,
       ).catch((e: unknown) => {
-        // A node may always watch itself, unless the cluster has no record of
-        // it any more (deleted while it was away): the curator's only refusal.
-        if (e instanceof CuratorStreamError && e.code === status.PERMISSION_DENIED) {
+        // A node may always watch itself, unless it was deleted while it was
+        // away: its certificate is revoked (UNAUTHENTICATED), or — a deletion
+        // that did not revoke it, as before revocation existed — the cluster has
+        // no record of it (PERMISSION_DENIED). The curator's only refusals of a
+        // node's watch of itself.
+        if (
+          e instanceof CuratorStreamError &&
+          (e.code === status.UNAUTHENTICATED || e.code === status.PERMISSION_DENIED)
+        ) {
           values.disowned.set(`the cluster refused it: ${e.message}`);
         }
         throw e;

@@ -100,13 +100,14 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
   try {
     const member = await runTestMember(node, { bootstrap: true });
     cleanups.push(() => member.harness.cleanup());
-    const kv = member.status.client.sub("curator").kv;
-    const authority = await clusterCa().authority(kv);
+    const curatorClient = member.status.client.sub("curator");
+    const kv = curatorClient.kv;
+    const authority = await clusterCa(curatorClient.secrets).authority(kv);
     const caPem = authority.certificate.toPem();
 
     const owner = generateKeyPair();
     const boot = await bootstrapCluster(
-      kv,
+      curatorClient,
       { nodeId: node.nodeId, host: node.peer.host, port: 1 },
       {
         nodePublicKey: node.publicKey,

@@ -187,7 +187,7 @@ describe("roleFetchWorker", () => {
     expect(refused.mock.calls).toEqual([
       [
         expect.stringMatching(
-          /^the cluster refused it: Curator.Watch: stream failed: 7 PERMISSION_DENIED: node .* is not part of the cluster/,
+          /^the cluster refused it: Curator.Watch: stream failed: 16 UNAUTHENTICATED: client certificate .* was revoked/,
         ),
       ],
     ]);
