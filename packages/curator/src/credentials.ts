@@ -10,6 +10,7 @@
  */
 import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
 import { isNodeId, parseCertificate } from "@metropolis/pki";
+import { quoted } from "./bounded-text";
 
 /** PEM TLS material: own certificate and key, and the CA that vouches for peers. */
 export interface TlsPem {
@@ -55,16 +56,17 @@ export function curatorClientCredentials(
     {
       checkServerIdentity: (_host, cert) => {
         const cn = parseCertificate(cert.raw).commonName;
+        const named = cn === undefined ? "no common name" : quoted(cn);
         if (opts.nodeId !== undefined) {
           return cn === opts.nodeId
             ? undefined
             : new Error(
-                `the node answering presented a certificate for ${JSON.stringify(cn)}, not ${opts.nodeId}`,
+                `the node answering presented a certificate for ${named}, not ${opts.nodeId}`,
               );
         }
         return cn !== undefined && isNodeId(cn)
           ? undefined
-          : new Error(`curator presented a certificate for ${JSON.stringify(cn)}, not a node's`);
+          : new Error(`curator presented a certificate for ${named}, not a node's`);
       },
     },
   );

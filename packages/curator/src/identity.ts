@@ -19,6 +19,7 @@ import {
   verifyCertificate,
   type ParsedCertificate,
 } from "@metropolis/pki";
+import { clipped, quoted } from "./bounded-text";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors";
 
 export type Caller =
@@ -61,7 +62,7 @@ function parsePeerCertificate(raw: Buffer): ParsedCertificate {
     return parseCertificate(raw);
   } catch (e) {
     throw new UnauthenticatedError(
-      `client certificate does not parse: ${e instanceof Error ? e.message : String(e)}`,
+      `client certificate does not parse: ${clipped(e instanceof Error ? e.message : String(e))}`,
     );
   }
 }
@@ -112,7 +113,7 @@ async function classify(cert: ParsedCertificate, caCertificate: Uint8Array): Pro
     await verifyCertificate(cert, caCertificate);
   } catch (e) {
     throw new UnauthenticatedError(
-      `client certificate is not trusted by this cluster: ${e instanceof Error ? e.message : String(e)}`,
+      `client certificate is not trusted by this cluster: ${clipped(e instanceof Error ? e.message : String(e))}`,
     );
   }
   const cn = cert.commonName ?? "";
@@ -127,7 +128,7 @@ async function classify(cert: ParsedCertificate, caCertificate: Uint8Array): Pro
     return { kind: "owner", publicKey: cert.publicKey };
   }
   throw new UnauthenticatedError(
-    `client certificate for ${JSON.stringify(cn)} is neither a node's nor the owner's`,
+    `client certificate for ${quoted(cn)} is neither a node's nor the owner's`,
   );
 }
 
@@ -140,7 +141,7 @@ export function requireNode(caller: Caller, nodeId?: string): Extract<Caller, { 
       `this call needs a node certificate, not an ${caller.kind} one`,
     );
   if (nodeId !== undefined && caller.nodeId !== nodeId) {
-    throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${nodeId}`);
+    throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${quoted(nodeId)}`);
   }
   return caller;
 }

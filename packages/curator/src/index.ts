@@ -52,7 +52,14 @@ export {
   type BootstrapParams,
   type BootstrapResult,
 } from "./bootstrap";
-export { validateLabels, checkLabelCount, maxLabelsPerNode } from "./labels";
+export {
+  validateLabels,
+  checkLabelCount,
+  checkLabelBounds,
+  maxLabelsPerNode,
+  maxLabelKeyLength,
+  maxLabelValueLength,
+} from "./labels";
 export {
   reconcileMembership,
   membershipReconciler,
@@ -62,3 +69,4 @@ export {
 } from "./membership-reconciler";
 export * from "./errors";
 export { serverLimits, maxRequestBytes, maxConcurrentStreamsPerConnection } from "./server-limits";
+export { quoted, clipped, maxQuotedLength, maxClippedLength } from "./bounded-text";
