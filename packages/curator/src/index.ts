@@ -68,5 +68,18 @@ export {
   type ReconcileOptions,
 } from "./membership-reconciler";
 export * from "./errors";
-export { serverLimits, maxRequestBytes, maxConcurrentStreamsPerConnection } from "./server-limits";
+export {
+  serverLimits,
+  maxRequestBytes,
+  maxConcurrentStreamsPerConnection,
+  maxLeaderStreams,
+  maxLeaderStreamsPerConnection,
+} from "./server-limits";
 export { quoted, clipped, maxQuotedLength, maxClippedLength } from "./bounded-text";
+export {
+  BoundedStreams,
+  StreamsClosedError,
+  TooManyStreamsError,
+  type StreamCall,
+  type StreamCaps,
+} from "./bounded-streams";
