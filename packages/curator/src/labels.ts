@@ -29,6 +29,7 @@ const prefixMaxLength = 253;
 export const maxLabelKeyLength = prefixMaxLength + 1 + nameMaxLength;
 /** Longest valid label value. */
 export const maxLabelValueLength = nameMaxLength;
+
 const namePattern = /^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/;
 const dnsLabelPattern = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
