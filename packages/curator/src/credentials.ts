@@ -16,6 +16,7 @@
  */
 import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
 import { isNodeId, parseCertificate } from "@metropolis/pki";
+import { quoted } from "./bounded-text";
 
 /** PEM TLS material: own certificate and key, and the CA that vouches for peers. */
 export interface TlsPem {
@@ -61,16 +62,17 @@ export function curatorClientCredentials(
     {
       checkServerIdentity: (_host, cert) => {
         const cn = parseCertificate(cert.raw).commonName;
+        const named = cn === undefined ? "no common name" : quoted(cn);
         if (opts.nodeId !== undefined) {
           return cn === opts.nodeId
             ? undefined
             : new Error(
-                `expected node ${opts.nodeId} here, but the node answering is ${JSON.stringify(cn)}: refused`,
+                `expected node ${opts.nodeId} here, but the node answering is ${named}: refused`,
               );
         }
         return cn !== undefined && isNodeId(cn)
           ? undefined
-          : new Error(`the party answering is ${JSON.stringify(cn)}, not a node of this cluster`);
+          : new Error(`the party answering is ${named}, not a node of this cluster`);
       },
     },
   );

@@ -2,13 +2,20 @@
  * CuratorLocal: served by every curator, leader or follower, to anyone (no
  * client certificate needed): where the leader is, and the cluster CA. It is
  * how clients find the leader through any curator they know.
+ *
+ * Since anyone may open GetCurrentLeader streams, they are bounded
+ * (bounded-streams.ts): at most {@link maxLeaderStreamsPerConnection} per
+ * connection and {@link maxLeaderStreams} per server, RESOURCE_EXHAUSTED
+ * beyond; a cancelled one releases all it held.
  */
 import { decodePem } from "@metropolis/pki";
 import { curator } from "@metropolis/proto";
 import type { Watchable } from "@metropolis/event";
 import type { Logger } from "winston";
+import { BoundedStreams } from "./bounded-streams";
 import { serverStream, unary } from "./grpc-handlers";
 import type { CuratorEndpoint } from "./leadership";
+import { maxLeaderStreams, maxLeaderStreamsPerConnection } from "./server-limits";
 
 export interface LocalContext {
   /** This curator's node. */
@@ -20,34 +27,45 @@ export interface LocalContext {
   logger: Logger;
   /** Ends open streams when the listener stops, so that it can stop at once. */
   signal: AbortSignal;
+  /**
+   * The GetCurrentLeader streams. Default: capped at
+   * {@link maxLeaderStreamsPerConnection} and {@link maxLeaderStreams},
+   * ended by `signal`. A test passes its own to watch them or to set other caps.
+   */
+  leaderStreams?: BoundedStreams;
 }
 
 export function curatorLocalServer(local: LocalContext): curator.CuratorLocalServer {
   const caDer = decodePem(local.caCertificate, "CERTIFICATE");
+  const streams =
+    local.leaderStreams ??
+    new BoundedStreams(
+      "GetCurrentLeader",
+      { perConnection: maxLeaderStreamsPerConnection, total: maxLeaderStreams },
+      local.signal,
+    );
   return {
-    getCurrentLeader: serverStream("GetCurrentLeader", local.logger, async (call) => {
-      const watcher = local.leader.watch();
-      const stop = new AbortController();
-      const onEnd = () => stop.abort();
-      call.on("cancelled", onEnd);
-      local.signal.addEventListener("abort", onEnd, { once: true });
-      try {
-        for (;;) {
-          const leader = await watcher.get({ signal: stop.signal, filter: (l) => l !== undefined });
-          call.write({
-            leaderNodeId: leader!.nodeId,
-            leaderHost: leader!.host,
-            leaderPort: leader!.port,
-            thisNodeId: local.nodeId,
-          });
+    getCurrentLeader: serverStream("GetCurrentLeader", local.logger, (call) =>
+      streams.serve(call, async (ended) => {
+        const watcher = local.leader.watch();
+        try {
+          for (;;) {
+            const leader = await watcher.get({ signal: ended });
+            if (leader === undefined) continue; // not known yet: nothing to tell
+            call.write({
+              leaderNodeId: leader.nodeId,
+              leaderHost: leader.host,
+              leaderPort: leader.port,
+              thisNodeId: local.nodeId,
+            });
+          }
+        } catch (e) {
+          if (!ended.aborted) throw e;
+        } finally {
+          watcher.close();
         }
-      } catch (e) {
-        if (!stop.signal.aborted) throw e;
-      } finally {
-        watcher.close();
-        local.signal.removeEventListener("abort", onEnd);
-      }
-    }),
+      }),
+    ),
     getCaCertificate: unary("GetCACertificate", local.logger, async () => ({
       caCertificate: caDer,
     })),

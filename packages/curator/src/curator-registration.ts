@@ -27,7 +27,7 @@ import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from 
 import { requireEphemeral, type Caller } from "./identity";
 import { clusterConfigurationKey, joinKeyKey, nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
-import { checkLabelCount, validateLabels } from "./labels";
+import { checkLabelBounds, validateLabels } from "./labels";
 import { encodeNode, findNode } from "./node-record";
 import { putClusterUnlockKey, readClusterUnlockKey } from "./node-secrets";
 import { readRegisterTicket } from "./register-ticket";
@@ -82,11 +82,14 @@ export async function registerNode(
   req: curator.RegisterNodeRequest,
 ): Promise<curator.RegisterNodeResponse> {
   const { publicKey } = requireEphemeral(caller);
+  // Sizes first (cheap, and they reveal only the public limits), then the
+  // ticket, then the content: a caller without the ticket learns nothing
+  // about its labels, and no large value is looked at.
   const joinKey = checkKeyLength("join key", req.joinKey);
   const labels = req.labels;
-  checkLabelCount(labels);
-  validateLabels(labels);
+  checkLabelBounds(labels);
   await checkTicket(ctx, req.registerTicket);
+  validateLabels(labels);
   const id = nodeIdFromPublicKey(publicKey);
 
   await retrying(`registering ${id}`, async () => {

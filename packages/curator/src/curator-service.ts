@@ -13,6 +13,7 @@
 import { isIP } from "node:net";
 import { status, type ServerDuplexStream } from "@grpc/grpc-js";
 import { api, curator, type common } from "@metropolis/proto";
+import { quoted } from "./bounded-text";
 import { CuratorError, InvalidArgumentError, PermissionDeniedError } from "./errors";
 import { hasRole } from "./management-nodes";
 import { claimAddress } from "./node-addresses";
@@ -63,21 +64,26 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
 /** Checks a reported status and returns what is stored: the request's fields, timestamped by us. */
 export function checkNodeStatus(reported: common.NodeStatus | undefined): common.NodeStatus {
   if (!reported) throw new InvalidArgumentError("status must be set");
+  // Sizes before content.
+  for (const [name, value] of [
+    ["external_address", reported.externalAddress],
+    ["version", reported.version],
+    ["boot_id", reported.bootId],
+  ] as const) {
+    if (value.length > MAX_STATUS_STRING) {
+      throw new InvalidArgumentError(
+        `${name} ${quoted(value)} is longer than ${MAX_STATUS_STRING} characters`,
+      );
+    }
+  }
   if (isIP(reported.externalAddress) === 0) {
     throw new InvalidArgumentError(
-      `external_address ${JSON.stringify(reported.externalAddress)} is not an IP address`,
+      `external_address ${quoted(reported.externalAddress)} is not an IP address`,
     );
   }
   const port = reported.runningCurator?.port;
   if (port !== undefined && (port < 1 || port > 65535)) {
     throw new InvalidArgumentError(`running_curator.port ${port} is not a TCP port`);
-  }
-  for (const [name, value] of [
-    ["version", reported.version],
-    ["boot_id", reported.bootId],
-  ] as const) {
-    if (value.length > MAX_STATUS_STRING)
-      throw new InvalidArgumentError(`${name} is longer than ${MAX_STATUS_STRING}`);
   }
   // The node's clock is not trusted: the leader stamps when it heard this.
   return { ...reported, timestamp: new Date() };

@@ -3,6 +3,10 @@
  * statuses in one place: a CuratorError is answered with its code and
  * message; anything else is a bug, logged, and answered INTERNAL without its
  * details. Nothing a client sends can crash the process.
+ *
+ * A status message is an HTTP/2 header: messages quote client values cut
+ * short (bounded-text.ts), and as a last line of defence every message is
+ * clipped here too, so no error can make a status too large to send.
  */
 import {
   status,
@@ -11,6 +15,7 @@ import {
   type ServerWritableStream,
 } from "@grpc/grpc-js";
 import type { Logger } from "winston";
+import { clipped } from "./bounded-text";
 import { CuratorError } from "./errors";
 
 export interface GrpcError {
@@ -19,7 +24,7 @@ export interface GrpcError {
 }
 
 export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcError {
-  if (e instanceof CuratorError) return { code: e.code, details: e.message };
+  if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
   logger.error(`${method} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   return { code: status.INTERNAL, details: `internal error in ${method}` };
 }

@@ -22,6 +22,7 @@ import {
   verifyCertificate,
   type ParsedCertificate,
 } from "@metropolis/pki";
+import { clipped, quoted } from "./bounded-text";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors";
 import type { Revocations } from "./revocations";
 
@@ -65,7 +66,7 @@ function parsePeerCertificate(raw: Buffer): ParsedCertificate {
     return parseCertificate(raw);
   } catch (e) {
     throw new UnauthenticatedError(
-      `client certificate does not parse: ${e instanceof Error ? e.message : String(e)}`,
+      `client certificate does not parse: ${clipped(e instanceof Error ? e.message : String(e))}`,
     );
   }
 }
@@ -129,7 +130,7 @@ async function classify(cert: ParsedCertificate, caCertificate: Uint8Array): Pro
     await verifyCertificate(cert, caCertificate);
   } catch (e) {
     throw new UnauthenticatedError(
-      `client certificate is not trusted by this cluster: ${e instanceof Error ? e.message : String(e)}`,
+      `client certificate is not trusted by this cluster: ${clipped(e instanceof Error ? e.message : String(e))}`,
     );
   }
   const cn = cert.commonName ?? "";
@@ -144,7 +145,7 @@ async function classify(cert: ParsedCertificate, caCertificate: Uint8Array): Pro
     return { kind: "owner", publicKey: cert.publicKey };
   }
   throw new UnauthenticatedError(
-    `client certificate for ${JSON.stringify(cn)} is neither a node's nor the owner's`,
+    `client certificate for ${quoted(cn)} is neither a node's nor the owner's`,
   );
 }
 
@@ -157,7 +158,7 @@ export function requireNode(caller: Caller, nodeId?: string): Extract<Caller, { 
       `this call needs a node certificate, not an ${caller.kind} one`,
     );
   if (nodeId !== undefined && caller.nodeId !== nodeId) {
-    throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${nodeId}`);
+    throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${quoted(nodeId)}`);
   }
   return caller;
 }

@@ -54,7 +54,14 @@ export {
   type BootstrapParams,
   type BootstrapResult,
 } from "./bootstrap";
-export { validateLabels, checkLabelCount, maxLabelsPerNode } from "./labels";
+export {
+  validateLabels,
+  checkLabelCount,
+  checkLabelBounds,
+  maxLabelsPerNode,
+  maxLabelKeyLength,
+  maxLabelValueLength,
+} from "./labels";
 export {
   reconcileMembership,
   membershipReconciler,
@@ -64,4 +71,18 @@ export {
 } from "./membership-reconciler";
 export * from "./errors";
 export { followStoredRevocations, Revocations } from "./revocations";
-export { serverLimits, maxRequestBytes, maxConcurrentStreamsPerConnection } from "./server-limits";
+export {
+  serverLimits,
+  maxRequestBytes,
+  maxConcurrentStreamsPerConnection,
+  maxLeaderStreams,
+  maxLeaderStreamsPerConnection,
+} from "./server-limits";
+export { quoted, clipped, maxQuotedLength, maxClippedLength } from "./bounded-text";
+export {
+  BoundedStreams,
+  StreamsClosedError,
+  TooManyStreamsError,
+  type StreamCall,
+  type StreamCaps,
+} from "./bounded-streams";

@@ -10,7 +10,13 @@
  *   labels joined by dots, at most 253 characters).
  * - value: empty, or 1–63 characters with the same shape as a name.
  * - at most {@link maxLabelsPerNode} labels per node.
+ *
+ * Requests are checked in two steps: {@link checkLabelBounds} first (count and
+ * lengths: cheap, and revealing only the public limits, so it may run before
+ * the caller is authorized), {@link validateLabels} after (the characters).
+ * Error messages quote keys and values cut short (bounded-text.ts).
  */
+import { quoted } from "./bounded-text";
 import { InvalidArgumentError } from "./errors";
 
 /** Labels a node may carry at most; bounds the size of node records and of GetNodes answers. */
@@ -18,6 +24,12 @@ export const maxLabelsPerNode = 128;
 
 const nameMaxLength = 63;
 const prefixMaxLength = 253;
+
+/** Longest valid label key: a prefix of 253 characters, `/`, a name of 63. */
+export const maxLabelKeyLength = prefixMaxLength + 1 + nameMaxLength;
+/** Longest valid label value. */
+export const maxLabelValueLength = nameMaxLength;
+
 const namePattern = /^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/;
 const dnsLabelPattern = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
@@ -62,7 +74,7 @@ export function labelValueProblem(value: string): string | undefined {
 export function validateLabelKey(key: string): void {
   const problem = labelKeyProblem(key);
   if (problem !== undefined)
-    throw new InvalidArgumentError(`invalid label key ${JSON.stringify(key)}: ${problem}`);
+    throw new InvalidArgumentError(`invalid label key ${quoted(key)}: ${problem}`);
 }
 
 /**
@@ -75,7 +87,7 @@ export function validateLabels(labels: ReadonlyMap<string, string>): void {
     const problem = labelValueProblem(value);
     if (problem !== undefined) {
       throw new InvalidArgumentError(
-        `invalid value ${JSON.stringify(value)} of label ${JSON.stringify(key)}: ${problem}`,
+        `invalid value ${quoted(value)} of label ${quoted(key)}: ${problem}`,
       );
     }
   }
@@ -88,5 +100,31 @@ export function checkLabelCount(labels: ReadonlyMap<string, string>): void {
     throw new InvalidArgumentError(
       `too many labels: ${count}, a node may have at most ${maxLabelsPerNode}`,
     );
+  }
+}
+
+/** Throws InvalidArgumentError when a key is longer than {@link maxLabelKeyLength}. */
+export function checkLabelKeyLength(key: string): void {
+  if (key.length > maxLabelKeyLength) {
+    throw new InvalidArgumentError(
+      `label key ${quoted(key)} is longer than ${maxLabelKeyLength} characters`,
+    );
+  }
+}
+
+/**
+ * The size checks of `labels`, made before anything else looks at them:
+ * the count ({@link checkLabelCount}) and each key's and value's length.
+ * Throws InvalidArgumentError naming the first that is too large.
+ */
+export function checkLabelBounds(labels: ReadonlyMap<string, string>): void {
+  checkLabelCount(labels);
+  for (const [key, value] of labels) {
+    checkLabelKeyLength(key);
+    if (value.length > maxLabelValueLength) {
+      throw new InvalidArgumentError(
+        `value ${quoted(value)} of label ${quoted(key)} is longer than ${maxLabelValueLength} characters`,
+      );
+    }
   }
 }

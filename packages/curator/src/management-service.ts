@@ -18,7 +18,13 @@ import {
   registerTicketKey,
 } from "./keys";
 import { canonicalAddress } from "./node-addresses";
-import { checkLabelCount, maxLabelsPerNode, validateLabelKey, validateLabels } from "./labels";
+import {
+  checkLabelBounds,
+  checkLabelKeyLength,
+  maxLabelsPerNode,
+  validateLabelKey,
+  validateLabels,
+} from "./labels";
 import type { LeaderContext } from "./leader-context";
 import {
   changeNode,
@@ -128,8 +134,10 @@ async function updateNodeLabels(
   ctx: LeaderContext,
   req: api.UpdateNodeLabelsRequest,
 ): Promise<void> {
+  // Sizes before content.
+  checkLabelBounds(req.add);
+  req.remove.forEach(checkLabelKeyLength);
   validateLabels(req.add);
-  checkLabelCount(req.add);
   req.remove.forEach(validateLabelKey);
   await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
     const labels = new Map(node.labels);

@@ -5,6 +5,7 @@
 import type { Namespace } from "etcd3";
 import { priv } from "@metropolis/proto";
 import { isNodeId } from "@metropolis/pki";
+import { quoted } from "./bounded-text";
 import { CuratorError, InvalidArgumentError, NotFoundError } from "./errors";
 import { nodeKey } from "./keys";
 import { status } from "@grpc/grpc-js";
@@ -18,9 +19,11 @@ export interface StoredNode {
 
 /** Checks a node ID from a request. */
 export function checkNodeId(id: unknown): string {
-  if (typeof id !== "string" || !isNodeId(id)) {
+  if (typeof id !== "string")
+    throw new InvalidArgumentError(`node ID is a ${typeof id}, not a string`);
+  if (!isNodeId(id)) {
     throw new InvalidArgumentError(
-      `invalid node ID ${JSON.stringify(id)}: expected metropolis-<32 hex digits>`,
+      `invalid node ID ${quoted(id)}: expected metropolis-<32 hex digits>`,
     );
   }
   return id;

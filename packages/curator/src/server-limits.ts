@@ -1,6 +1,7 @@
 /**
- * Limits every gRPC server of the node core is created with: a client can
- * make a server hold only so much of its memory, whatever it sends.
+ * Limits every gRPC server of the node core (the curator's listener, the
+ * node's Debug service) is created with: a client can make a server hold
+ * only so much of its memory, whatever it sends.
  *
  * - Requests are small (the largest, a RegisterNode or UpdateNodeLabels with
  *   128 labels of the longest keys and values, is about 50 KiB), so anything
@@ -9,6 +10,12 @@
  * - A connection may have at most {@link maxConcurrentStreamsPerConnection}
  *   calls open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a node keeps
  *   a handful (watches, heartbeat), an operator's client a few more.
+ * - Streams anyone may open without a certificate (CuratorLocal's
+ *   GetCurrentLeader) are capped further, per connection and per server:
+ *   {@link maxLeaderStreamsPerConnection}, {@link maxLeaderStreams}.
+ *
+ * What a server answers with is bounded too: error messages quote client
+ * values cut short (bounded-text.ts).
  */
 import type { ServerOptions } from "@grpc/grpc-js";
 
@@ -17,6 +24,26 @@ export const maxRequestBytes = 256 * 1024;
 
 /** Calls one connection may have open at once. */
 export const maxConcurrentStreamsPerConnection = 100;
+
+/**
+ * GetCurrentLeader streams one connection may have open at once. A client
+ * asks with one short stream (CuratorConnection cancels it at the first
+ * answer), but grpc-js shares one connection among all clients of a process
+ * with the same target and credentials, so several components of one node
+ * may ask at once; 16 leaves them room while one connection cannot take
+ * much of {@link maxLeaderStreams}.
+ */
+export const maxLeaderStreamsPerConnection = 16;
+
+/**
+ * GetCurrentLeader streams a server may have open at once, from everyone.
+ * One open stream costs the server about 7 KiB of heap (measured: 35 MB for
+ * 5,000), so this caps them at about 7 MiB, while a cluster's nodes, each
+ * asking with a short stream now and then (all at once after a failover),
+ * stay far below it. Past it, callers get RESOURCE_EXHAUSTED and try
+ * another curator.
+ */
+export const maxLeaderStreams = 1024;
 
 /** The grpc-js server options that enforce the limits above. */
 export function serverLimits(): ServerOptions {

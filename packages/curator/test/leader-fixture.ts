@@ -50,6 +50,7 @@ import { campaign, type Candidacy } from "../src/leadership";
 import { followStoredRevocations, Revocations } from "../src/revocations";
 import type { ServiceEntry } from "../src/listener";
 import { encodeNode, findNode } from "../src/node-record";
+import { serverLimits } from "../src/server-limits";
 import { putClusterUnlockKey } from "../src/node-secrets";
 
 export type { ServiceEntry };
@@ -174,7 +175,8 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     // Bind first, so that the election value names the real port. The
     // server therefore presents a node certificate of its own for the first
     // node's key, issued before bootstrap (which needs the leadership).
-    const server = new Server();
+    // The limits every server of the node core has (server-limits.ts).
+    const server = new Server(serverLimits());
     // Force: a test may leave streams (Watch, Heartbeat) open, which a graceful shutdown would wait for.
     cleanups.push(async () => server.forceShutdown());
     const ca = clusterCa(secrets);

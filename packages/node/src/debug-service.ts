@@ -10,6 +10,13 @@
  * owner may look inside a node, since logs can carry anything a runnable
  * said. A registering node's self-signed certificate or no certificate at
  * all is refused.
+ *
+ * Bounded like every server of the node core (server-limits.ts in
+ * @metropolis/curator): a DN prefix longer than {@link maxDnPrefixLength} is
+ * refused before it is used, errors quote client values cut short, and
+ * followed GetLogs streams are capped ({@link maxFollowStreamsPerConnection},
+ * {@link maxFollowStreams}) and ended through one listener on the service's
+ * signal, not one each.
  */
 import {
   status,
@@ -18,9 +25,12 @@ import {
   type ServerWritableStream,
 } from "@grpc/grpc-js";
 import {
+  BoundedStreams,
+  clipped,
   CuratorError,
   InvalidArgumentError,
   PermissionDeniedError,
+  quoted,
   UnauthenticatedError,
   type Caller,
 } from "@metropolis/curator";
@@ -46,6 +56,24 @@ export const maxLogBatchBytes = 1 << 20;
  * with the backlog of one reader.
  */
 export const maxPendingFollowedEntries = 10_000;
+
+/**
+ * Longest DN prefix GetLogs accepts. DNs are names of at most 64 characters
+ * joined by dots, a handful deep; a longer prefix matches nothing, and would
+ * only cost a comparison per log entry.
+ */
+export const maxDnPrefixLength = 1024;
+
+/**
+ * Followed GetLogs streams one connection may have open at once. Each may
+ * hold up to {@link maxPendingFollowedEntries} entries for a slow reader, so
+ * they are capped although only nodes and the owner may open them; an
+ * operator follows a few subtrees at a time.
+ */
+export const maxFollowStreamsPerConnection = 16;
+
+/** Followed GetLogs streams the service may have open at once, from everyone. */
+export const maxFollowStreams = 64;
 
 /** Whether a startup condition holds, and optionally why not. */
 export interface ConditionResult {
@@ -79,6 +107,12 @@ export interface DebugServerOptions {
    * graceful server shutdown is not held up by a client that follows logs.
    */
   signal?: AbortSignal;
+  /**
+   * The followed GetLogs streams. Default: capped at
+   * {@link maxFollowStreamsPerConnection} and {@link maxFollowStreams},
+   * ended by `signal`. A test passes its own to set other caps.
+   */
+  followStreams?: BoundedStreams;
 }
 
 /** A followed GetLogs stream fell too far behind and was ended. */
@@ -106,9 +140,10 @@ function requireNodeOrOwner(caller: Caller): void {
 
 /** A gRPC status for a failed call: typed errors keep their code; anything else is INTERNAL. */
 function toStatus(e: unknown, method: string): { code: status; details: string } {
-  if (e instanceof CuratorError) return { code: e.code, details: e.message };
+  // Clipped: a status message is an HTTP/2 header, and must stay small enough to send.
+  if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
   const message = e instanceof Error ? e.message : String(e);
-  return { code: status.INTERNAL, details: `${method} failed: ${message}` };
+  return { code: status.INTERNAL, details: clipped(`${method} failed: ${message}`) };
 }
 
 const runnableStates: Record<NodeState, api.RunnableState> = {
@@ -273,21 +308,37 @@ function backlog(
 /**
  * GetLogs: the backlog of the DN prefix's subtree (its last `tail` entries),
  * then, with `follow`, every new matching entry until the client cancels or
- * `signal` aborts.
+ * the follow streams end (`signal` aborts).
  */
 async function getLogs(
   opts: DebugServerOptions,
+  followStreams: BoundedStreams,
   call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
 ): Promise<void> {
   requireNodeOrOwner(await opts.identify(call));
   if (call.cancelled) return;
   const { dnPrefix, tail, follow } = call.request;
+  if (dnPrefix.length > maxDnPrefixLength) {
+    throw new InvalidArgumentError(
+      `dn_prefix ${quoted(dnPrefix)} is longer than ${maxDnPrefixLength} characters`,
+    );
+  }
   const writer = new LogWriter(call);
   if (!follow) {
     writer.write(backlog(opts.supervisor, dnPrefix, tail));
     return writer.written();
   }
+  await followStreams.serve(call, (ended) => followLogs(opts, call, writer, ended));
+}
 
+/** The follow part of GetLogs: backlog and new entries until `ended` aborts or the client falls behind. */
+async function followLogs(
+  opts: DebugServerOptions,
+  call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
+  writer: LogWriter,
+  ended: AbortSignal,
+): Promise<void> {
+  const { dnPrefix, tail } = call.request;
   let stop!: () => void;
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   let overflow = false;
@@ -306,15 +357,14 @@ async function getLogs(
   writer.write(backlog(opts.supervisor, dnPrefix, tail));
   limit = writer.pending + maxPendingFollowedEntries;
 
-  call.once("cancelled", stop);
-  opts.signal?.addEventListener("abort", stop, { once: true });
-  if (call.cancelled || opts.signal?.aborted) stop();
+  // `ended` is this stream's own signal: one listener, removed below.
+  ended.addEventListener("abort", stop, { once: true });
+  if (ended.aborted) stop();
   try {
     await stopped;
   } finally {
     unsubscribe();
-    call.removeListener("cancelled", stop);
-    opts.signal?.removeEventListener("abort", stop);
+    ended.removeEventListener("abort", stop);
   }
   if (overflow) {
     writer.close();
@@ -335,9 +385,16 @@ async function getLogs(
  * }));
  */
 export function debugServer(opts: DebugServerOptions): api.DebugServer {
+  const followStreams =
+    opts.followStreams ??
+    new BoundedStreams(
+      "followed GetLogs",
+      { perConnection: maxFollowStreamsPerConnection, total: maxFollowStreams },
+      opts.signal,
+    );
   return {
     getLogs(call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>): void {
-      getLogs(opts, call).then(
+      getLogs(opts, followStreams, call).then(
         () => {
           if (!call.cancelled) call.end();
         },

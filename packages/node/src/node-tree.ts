@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { Server } from "@grpc/grpc-js";
 import { ClusterManager } from "@metropolis/cluster";
 import { localTimings } from "@metropolis/consensus";
-import { curatorServerCredentials, identifier } from "@metropolis/curator";
+import { curatorServerCredentials, identifier, serverLimits } from "@metropolis/curator";
 import { waitFor } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
@@ -121,7 +121,8 @@ export function nodeServices(
         );
         await grpcServerRunnable(
           () => {
-            const server = new Server();
+            // The same message size and stream limits as the curator's listener.
+            const server = new Server(serverLimits());
             server.addService(
               api.DebugService,
               debugServer({

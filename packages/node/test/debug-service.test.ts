@@ -3,6 +3,7 @@
  * grpc-js server over the curator's mutual TLS, with certificates of a
  * throwaway cluster CA.
  */
+import { getEventListeners } from "node:events";
 import {
   Server,
   status,
@@ -16,6 +17,9 @@ import {
   curatorServerCredentials,
   identifier,
   Revocations,
+  maxQuotedLength,
+  serverLimits,
+  BoundedStreams,
 } from "@metropolis/curator";
 import {
   CertificateAuthority,
@@ -30,6 +34,7 @@ import type { Logger } from "winston";
 import {
   debugServer,
   defaultDebugPort,
+  maxDnPrefixLength,
   maxLogEntriesPerResponse,
   maxPendingFollowedEntries,
   type ConditionSource,
@@ -212,12 +217,18 @@ const conditions: ConditionSource = (c) => {
 };
 
 /** Serves the Debug service on a free port of 127.0.0.1; returns its address. */
-async function startServer(signal?: AbortSignal): Promise<string> {
-  const server = new Server();
+async function startServer(signal?: AbortSignal, followStreams?: BoundedStreams): Promise<string> {
+  const server = new Server(serverLimits());
   servers.push(server);
   server.addService(
     api.DebugService,
-    debugServer({ supervisor: counting(h.supervisor), conditions, identify, signal }),
+    debugServer({
+      supervisor: counting(h.supervisor),
+      conditions,
+      identify,
+      signal,
+      followStreams,
+    }),
   );
   const port = await freePort("127.0.0.1");
   await new Promise<number>((resolve, reject) =>
@@ -440,6 +451,55 @@ describe("GetLogs", () => {
     controller.abort();
     expect((await box.waitForEnd()).code).toBe(status.OK);
     await eventually(() => following === 0, "the follow subscription to end");
+  });
+});
+
+describe("GetLogs bounds", () => {
+  it("refuses a DN prefix longer than the limit, quoting only its start", async () => {
+    const prefix = "root." + "x".repeat(100_000);
+    await expectCode(
+      logs(client("owner"), { dnPrefix: prefix }),
+      status.INVALID_ARGUMENT,
+      new RegExp(
+        `^dn_prefix "root\\.x{${maxQuotedLength - 5}}"\\.\\.\\. \\(${prefix.length} characters\\) is longer than ${maxDnPrefixLength} characters$`,
+      ),
+    );
+    // Up to the limit, a prefix is only a prefix: it matches nothing here.
+    expect(await logs(client("owner"), { dnPrefix: "x".repeat(maxDnPrefixLength) })).toEqual([]);
+  });
+
+  it("caps followed streams per connection and in total, and ends them through one listener on the signal", async () => {
+    const controller = new AbortController();
+    const followStreams = new BoundedStreams(
+      "followed GetLogs",
+      { perConnection: 6, total: 11 },
+      controller.signal,
+    );
+    const at = await startServer(controller.signal, followStreams);
+    const [a, b] = [client("owner", at), client("node", at)];
+    const follow = (c: api.DebugClient) =>
+      inbox(c.getLogs({ dnPrefix: "root.role", tail: 1, follow: true }));
+    const onA = Array.from({ length: 6 }, () => follow(a));
+    for (const box of onA) await box.waitForEntries(1);
+    const refusedA = follow(a);
+    const perConnection = await refusedA.waitForEnd();
+    expect(status[perConnection.code]).toBe("RESOURCE_EXHAUSTED");
+    expect(perConnection.details).toMatch(/this connection has 6/);
+    const onB = Array.from({ length: 5 }, () => follow(b));
+    for (const box of onB) await box.waitForEntries(1);
+    const total = await follow(b).waitForEnd();
+    expect(status[total.code]).toBe("RESOURCE_EXHAUSTED");
+    expect(total.details).toMatch(/this server has 11/);
+    expect(following).toBe(11);
+    // Eleven streams, and the service's signal has one listener for them all
+    // (Node warns of a leak past ten).
+    expect(getEventListeners(controller.signal, "abort").length).toBeLessThanOrEqual(1);
+    // Unfollowed GetLogs are not capped.
+    expect(messagesOf(await logs(a, { dnPrefix: "root.role", tail: 1 }))).toHaveLength(1);
+    controller.abort();
+    for (const box of [...onA, ...onB]) expect((await box.waitForEnd()).code).toBe(status.OK);
+    await eventually(() => following === 0, "every follow subscription to end");
+    expect(followStreams.size).toBe(0);
   });
 });
 
