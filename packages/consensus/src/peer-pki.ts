@@ -17,6 +17,7 @@ import {
   privateKeyToPem,
   publicKeyFromPrivateKey,
   verifyCertificate,
+  type CaCertificate,
   type ParsedCertificate,
 } from "@metropolis/pki";
 import type { ConsensusClient } from "./consensus-client";
@@ -53,7 +54,12 @@ export async function storePeerCa(client: ConsensusClient, ca: PeerCa): Promise<
 
 /** The cluster's etcd CA, from etcd. */
 export function loadPeerCa(client: ConsensusClient): Promise<PeerCa> {
-  return storeOf(client).ca(caName, { commonName: caCommonName }).authority(client.kv);
+  return peerCaEntry(client).authority(client.kv);
+}
+
+/** The etcd CA's entry in the consensus namespace's store (its keys, its CRL). */
+export function peerCaEntry(client: ConsensusClient): CaCertificate {
+  return storeOf(client).ca(caName, { commonName: caCommonName });
 }
 
 /**

@@ -36,7 +36,7 @@
  * member's owner (the control plane) may now delete the data, on etcd's own
  * word rather than on anyone's say-so.
  */
-import { access, mkdir, rm } from "node:fs/promises";
+import { access, mkdir, rm, writeFile } from "node:fs/promises";
 import { constants as fsConstants } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import type { Etcd3 } from "etcd3";
@@ -50,7 +50,7 @@ import {
   type SupervisedInput,
 } from "@metropolis/supervisor";
 import { assign, fromPromise, setup } from "xstate";
-import { publicKeyFromPrivateKey } from "@metropolis/pki";
+import { decodePem, parseCertificate, publicKeyFromPrivateKey } from "@metropolis/pki";
 import { waitFor } from "@metropolis/event";
 import { ClusterSecrets } from "./cluster-secrets";
 import { ConsensusClient } from "./consensus-client";
@@ -67,6 +67,12 @@ import { keyringFollower } from "./keyring-follower";
 import { bootstrapKeyring, dropMemberCopy, wrapForMember } from "./keyring-membership";
 import { addLearner, promoteStartedLearners, removeMember } from "./membership";
 import { rotateSecretsKey } from "./rotation";
+import {
+  loadPeerCrl,
+  peerCrlFollower,
+  recordMemberCertificate,
+  revokeMemberCertificates,
+} from "./peer-revocation";
 import { abortableDelay } from "./abortable-delay";
 import {
   checkMemberCertificate,
@@ -80,6 +86,9 @@ import {
   type PeerTlsFiles,
 } from "./peer-pki";
 import type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
+
+/** The CRL etcd reads, in the ephemeral consensus directory. */
+const peerCrlFileName = "peer-crl.der";
 
 /** Default port of etcd's peer traffic. */
 export const defaultPeerPort = 7834;
@@ -114,6 +123,10 @@ interface Plan {
   /** Set when bootstrapping: the new CA, to store once etcd serves. */
   newCa?: PeerCa;
   tls: PeerTlsFiles;
+  /** The etcd CA certificate (DER), which signs the CRLs etcd is given. */
+  caCertificate: Uint8Array;
+  /** The CRL etcd reads (`--peer-crl-file`), when the member knows one. */
+  crlFile?: string;
 }
 
 interface MachineInput extends SupervisedInput {
@@ -261,7 +274,7 @@ export class ConsensusService {
       await pkiFiles.key.write(Buffer.from(pem.privateKey));
     };
 
-    let plan: Omit<Plan, "tls">;
+    let plan: Omit<Plan, "tls" | "caCertificate" | "crlFile">;
     if (await exists(join(storage.data.etcd.data.fullPath, "member"))) {
       ctx.logger.info("etcd data found on disk: restarting the member from it");
       plan = { clusterState: "existing", initialCluster: [self] };
@@ -274,6 +287,7 @@ export class ConsensusService {
         this.config.peer.host,
       );
       await saveTls(newCa.certificate.der, certificate.der);
+      await storage.data.etcd.peerCRL.write((await newCa.createCrl()).der);
       plan = { clusterState: "new", initialCluster: [self], newCa };
     } else if (this.config.join) {
       const join = this.config.join;
@@ -282,18 +296,28 @@ export class ConsensusService {
       );
       await checkMemberCertificate(join.caCertificate, join.certificate, nodePrivateKey);
       await saveTls(join.caCertificate, join.certificate);
+      if (join.crl.length > 0) await storage.data.etcd.peerCRL.write(Buffer.from(join.crl));
       plan = { clusterState: "existing", initialCluster: join.peers };
     } else {
       throw new ConsensusConfigError(
         `consensus: no etcd data in ${storage.data.etcd.data.fullPath}, and neither bootstrap nor join data given`,
       );
     }
+    const caPem = (await pkiFiles.caCertificate.read()).toString();
     const tls = await writePeerTlsFiles(eph.fullPath, {
-      caCertificate: (await pkiFiles.caCertificate.read()).toString(),
+      caCertificate: caPem,
       certificate: (await pkiFiles.certificate.read()).toString(),
       privateKey: (await pkiFiles.key.read()).toString(),
     });
-    return { ...plan, tls };
+    // etcd refuses every peer connection when --peer-crl-file does not read, so the
+    // flag is given only with a CRL in hand (a member that joined before CRLs were
+    // handed out gets one from the follower, for its next start).
+    let crlFile: string | undefined;
+    if (await storage.data.etcd.peerCRL.exists()) {
+      crlFile = join(eph.fullPath, peerCrlFileName);
+      await writeFile(crlFile, await storage.data.etcd.peerCRL.read());
+    }
+    return { ...plan, tls, crlFile, caCertificate: decodePem(caPem, "CERTIFICATE") };
   }
 
   /** starting: runs etcd and the autopromoter, and waits until the member serves. */
@@ -304,7 +328,7 @@ export class ConsensusService {
       dataDir: this.config.storage.data.etcd.data.fullPath,
       peerUrl: this.peerUrl,
       clientSocket: "client.sock:0",
-      peerTls: plan.tls,
+      peerTls: { ...plan.tls, crlFile: plan.crlFile },
       initialCluster: plan.initialCluster,
       clusterState: plan.clusterState,
       timings,
@@ -338,6 +362,16 @@ export class ConsensusService {
       throw new MemberRemovedError(nodeId);
     });
     ctx.run("autopromoter", (c) => this.autopromote(c, client));
+    ctx.run(
+      "peercrl",
+      peerCrlFollower({
+        client,
+        consensus: ConsensusClient.root(client, this.secrets).sub("consensus"),
+        caCertificate: plan.caCertificate,
+        durable: this.config.storage.data.etcd.peerCRL,
+        ephemeralPath: join(this.config.storage.ephemeral.consensus.fullPath, peerCrlFileName),
+      }),
+    );
     await waitReady(client, ctx.signal);
     ctx.logger.info(`member ${nodeId} serves`);
     return client;
@@ -352,6 +386,10 @@ export class ConsensusService {
     const root = ConsensusClient.root(client, this.secrets);
     await bootstrapKeyring(root.kv, this.secrets, nodeId, publicKeyFromPrivateKey(nodePrivateKey));
     await storePeerCa(root.sub("consensus"), ca);
+    // Its own peer certificate, recorded like every other member's (peer-revocation.ts).
+    const own = this.config.storage.data.etcd.peerPKI.certificate;
+    const certificate = parseCertificate(decodePem((await own.read()).toString(), "CERTIFICATE"));
+    await recordMemberCertificate(root.sub("consensus"), nodeId, certificate);
   }
 
   /** keyring: follows this member's copy of the keyring, and waits until it is loaded. */
@@ -382,12 +420,19 @@ export class ConsensusService {
         await wrapForMember(root.kv, secrets, nodeId, publicKey);
         const ca = await loadPeerCa(own);
         const certificate = await issueMemberCertificate(ca, publicKey, address.host);
+        await recordMemberCertificate(own, nodeId, certificate);
         const peerUrl = this.peerUrlOf(address);
         const peers = await addLearner(client, nodeId, peerUrl, {
           signal: signal ?? ctx.signal,
           logger: ctx.logger,
         });
-        return { peers, caCertificate: ca.certificate.der, certificate: certificate.der };
+        const crl = await loadPeerCrl(own);
+        return {
+          peers,
+          caCertificate: ca.certificate.der,
+          certificate: certificate.der,
+          crl: crl.der,
+        };
       },
       members: async () => (await client.cluster.memberList({})).members,
       confirmMember: (timeoutMs = 5_000) => this.confirmMember(client, timeoutMs),
@@ -399,6 +444,7 @@ export class ConsensusService {
         await dropMemberCopy(root.kv, secrets, nodeId);
         return removed;
       },
+      revokeNode: (nodeId) => revokeMemberCertificates(own, nodeId),
       rotateSecretsKey: (guard, signal) =>
         rotateSecretsKey(
           { kv: root.kv, secrets, nodeId: this.config.nodeId, logger: ctx.logger },

@@ -16,6 +16,12 @@ export interface JoinCluster {
   caCertificate: Uint8Array;
   /** The new member's peer certificate (DER), for its own Ed25519 key. */
   certificate: Uint8Array;
+  /**
+   * The etcd CA's revocation list (DER), so that the member refuses revoked
+   * peers from its first start; empty when unknown (it then follows the one in
+   * etcd once it serves, and uses it from its next start).
+   */
+  crl: Uint8Array;
 }
 
 /** Where a member can be reached by its peers. */
@@ -70,6 +76,11 @@ export type ConsensusStatus =
        * added but never started.
        */
       removeNode(nodeId: string, address?: PeerAddress, signal?: AbortSignal): Promise<boolean>;
+      /**
+       * Revokes every etcd peer certificate issued for the node (its deletion
+       * from the cluster): no member lets it into raft again. Returns how many.
+       */
+      revokeNode(nodeId: string): Promise<number>;
       /**
        * Rotates the cluster secrets key (rotation.ts): a new key, wrapped for
        * every member, re-seals every secret in etcd, and the older keys are

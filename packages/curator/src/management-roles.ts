@@ -124,6 +124,7 @@ export async function updateNodeRoles(
       peers: join.peers.map((p) => ({ name: p.name, peerUrl: p.peerUrl })),
       caCertificate: Buffer.from(join.caCertificate),
       peerCertificate: Buffer.from(join.certificate),
+      peerCrl: Buffer.from(join.crl),
     };
     ctx.logger.info(
       `node ${stored.id} added to consensus as a learner (${join.peers.length} peers)`,

@@ -184,8 +184,15 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
   // The refusals first: nothing is revoked for a node that stays.
   decide(await resolveNode(ctx, req.node));
   // Revoked before its record goes: a deletion that fails half-way leaves a
-  // node locked out, never one whose certificate is still good.
-  await revokeNodeCertificate(ctx, await resolveNode(ctx, req.node));
+  // node locked out, never one whose certificate is still good. Its etcd peer
+  // certificates too, if it ever was a consensus member: no member lets it
+  // into raft again, not even from a copy of its old data.
+  const target = await resolveNode(ctx, req.node);
+  await revokeNodeCertificate(ctx, target);
+  const peerCertificates = await ctx.consensus.revokeNode(target.id);
+  if (peerCertificates > 0) {
+    ctx.logger.info(`revoked ${peerCertificates} etcd peer certificates of node ${target.id}`);
+  }
   const { before } = await changeNode(ctx, req.node, decide);
   ctx.heartbeats.forget(before.id);
   if (hasRole(before.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {

@@ -199,6 +199,7 @@ export async function reconcileMembership(
       peers: join.peers.map((p) => ({ name: p.name, peerUrl: p.peerUrl })),
       caCertificate: Buffer.from(join.caCertificate),
       peerCertificate: Buffer.from(join.certificate),
+      peerCrl: Buffer.from(join.crl),
     };
     const { change: written } = await changeNode(ctx, { $case: "id", id: node.id }, (current) =>
       hasRole(current.node.roles, api.NodeRole.CONSENSUS_MEMBER)

@@ -38,6 +38,7 @@ export function joinFromRoles(roles: common.NodeRoles): JoinCluster | undefined 
     peers: member.peers.map((p) => ({ name: p.name, peerUrl: p.peerUrl })),
     caCertificate: member.caCertificate,
     certificate: member.peerCertificate,
+    crl: member.peerCrl,
   };
 }
 

@@ -265,6 +265,7 @@ class ControlPlaneLauncher {
         peers: [],
         caCertificate: Buffer.alloc(0),
         peerCertificate: Buffer.alloc(0),
+        peerCrl: Buffer.alloc(0),
       },
       kubernetesController: {},
     });

@@ -112,6 +112,7 @@ describe("controlPlaneWorker", () => {
         peers: [],
         caCertificate: Buffer.alloc(0),
         peerCertificate: Buffer.alloc(0),
+        peerCrl: Buffer.alloc(0),
       },
     });
     const error = await result.then(
@@ -193,6 +194,7 @@ describe("joinFromRoles", () => {
           peers: [],
           caCertificate: Buffer.alloc(0),
           peerCertificate: Buffer.alloc(0),
+          peerCrl: Buffer.alloc(0),
         },
       }),
     ).toBeUndefined();
@@ -201,12 +203,14 @@ describe("joinFromRoles", () => {
         peers: [{ name: "metropolis-a", peerUrl: "https://127.0.0.2:7834" }],
         caCertificate: Buffer.from([1]),
         peerCertificate: Buffer.from([2]),
+        peerCrl: Buffer.from([3]),
       },
     });
     expect(join).toEqual({
       peers: [{ name: "metropolis-a", peerUrl: "https://127.0.0.2:7834" }],
       caCertificate: Buffer.from([1]),
       certificate: Buffer.from([2]),
+      crl: Buffer.from([3]),
     });
   });
 });

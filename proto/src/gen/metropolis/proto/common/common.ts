@@ -273,6 +273,12 @@ export interface NodeRoles_ConsensusMember {
   caCertificate: Buffer;
   /** The node's etcd peer certificate (DER), issued for its own key. */
   peerCertificate: Buffer;
+  /**
+   * The etcd peer CA's revocation list (DER) when the node was added: its
+   * member refuses revoked peers (deleted nodes) from its first start, and
+   * follows the list in etcd from then on.
+   */
+  peerCrl: Buffer;
 }
 
 /** An etcd member, as etcd's initial cluster lists it. */
@@ -477,7 +483,7 @@ export const NodeRoles: MessageFns<NodeRoles> = {
 };
 
 function createBaseNodeRoles_ConsensusMember(): NodeRoles_ConsensusMember {
-  return { peers: [], caCertificate: Buffer.alloc(0), peerCertificate: Buffer.alloc(0) };
+  return { peers: [], caCertificate: Buffer.alloc(0), peerCertificate: Buffer.alloc(0), peerCrl: Buffer.alloc(0) };
 }
 
 export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = {
@@ -490,6 +496,9 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
     }
     if (message.peerCertificate.length !== 0) {
       writer.uint32(26).bytes(message.peerCertificate);
+    }
+    if (message.peerCrl.length !== 0) {
+      writer.uint32(34).bytes(message.peerCrl);
     }
     return writer;
   },
@@ -531,6 +540,14 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
             message.peerCertificate = Buffer.from(reader.bytes());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.peerCrl = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -558,6 +575,11 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
         : isSet(object.peer_certificate)
         ? Buffer.from(bytesFromBase64(object.peer_certificate))
         : Buffer.alloc(0),
+      peerCrl: isSet(object.peerCrl)
+        ? Buffer.from(bytesFromBase64(object.peerCrl))
+        : isSet(object.peer_crl)
+        ? Buffer.from(bytesFromBase64(object.peer_crl))
+        : Buffer.alloc(0),
     };
   },
 
@@ -572,6 +594,9 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
     if (message.peerCertificate.length !== 0) {
       obj.peerCertificate = base64FromBytes(message.peerCertificate);
     }
+    if (message.peerCrl.length !== 0) {
+      obj.peerCrl = base64FromBytes(message.peerCrl);
+    }
     return obj;
   },
 
@@ -583,6 +608,7 @@ export const NodeRoles_ConsensusMember: MessageFns<NodeRoles_ConsensusMember> = 
     message.peers = object.peers?.map((e) => NodeRoles_ConsensusMember_Peer.fromPartial(e)) || [];
     message.caCertificate = object.caCertificate ?? Buffer.alloc(0);
     message.peerCertificate = object.peerCertificate ?? Buffer.alloc(0);
+    message.peerCrl = object.peerCrl ?? Buffer.alloc(0);
     return message;
   },
 };
