@@ -38,6 +38,7 @@ export { dataDir, DataDirectory, dataMarkerName } from "./data-protection";
 export type { MountExistingOptions, UnlockKeys } from "./data-protection";
 export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
 export * from "./errors";
+export { ensureMachineKey } from "./machine-key";
 export { nodeRoot, placeNodeRoot } from "./node-root";
 export type { NodeRoot } from "./node-root";
 export { protobufCodec, type MessageType } from "./protobuf-codec";
