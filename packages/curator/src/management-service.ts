@@ -27,6 +27,7 @@ import {
   type NodeChange,
 } from "./management-nodes";
 import { updateNodeRoles } from "./management-roles";
+import { checkNotLastConsensusMember } from "./last-consensus-member";
 
 /** Length of the register ticket, in bytes. */
 export const registerTicketLength = 32;
@@ -153,7 +154,11 @@ async function updateNodeLabels(
 }
 
 async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
-  const { before } = await changeNode(ctx, req.node, ({ id, node }): NodeChange => {
+  const nodes = await listNodes(ctx);
+  const { before } = await changeNode(ctx, req.node, (stored): NodeChange => {
+    const { id, node } = stored;
+    // First, and whatever the bypass flags say: they waive checks, not the cluster's survival.
+    checkNotLastConsensusMember(stored, nodes, "delete");
     if (hasAnyRole(node.roles) && !req.bypassHasRoles) {
       throw new FailedPreconditionError(
         `node ${id} still has roles: take them away first, or set bypass_has_roles`,
