@@ -4,7 +4,7 @@
  * metroctl dials anything, so no cluster runs: a bad flag must be one clear
  * line and exit code 1, whatever the state of the config dir.
  */
-import { readdir, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { api } from "@metropolis/proto";
 import {
@@ -107,6 +107,47 @@ describe("bad flags fail with one clear line and exit code 1", () => {
     expect(res.code).toBe(0);
     expect(res.stdout).toContain("Usage: metroctl wait [options] <id>");
     expect(res.stderr).toBe("");
+  });
+});
+
+describe("label keys that name Object.prototype members", () => {
+  // `__proto__` is no valid label key: refused before anything is dialed, naming the key.
+  it.each([
+    ["bootstrap-params", "-o", "x.pb", "--label", "__proto__=x"],
+    ["register-params", "-o", "x.pb", "--label", "rack=r1", "--label", "__proto__="],
+    ["label", nodeId, "__proto__=x"],
+    ["label", nodeId, "ok=1", "__proto__-"],
+  ])("%j is a usage error naming __proto__", async (...args) => {
+    const res = await metroctl(await tempDir("proto-label"), args);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toBe("");
+    expect(res.stderr.split("\n")).toHaveLength(2);
+    expect(res.stderr).toMatch(new RegExp(`^metroctl: ${args[0]}: (--label: )?invalid label key`));
+    expect(res.stderr).toContain('"__proto__"');
+  });
+
+  it("constructor and prototype are kept as the keys they are", async () => {
+    const config = await tempDir("proto-label");
+    const out = join(config, "bootstrap.pb");
+    const res = await metroctl(config, [
+      "bootstrap-params",
+      "-o",
+      out,
+      "--label",
+      "constructor=c",
+      "--label",
+      "prototype=p",
+    ]);
+    expect(res.code).toBe(0);
+    const params = api.NodeParameters.decode(await readFile(out));
+    expect(
+      params.cluster?.$case === "clusterBootstrap" && params.cluster.clusterBootstrap.labels,
+    ).toEqual(
+      new Map([
+        ["constructor", "c"],
+        ["prototype", "p"],
+      ]),
+    );
   });
 });
 
