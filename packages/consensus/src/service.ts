@@ -38,7 +38,7 @@ import {
   type SupervisedInput,
 } from "@metropolis/supervisor";
 import { assign, fromPromise, setup } from "xstate";
-import { publicKeyFromPrivateKey } from "@metropolis/pki";
+import { certificatePemCodec, privateKeyPemCodec, publicKeyFromPrivateKey } from "@metropolis/pki";
 import { ConsensusClient } from "./consensus-client";
 import { isServing, memberClient, waitReady } from "./etcd-client";
 import { etcdArgs, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
@@ -245,11 +245,15 @@ export class ConsensusService {
         `consensus: no etcd data in ${storage.data.etcd.data.fullPath}, and neither bootstrap nor join data given`,
       );
     }
-    const tls = await writePeerTlsFiles(eph.fullPath, {
-      caCertificate: (await pkiFiles.caCertificate.read()).toString(),
-      certificate: (await pkiFiles.certificate.read()).toString(),
-      privateKey: (await pkiFiles.key.read()).toString(),
-    });
+    // Parsed, not copied: a broken file fails here, named, instead of in etcd.
+    const tls = await writePeerTlsFiles(
+      eph.fullPath,
+      peerTlsPem(
+        await pkiFiles.caCertificate.as(certificatePemCodec).read(),
+        await pkiFiles.certificate.as(certificatePemCodec).read(),
+        await pkiFiles.key.as(privateKeyPemCodec).read(),
+      ),
+    );
     return { ...plan, tls };
   }
 

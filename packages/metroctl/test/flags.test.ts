@@ -193,6 +193,31 @@ describe("config dir", () => {
       `${file}: line 2: endpoint "10.0.0.2:port": port must be a number from 1 to 65535`,
     );
   });
+
+  it.each([
+    ["garbage", "garbage\n"],
+    [
+      "a PEM block that is not a certificate",
+      "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    ],
+    ["a private key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"],
+  ])("reports each PEM file holding %s, naming it", async (_what, content) => {
+    const dir = await tempDir("pem");
+    const config = new ConfigDir(dir);
+    await config.ensureOwnerKey();
+    await writeFile(config.path("ca.pem"), content);
+    await expect(config.readCaCertificate()).rejects.toThrow(
+      new RegExp(`^${config.path("ca.pem")}: not a certificate: `),
+    );
+    await writeFile(config.path("owner.pem"), content);
+    await expect(config.readOwnerCredentials()).rejects.toThrow(
+      new RegExp(`^${config.path("owner.pem")}: not a certificate: `),
+    );
+    await writeFile(config.path("owner-key.pem"), content.replace(/PRIVATE KEY/g, "CERTIFICATE"));
+    await expect(config.readOwnerKey()).rejects.toThrow(
+      new RegExp(`^${config.path("owner-key.pem")}: not an Ed25519 private key: `),
+    );
+  });
 });
 
 describe("endpoints", () => {
