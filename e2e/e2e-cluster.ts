@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
 import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
+import { placeNodeRoot } from "@metropolis/localstorage";
 import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
 import { eventually } from "@metropolis/supervisor/testing";
 import { api, curator } from "@metropolis/proto";
@@ -252,9 +253,9 @@ export class E2eCluster {
    * the temp dir. Safe to call after any failure.
    */
   async teardown(): Promise<void> {
-    const procs = [...this.cluster.nodes.map((n) => n.process), ...this.extra].filter(
-      (p): p is NodeProcess => p !== undefined,
-    );
+    // Every process started, not only those of the nodes: a node whose bring-up step failed
+    // is not among them, but runs all the same.
+    const procs = [...new Set([...this.cluster.started, ...this.extra])];
     await Promise.all(procs.map((p) => p.stop().catch(() => p.kill())));
     const leftBehind = procs.filter((p) => p.leftovers).map((p) => p.name);
     const lines = [
@@ -264,6 +265,11 @@ export class E2eCluster {
         : []),
     ];
     process.stdout.write(`\ne2e ${this.name} timings:\n${lines.map((l) => `  ${l}`).join("\n")}\n`);
+    // A node killed and not started again still holds its ephemeral directory in memory (a
+    // tmpfs mounted in the temp dir, or a directory under /dev/shm): given back in any case.
+    for (const root of new Set(procs.map((p) => p.root))) {
+      await placeNodeRoot(root).ephemeral.release();
+    }
     if (process.env.METROPOLIS_E2E_KEEP) {
       process.stdout.write(`e2e ${this.name}: state and node logs kept in ${this.dir}\n`);
       return;

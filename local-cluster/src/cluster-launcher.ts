@@ -23,6 +23,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { runMetroctl, type NodeView } from "@metropolis/metroctl";
 import { describeExit, NodeProcess, type NodeLine } from "./node-process";
+import { removeNodeRoot, removeNodeRoots } from "./node-root-removal";
 import { StateDirLock } from "./state-dir-lock";
 
 /** The node configuration file's fields (see packages/node/src/node-config.ts). */
@@ -32,6 +33,7 @@ export interface NodeConfigFile {
   loopbackTimings?: boolean;
   leaderTtlSeconds?: number;
   heartbeatTimeoutMs?: number;
+  ephemeralTmpfs?: boolean;
 }
 
 /** What every node of a local cluster gets: fast etcd elections, short leases and heartbeats. */
@@ -156,6 +158,14 @@ export class LocalCluster {
   readonly nodes: ClusterNode[] = [];
   /** Every timed step so far. */
   readonly timings: StepTiming[] = [];
+  /**
+   * Every node process this launcher started, also those of a node whose
+   * step failed before it joined `nodes`: what a test stops in any case.
+   */
+  get started(): readonly NodeProcess[] {
+    return this.startedProcesses;
+  }
+  private readonly startedProcesses: NodeProcess[] = [];
 
   private readonly address: (index: number) => string;
   private readonly log: (message: string) => void;
@@ -212,7 +222,7 @@ export class LocalCluster {
       await this.resume(state);
     } else {
       // Leftovers of a creation that did not get as far as a bootstrapped cluster.
-      await rm(join(this.stateDir, "nodes"), { recursive: true, force: true });
+      await removeNodeRoots(join(this.stateDir, "nodes"));
       await rm(join(this.stateDir, "params"), { recursive: true, force: true });
       await this.bootstrap();
     }
@@ -312,6 +322,7 @@ export class LocalCluster {
       bufferLines: this.opts.bufferLines,
       logFile: join(this.stateDir, "logs", `${node.name}.log`),
     });
+    this.startedProcesses.push(node.process);
     const { pid } = node.process;
     this.lock.recordNode(node.name, node.root, pid);
     void node.process.exited.then(() => this.lock.forgetNode(node.name, pid));
@@ -409,7 +420,7 @@ export class LocalCluster {
   /** Registers node number `nodes.length + 1`, approves it, and waits until it is UP and HEALTHY. */
   async addNode(): Promise<ClusterNode> {
     const node = this.newNode(this.nodes.length + 1);
-    await rm(node.root, { recursive: true, force: true });
+    await removeNodeRoot(node.root);
     const params = await this.paramsPath(node);
     // Refused until some UP node has reported its address: retried.
     await this.retry(`register parameters for ${node.name}`, () =>

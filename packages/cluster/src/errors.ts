@@ -55,6 +55,27 @@ export class ClusterRefusedError extends EnrolmentError {}
 export class ClusterCaMismatchError extends EnrolmentError {}
 
 /**
+ * The node's data directory holds a node, but its sealed configuration is
+ * gone. The node cannot rejoin (the sealed configuration holds its node
+ * unlock key and join key), and enrolling afresh would register a new node
+ * that could never set up its storage: refused before the node speaks to the
+ * cluster, so that no attempt leaves a record behind.
+ */
+export class SealedConfigurationMissingError extends EnrolmentError {
+  constructor(
+    readonly sealedPath: string,
+    readonly dataPath: string,
+  ) {
+    super(
+      `sealed configuration ${sealedPath} is missing, but data directory ${dataPath} holds a node: ` +
+        "this node cannot rejoin its cluster without it (a node stopped while it waited for approval never had one), " +
+        "and will not enrol afresh over its data; " +
+        "restore the sealed configuration, or wipe the node's storage to enrol it as a new node",
+    );
+  }
+}
+
+/**
  * The cluster deleted this node while it ran: the node run ends, as a
  * refused JoinNode would end the next one. The machine can only come back
  * as a new node.

@@ -14,7 +14,7 @@
  * NodeDeletedError): it stops rather than go on as a node of no cluster.
  */
 import { MemoryValue, waitFor, type Watcher } from "@metropolis/event";
-import type { NodeRoot } from "@metropolis/localstorage";
+import { ensureMachineKey, type NodeRoot } from "@metropolis/localstorage";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { common, type priv } from "@metropolis/proto";
 import type { LocalControlPlane, NodeCredentials, Roleserver } from "@metropolis/roleserve";
@@ -27,7 +27,11 @@ import {
 import { assign, fromPromise, setup } from "xstate";
 import { bootstrapCluster } from "./bootstrap-flow";
 import type { EnrolmentEnv } from "./enrolment-env";
-import { EnrolmentRestartedError, NodeDeletedError } from "./errors";
+import {
+  EnrolmentRestartedError,
+  NodeDeletedError,
+  SealedConfigurationMissingError,
+} from "./errors";
 import { joinCluster } from "./join-flow";
 import { readNodeParameters, type Enrolment } from "./node-parameters";
 import { registerNode } from "./register-flow";
@@ -149,10 +153,16 @@ export class ClusterManager {
     }
   };
 
-  /** deciding: a sealed configuration means join; else the node parameters say. */
+  /**
+   * deciding: a sealed configuration means join; else the node parameters
+   * say. Everything here is local: a node that is to enrol afresh first
+   * checks that its storage can take a new node (see {@link checkFreshStorage}),
+   * so that a refusal comes before the cluster has heard of it.
+   */
   async decide(ctx: RunContext): Promise<Plan> {
-    await this.config.storage.esp.metropolis.mkdirAll();
-    const sealed = await readSealedConfiguration(this.config.storage, this.config.machineKeyPath);
+    const { storage, machineKeyPath } = this.config;
+    await storage.esp.metropolis.mkdirAll();
+    const sealed = await readSealedConfiguration(storage, machineKeyPath);
     if (sealed) {
       if (this.config.parametersPath !== undefined) {
         ctx.logger.warn(
@@ -161,11 +171,31 @@ export class ClusterManager {
       }
       return { kind: "join", sealed };
     }
+    await this.checkFreshStorage();
     return readNodeParameters(
-      this.config.storage.esp.metropolis.parameters,
+      storage.esp.metropolis.parameters,
       this.config.parametersPath,
       ctx.logger,
     );
+  }
+
+  /**
+   * The local checks of a node without a sealed configuration, before it
+   * bootstraps or registers: its data directory must hold no node (else the
+   * sealed configuration was lost, and a new enrolment would only end in
+   * `DataAlreadyInitializedError` after registering: a ghost record per
+   * start), and the machine key that will seal the new configuration must be
+   * usable.
+   */
+  private async checkFreshStorage(): Promise<void> {
+    const { storage, machineKeyPath } = this.config;
+    if (await storage.data.isInitialized()) {
+      throw new SealedConfigurationMissingError(
+        storage.esp.metropolis.sealedConfiguration.fullPath,
+        storage.data.fullPath,
+      );
+    }
+    await ensureMachineKey(machineKeyPath);
   }
 
   /** enrolling: runs the chosen flow. */

@@ -9,6 +9,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
+import { checkLabelCount, validateLabels } from "@metropolis/curator";
 import type { File } from "@metropolis/localstorage";
 import { parseCertificate, verifyCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
@@ -51,6 +52,18 @@ export async function parseNodeParameters(bytes: Uint8Array, source: string): Pr
   }
   const cluster = params.cluster;
   if (!cluster) throw bad("neither cluster_bootstrap nor cluster_register is set");
+  // The curator's own rules: a bootstrap would otherwise set up storage and
+  // seal its configuration before the control plane refused the labels.
+  const labels =
+    cluster.$case === "clusterBootstrap"
+      ? cluster.clusterBootstrap.labels
+      : cluster.clusterRegister.labels;
+  try {
+    validateLabels(labels);
+    checkLabelCount(labels);
+  } catch (e) {
+    throw bad(`labels: ${e instanceof Error ? e.message : String(e)}`);
+  }
   if (cluster.$case === "clusterBootstrap") {
     const key = cluster.clusterBootstrap.ownerPublicKey;
     if (key.length !== 32)

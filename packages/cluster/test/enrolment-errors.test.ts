@@ -4,7 +4,7 @@
  * do not match, a corrupt sealed configuration; and a node the cluster
  * deleted stops (on its next start, or at once if it runs).
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { CertificateAuthority } from "@metropolis/pki";
 import { api, common } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
@@ -14,8 +14,9 @@ import {
   ClusterRefusedError,
   DisownedError,
   NodeDeletedError,
+  SealedConfigurationMissingError,
 } from "../src/errors";
-import { homeOf, loopbackNet, TestClusterNode, TestOwner } from "./cluster-fixture";
+import { homeOf, loopbackNet, TestClusterNode, TestOwner, type NodeRun } from "./cluster-fixture";
 
 jest.setTimeout(60_000);
 
@@ -28,6 +29,21 @@ async function newNode(host: number): Promise<TestClusterNode> {
   const node = await TestClusterNode.create(address(host));
   nodes.push(node);
   return node;
+}
+
+/** The IDs and states of every node the cluster has a record of, in order. */
+async function nodeRecords(): Promise<string[]> {
+  return (await owner.nodes()).map((n) => `${n.id} ${common.NodeState[n.state]}`).sort();
+}
+
+/**
+ * Stops a run whose enrolment failed: the harness reports the enrolment's
+ * death (and only that) as unexpected, which here it is not.
+ */
+async function stopFailed(node: TestClusterNode, run: NodeRun): Promise<void> {
+  const error = await run.harness.cleanup({ timeoutMs: 15_000 }).catch((e: unknown) => e);
+  expect(String(error)).toMatch(/unexpected failure: root\.enrolment: /);
+  node.run = undefined;
 }
 
 function register(changes: Partial<api.NodeParameters_ClusterRegister>): api.NodeParameters {
@@ -140,5 +156,40 @@ describe("enrolment refuses", () => {
     expect((await run.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
     // Its sealed configuration is left as it was: wiping is the operator's decision.
     expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
+  });
+
+  it("a missing sealed configuration on a node that holds data, before it speaks to the cluster", async () => {
+    const node = await newNode(7);
+    const known = new Set((await owner.nodes()).map((n) => n.id));
+    const run = await node.start(register({}));
+    const pending = await eventually(
+      async () => (await owner.nodes()).find((n) => !known.has(n.id)),
+      "the node to register",
+    );
+    await owner.approve(pending.id);
+    await homeOf(run);
+    await node.stop();
+    const storage = node.storage();
+    const sealed = storage.esp.metropolis.sealedConfiguration.fullPath;
+    const directory = await readFile(storage.esp.metropolis.clusterDirectory.fullPath);
+    await rm(sealed);
+    const before = await nodeRecords();
+
+    // Each start would register anew (a ghost NEW record every time); bootstrap parameters
+    // must not set up anything either.
+    const attempts = [register({}), register({}), register({}), owner.bootstrapParameters()];
+    for (const parameters of attempts) {
+      const again = await node.start(parameters);
+      const error = await again.manager.failure.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SealedConfigurationMissingError);
+      expect((error as Error).message).toContain(sealed);
+      expect((error as Error).message).toContain(storage.data.fullPath);
+      // It never got as far as FOREIGN, the state a node registers in.
+      expect((await again.manager.status.watch().get()).state).toBe(common.ClusterState.UNKNOWN);
+      await stopFailed(node, again);
+    }
+    expect(await nodeRecords()).toEqual(before);
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(false);
+    expect(await readFile(storage.esp.metropolis.clusterDirectory.fullPath)).toEqual(directory);
   });
 });

@@ -120,6 +120,31 @@ describe("parseNodeParameters", () => {
     expect(String(err)).toContain("/esp/parameters.pb");
   });
 
+  it.each(["__proto__", "example.com/__proto__"])(
+    "refuses a label key %s, naming it, in bootstrap and register parameters",
+    async (key) => {
+      const labels = new Map([[key, "x"]]);
+      const withLabels = bootstrap();
+      if (withLabels.cluster?.$case === "clusterBootstrap")
+        withLabels.cluster.clusterBootstrap.labels = labels;
+      for (const params of [withLabels, await register({ labels })]) {
+        const err = await parseNodeParameters(encode(params), "p").catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(NodeParametersError);
+        expect(String(err)).toMatch(/node parameters in p: labels: /);
+        expect(String(err)).toContain(JSON.stringify(key));
+      }
+    },
+  );
+
+  it("keeps the label keys constructor and prototype", async () => {
+    const labels = new Map([
+      ["constructor", "c"],
+      ["prototype", "p"],
+    ]);
+    const parsed = await parseNodeParameters(encode(await register({ labels })), "p");
+    expect(parsed.kind === "register" && parsed.register.labels).toEqual(labels);
+  });
+
   it("refuses a leaf certificate as the CA", async () => {
     const ca = await CertificateAuthority.create();
     const leaf = await ca.issueNodeCertificate(generateKeyPair().publicKey);

@@ -41,7 +41,9 @@ export async function followKey(options: FollowKeyOptions, signal: AbortSignal):
   let missingSaid = false;
   for (;;) {
     signal.throwIfAborted();
-    const res = await kv.get(key).serializable(true).exec();
+    // etcd calls do not take a signal, and one on a member that is stopping can
+    // wait for a reconnect that never comes: the follower stops anyway.
+    const res = await untilAborted(kv.get(key).serializable(true).exec(), signal);
     const found = res.kvs[0];
     if (found === undefined) {
       if (!missingSaid) {
@@ -56,7 +58,7 @@ export async function followKey(options: FollowKeyOptions, signal: AbortSignal):
       first = false;
       options.onFirst?.();
     }
-    if ((await client.maintenance.status()).isLearner) {
+    if ((await untilAborted(client.maintenance.status(), signal)).isLearner) {
       await abortableDelay(pollIntervalMs, signal);
       continue;
     }
@@ -76,11 +78,14 @@ async function watchKey(
   options: FollowKeyOptions,
   signal: AbortSignal,
 ): Promise<void> {
-  const watcher = await kv
-    .watch()
-    .key(key)
-    .startRevision(String(BigInt(modRevision) + 1n))
-    .create();
+  const watcher = await untilAborted(
+    kv
+      .watch()
+      .key(key)
+      .startRevision(String(BigInt(modRevision) + 1n))
+      .create(),
+    signal,
+  );
   let stop = () => undefined as void;
   const onAbort = () => stop();
   signal.addEventListener("abort", onAbort, { once: true });
@@ -96,6 +101,27 @@ async function watchKey(
     });
   } finally {
     signal.removeEventListener("abort", onAbort);
-    await watcher.cancel().catch(() => undefined);
+    // Not awaited: cancelling on a member that stopped can wait for a reconnect.
+    void watcher.cancel().catch(() => undefined);
   }
+}
+
+/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => undefined); // its outcome may no longer matter
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
 }

@@ -50,7 +50,12 @@ import {
   type SupervisedInput,
 } from "@metropolis/supervisor";
 import { assign, fromPromise, setup } from "xstate";
-import { decodePem, parseCertificate, publicKeyFromPrivateKey } from "@metropolis/pki";
+import {
+  certificatePemCodec,
+  parseCertificate,
+  privateKeyPemCodec,
+  publicKeyFromPrivateKey,
+} from "@metropolis/pki";
 import { waitFor } from "@metropolis/event";
 import { ClusterSecrets } from "./cluster-secrets";
 import { ConsensusClient } from "./consensus-client";
@@ -303,12 +308,16 @@ export class ConsensusService {
         `consensus: no etcd data in ${storage.data.etcd.data.fullPath}, and neither bootstrap nor join data given`,
       );
     }
-    const caPem = (await pkiFiles.caCertificate.read()).toString();
-    const tls = await writePeerTlsFiles(eph.fullPath, {
-      caCertificate: caPem,
-      certificate: (await pkiFiles.certificate.read()).toString(),
-      privateKey: (await pkiFiles.key.read()).toString(),
-    });
+    // Parsed, not copied: a broken file fails here, named, instead of in etcd.
+    const caCertificate = await pkiFiles.caCertificate.as(certificatePemCodec).read();
+    const tls = await writePeerTlsFiles(
+      eph.fullPath,
+      peerTlsPem(
+        caCertificate,
+        await pkiFiles.certificate.as(certificatePemCodec).read(),
+        await pkiFiles.key.as(privateKeyPemCodec).read(),
+      ),
+    );
     // etcd refuses every peer connection when --peer-crl-file does not read, so the
     // flag is given only with a CRL in hand (a member that joined before CRLs were
     // handed out gets one from the follower, for its next start).
@@ -317,7 +326,7 @@ export class ConsensusService {
       crlFile = join(eph.fullPath, peerCrlFileName);
       await writeFile(crlFile, await storage.data.etcd.peerCRL.read());
     }
-    return { ...plan, tls, crlFile, caCertificate: decodePem(caPem, "CERTIFICATE") };
+    return { ...plan, tls, crlFile, caCertificate };
   }
 
   /** starting: runs etcd and the autopromoter, and waits until the member serves. */
@@ -388,7 +397,7 @@ export class ConsensusService {
     await storePeerCa(root.sub("consensus"), ca);
     // Its own peer certificate, recorded like every other member's (peer-revocation.ts).
     const own = this.config.storage.data.etcd.peerPKI.certificate;
-    const certificate = parseCertificate(decodePem((await own.read()).toString(), "CERTIFICATE"));
+    const certificate = parseCertificate(await own.as(certificatePemCodec).read());
     await recordMemberCertificate(root.sub("consensus"), nodeId, certificate);
   }
 

@@ -22,6 +22,7 @@
  */
 import { api, common } from "@metropolis/proto";
 import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
+import { checkNotLastConsensusMember } from "./last-consensus-member";
 import type { LeaderContext } from "./leader-context";
 import { changeNode, hasRole, listNodes, resolveNode, type NodeChange } from "./management-nodes";
 import type { StoredNode } from "./node-record";
@@ -79,22 +80,6 @@ function peerHost(stored: StoredNode): string {
   return host;
 }
 
-/**
- * Refuses to take the consensus member role from the last node holding it:
- * the cluster's state lives in that etcd, and removing its last member would
- * destroy it.
- */
-async function checkNotLastConsensusMember(ctx: LeaderContext, nodeId: string): Promise<void> {
-  const others = (await listNodes(ctx)).filter(
-    (n) => n.id !== nodeId && hasRole(n.node.roles, api.NodeRole.CONSENSUS_MEMBER),
-  );
-  if (others.length === 0) {
-    throw new FailedPreconditionError(
-      `node ${nodeId} is the last consensus member; its role cannot be taken away`,
-    );
-  }
-}
-
 /** Implements UpdateNodeRoles, `req` being an owner's request whose node selector has been checked. */
 export async function updateNodeRoles(
   ctx: LeaderContext,
@@ -130,7 +115,7 @@ export async function updateNodeRoles(
       `node ${stored.id} added to consensus as a learner (${join.peers.length} peers)`,
     );
   } else if (req.consensusMember === false && isMember) {
-    await checkNotLastConsensusMember(ctx, stored.id);
+    checkNotLastConsensusMember(stored, await listNodes(ctx), "remove-role");
     if (stored.id === ctx.self.nodeId) {
       await ctx.leadership.handOver();
       ctx.logger.info(`handed the leadership over: node ${stored.id} is to leave consensus`);

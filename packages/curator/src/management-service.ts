@@ -40,6 +40,7 @@ import type { StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
 import { rotateClusterSecretsKey } from "./management-secrets";
 import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
+import { checkNotLastConsensusMember } from "./last-consensus-member";
 
 export { registerTicketLength } from "./register-ticket";
 
@@ -156,7 +157,11 @@ async function updateNodeLabels(
 }
 
 async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
-  const decide = ({ id, node }: StoredNode): NodeChange => {
+  const nodes = await listNodes(ctx);
+  const decide = (stored: StoredNode): NodeChange => {
+    const { id, node } = stored;
+    // First, and whatever the bypass flags say: they waive checks, not the cluster's survival.
+    checkNotLastConsensusMember(stored, nodes, "delete");
     if (hasAnyRole(node.roles) && !req.bypassHasRoles) {
       throw new FailedPreconditionError(
         `node ${id} still has roles: take them away first, or set bypass_has_roles`,
@@ -182,12 +187,12 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
     };
   };
   // The refusals first: nothing is revoked for a node that stays.
-  decide(await resolveNode(ctx, req.node));
+  const target = await resolveNode(ctx, req.node);
+  decide(target);
   // Revoked before its record goes: a deletion that fails half-way leaves a
   // node locked out, never one whose certificate is still good. Its etcd peer
   // certificates too, if it ever was a consensus member: no member lets it
   // into raft again, not even from a copy of its old data.
-  const target = await resolveNode(ctx, req.node);
   await revokeNodeCertificate(ctx, target);
   const peerCertificates = await ctx.consensus.revokeNode(target.id);
   if (peerCertificates > 0) {

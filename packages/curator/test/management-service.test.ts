@@ -372,6 +372,56 @@ describe("DeleteNode", () => {
   });
 });
 
+describe("DeleteNode of the last consensus member", () => {
+  // A fixture of its own: were the refusal missing, the shared leader's cluster would be gone.
+  let own: LeaderFixture;
+  afterAll(async () => {
+    await own?.stop();
+  });
+
+  it("is refused, bypass or not; another member may be deleted", async () => {
+    own = await startLeader({
+      services: (ctx) => [[api.ManagementService, managementServer(ctx)]],
+    });
+    const ownOwner = promised(await own.client(api.ManagementClient, "owner"));
+    const last = own.firstNode.nodeId;
+    const members = async () => (await own.member.status.members()).map((m) => m.name);
+    const membersBefore = await members();
+    const bypasses = [
+      {},
+      { bypassNodeUp: true },
+      { bypassHasRoles: true },
+      { bypassNodeUp: true, bypassHasRoles: true },
+    ];
+    for (const bypass of bypasses) {
+      await expectCode(
+        ownOwner.deleteNode({ node: byId(last), ...bypass }),
+        status.FAILED_PRECONDITION,
+        new RegExp(`^node ${last} is the last consensus member; it cannot be deleted`),
+      );
+    }
+    expect((await own.getNode(last))?.roles?.consensusMember).toBeDefined();
+    expect(await members()).toEqual(membersBefore);
+
+    // With a second member, neither is the last: the usual rules (and bypasses) apply.
+    const other = await own.addNode({
+      roles: { consensusMember: common.NodeRoles_ConsensusMember.create() },
+    });
+    await expectCode(
+      ownOwner.deleteNode({ node: byId(other.nodeId), bypassNodeUp: true }),
+      status.FAILED_PRECONDITION,
+      /still has roles/,
+    );
+    await ownOwner.deleteNode({
+      node: byId(other.nodeId),
+      bypassNodeUp: true,
+      bypassHasRoles: true,
+    });
+    expect(await own.getNode(other.nodeId)).toBeUndefined();
+    expect(await own.candidacy.leadership().stillLeads()).toBe(true);
+  });
+});
+
 describe("authorization", () => {
   const calls = (m: Management, nodeId: string): Array<Promise<unknown>> => [
     m.getRegisterTicket(),

@@ -186,6 +186,22 @@ export class DataDirectory extends Directory {
     this.#mount = this.#makeMount(marker.policy, key);
   }
 
+  /**
+   * Whether the directory holds a node: its marker is there, whether mounted
+   * or not. What a node that is about to enrol afresh checks first, so that it
+   * learns that {@link mountNew} would refuse before it has told a cluster
+   * about itself.
+   */
+  async isInitialized(): Promise<boolean> {
+    try {
+      await fs.lstat(this.#markerPath());
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw error;
+    }
+  }
+
   /** Forgets the data key; files below become unreachable until mounted again. */
   unmount(): void {
     this.#mount?.key?.fill(0);

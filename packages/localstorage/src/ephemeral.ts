@@ -1,11 +1,22 @@
 /**
- * The ephemeral directory: runtime state (sockets, consensus scratch space,
- * workload mounts) that must not outlive a boot. On Monogon it is a tmpfs;
- * here it is wiped by the node at start, so nothing a previous run left
- * behind — a half-written file, a stale socket — can be mistaken for current.
+ * The ephemeral directory: runtime state (sockets, the plain etcd peer key
+ * etcd reads, consensus scratch space, workload mounts) that must neither
+ * outlive a run of the node nor ever reach a disk. A node places it in
+ * memory at start ({@link EphemeralDirectory.placeInMemory}: a tmpfs when it
+ * runs as root, as on Monogon, else a private directory under /dev/shm
+ * behind a symlink; see in-memory-placement.ts), which also clears whatever
+ * a killed earlier run left, and releases it at a graceful stop
+ * ({@link EphemeralDirectory.release}). `wipe()` only empties it where it
+ * is, for in-process test nodes that keep it on disk.
  */
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
+import {
+  placeInMemory,
+  releaseFromMemory,
+  type InMemoryOptions,
+  type InMemoryPlacement,
+} from "./in-memory-placement";
 import { Children, Directory, DirOptions, NoShadowing, populate } from "./tree";
 
 /** A directory emptied at every node start; declare it with {@link ephemeralDir}. */
@@ -18,6 +29,7 @@ export class EphemeralDirectory extends Directory {
   /**
    * Deletes everything inside this directory and recreates the declared
    * subdirectories empty. Creates the directory if it does not exist yet.
+   * Leaves it where it is (in memory or not): see {@link placeInMemory}.
    */
   async wipe(): Promise<void> {
     const fullPath = this.fullPath;
@@ -28,6 +40,30 @@ export class EphemeralDirectory extends Directory {
       await fs.rm(path.join(fullPath, name), { recursive: true, force: true });
     }
     await this.mkdirAll();
+  }
+
+  /**
+   * Puts this directory in memory, empty, with its declared subdirectories:
+   * what a node does at start. Clears what an earlier run left first (a tmpfs
+   * still mounted is reused, never stacked; its old private directories under
+   * /dev/shm are removed; a directory on disk is deleted). Returns where it
+   * went; throws `EphemeralPlacementError` rather than fall back to a disk.
+   */
+  async placeInMemory(options?: InMemoryOptions): Promise<InMemoryPlacement> {
+    const placement = await placeInMemory(this.fullPath, options);
+    await this.mkdirAll();
+    return placement;
+  }
+
+  /**
+   * Empties this directory and gives its memory back (unmounts the tmpfs, or
+   * removes the symlink and the private directory): what a node does at a
+   * graceful stop, and what removing a node's root for good needs first.
+   * Safe to call when it was never placed. Throws `EphemeralReleaseError`
+   * when a tmpfs was emptied but would not unmount.
+   */
+  release(options?: Pick<InMemoryOptions, "memoryDir">): Promise<void> {
+    return releaseFromMemory(this.fullPath, options);
   }
 }
 

@@ -233,3 +233,38 @@ export class SealedConfigurationExistsError extends LocalStorageError {
     super(`sealed configuration ${path} already exists; pass { overwrite: true } to replace it`);
   }
 }
+
+/**
+ * The ephemeral directory cannot be kept in memory: no tmpfs could be
+ * mounted, and the memory directory (`/dev/shm`) is missing or not a memory
+ * file system. Refused rather than placed on disk, where the secrets written
+ * to it (the etcd peer key) would outlive the node.
+ */
+export class EphemeralPlacementError extends LocalStorageError {
+  override readonly name = "EphemeralPlacementError";
+  constructor(
+    /** Full path of the ephemeral directory. */
+    readonly path: string,
+    /** Why neither placement was possible. */
+    readonly reason: string,
+  ) {
+    super(`ephemeral directory ${path} cannot be kept in memory: ${reason}`);
+  }
+}
+
+/**
+ * The tmpfs of the ephemeral directory was emptied but could not be
+ * unmounted (something still uses it); its memory is freed at the next
+ * start's placement or at reboot.
+ */
+export class EphemeralReleaseError extends LocalStorageError {
+  override readonly name = "EphemeralReleaseError";
+  constructor(
+    /** Full path of the ephemeral directory. */
+    readonly path: string,
+    /** What the unmount said. */
+    readonly reason: string,
+  ) {
+    super(`ephemeral directory ${path} was emptied but not unmounted: ${reason}`);
+  }
+}

@@ -14,8 +14,14 @@
  *   formatted over, an existing sealed configuration never overwritten, and a
  *   data directory is only mounted under the policy the caller expects.
  *
- * How it fits: the cluster enrolment manager places the node root, wipes the
- * ephemeral directory, reads the node parameters from the ESP, and then either
+ * - The ephemeral directory lives in memory only (`placeInMemory()`: a tmpfs
+ *   as root, else a private 0700 directory under /dev/shm behind a symlink),
+ *   cleared at every start — also of what a killed run left — and released at
+ *   a graceful stop: the plain secrets written there never reach a disk.
+ *
+ * How it fits: `metropolis-node` places the node root and puts the ephemeral
+ * directory in memory; the cluster enrolment manager reads the node
+ * parameters from the ESP, and then either
  * sets up a new node (`data.mountNew()`, seal the node unlock key into the
  * sealed configuration, hand the cluster unlock key to the cluster) or
  * unseals the configuration and mounts the existing data with both keys.
@@ -28,7 +34,7 @@
  * │   ├── etcd/              peer_pki/{ca.pem, cert.pem, cert-key.pem*}, peer_crl, data/
  * │   ├── node/              credentials/{ca.pem, cert.pem, cert-key.pem*}, roles.pb, cluster_crl.der
  * │   └── workloads/
- * └── ephemeral/             wiped at every start: consensus/, curator/, workloads/
+ * └── ephemeral/             in memory, cleared at every start: consensus/, curator/, workloads/
  *                            (* secret: AES-256-GCM under an encrypted policy)
  * ```
  */
@@ -45,7 +51,10 @@ export {
 } from "./envelope";
 export type { KeyIdResult, OpenResult } from "./envelope";
 export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
+export { defaultMemoryDir, memoryDirPrefix } from "./in-memory-placement";
+export type { InMemoryOptions, InMemoryPlacement } from "./in-memory-placement";
 export * from "./errors";
+export { ensureMachineKey } from "./machine-key";
 export { nodeRoot, placeNodeRoot } from "./node-root";
 export type { NodeRoot } from "./node-root";
 export { protobufCodec, type MessageType } from "./protobuf-codec";

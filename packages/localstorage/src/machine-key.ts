@@ -57,3 +57,15 @@ export async function loadOrCreateMachineKey(keyPath: string): Promise<Buffer> {
   }
   return key;
 }
+
+/**
+ * Makes sure a usable machine key is at `keyPath`, creating it on first use:
+ * a node that enrols checks this before it speaks to the cluster, so that
+ * sealing its configuration at the end cannot fail on a corrupt key after
+ * the cluster has recorded the node. A key of the wrong size is
+ * {@link FileCorruptedError}.
+ */
+export async function ensureMachineKey(keyPath: string): Promise<void> {
+  const key = await loadOrCreateMachineKey(keyPath);
+  key.fill(0);
+}

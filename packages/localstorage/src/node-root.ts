@@ -30,7 +30,8 @@ function pkiDir(options?: DirOptions) {
  * - `data` (a data directory, mounted with the unlock keys): `etcd/peer_pki`,
  *   `etcd/peer_crl`, `etcd/data/`, `node/credentials`, `node/roles.pb`, `node/cluster_crl.der`,
  *   `workloads/`. The private keys (`cert-key.pem`) are secret files.
- * - `ephemeral` (wiped at every start): `consensus/`, `curator/`, `workloads/`.
+ * - `ephemeral` (in memory, cleared at every start; see ephemeral.ts):
+ *   `consensus/`, `curator/`, `workloads/`.
  *
  * The `.pb` files hold protobuf messages of `@metropolis/proto` and are
  * read decoded (a file that does not parse is a `FileCorruptedError`),

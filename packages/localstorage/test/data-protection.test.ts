@@ -84,6 +84,17 @@ describe("mountNew", () => {
     expect((await node.data.node.credentials.key.read()).equals(privateKey)).toBe(true);
   });
 
+  test("isInitialized() tells a node's data from none, mounted or not", async () => {
+    const node = placeNodeRoot(root);
+    expect(await node.data.isInitialized()).toBe(false);
+    // An interrupted mountNew() leaves directories but no marker: still no node.
+    await node.data.mkdirAll();
+    expect(await node.data.isInitialized()).toBe(false);
+    await node.data.mountNew("insecure");
+    expect(await node.data.isInitialized()).toBe(true);
+    expect(await reboot().data.isInitialized()).toBe(true);
+  });
+
   test("rejects an unknown policy", async () => {
     const node = placeNodeRoot(root);
     await expect(node.data.mountNew("plaintext" as DataPolicy)).rejects.toThrow(RangeError);

@@ -2,6 +2,7 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
+  ensureMachineKey,
   FileCorruptedError,
   FileMissingError,
   placeNodeRoot,
@@ -119,4 +120,22 @@ test("a machine key of the wrong size is FileCorruptedError naming it, for seali
   await expect(
     sealConfiguration(sealed, configuration, { machineKeyPath, overwrite: true }),
   ).rejects.toThrow(machineKeyPath);
+});
+
+test("ensureMachineKey() creates the key on first use, keeps it after, and refuses a corrupt one by name", async () => {
+  const { sealed, machineKeyPath } = await makeNode();
+  await ensureMachineKey(machineKeyPath);
+  const key = await fs.readFile(machineKeyPath);
+  expect(key).toHaveLength(32);
+  expect((await fs.stat(machineKeyPath)).mode & 0o777).toBe(0o600);
+  await ensureMachineKey(machineKeyPath);
+  expect((await fs.readFile(machineKeyPath)).equals(key)).toBe(true);
+  // What enrolment seals with afterwards is that same key.
+  await sealConfiguration(sealed, configuration, { machineKeyPath });
+  expect((await fs.readFile(machineKeyPath)).equals(key)).toBe(true);
+
+  await fs.writeFile(machineKeyPath, Buffer.alloc(7));
+  const error = await ensureMachineKey(machineKeyPath).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(FileCorruptedError);
+  expect((error as Error).message).toContain(machineKeyPath);
 });

@@ -4,7 +4,7 @@
  * metroctl dials anything, so no cluster runs: a bad flag must be one clear
  * line and exit code 1, whatever the state of the config dir.
  */
-import { readdir, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { api } from "@metropolis/proto";
 import {
@@ -110,6 +110,47 @@ describe("bad flags fail with one clear line and exit code 1", () => {
   });
 });
 
+describe("label keys that name Object.prototype members", () => {
+  // `__proto__` is no valid label key: refused before anything is dialed, naming the key.
+  it.each([
+    ["bootstrap-params", "-o", "x.pb", "--label", "__proto__=x"],
+    ["register-params", "-o", "x.pb", "--label", "rack=r1", "--label", "__proto__="],
+    ["label", nodeId, "__proto__=x"],
+    ["label", nodeId, "ok=1", "__proto__-"],
+  ])("%j is a usage error naming __proto__", async (...args) => {
+    const res = await metroctl(await tempDir("proto-label"), args);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toBe("");
+    expect(res.stderr.split("\n")).toHaveLength(2);
+    expect(res.stderr).toMatch(new RegExp(`^metroctl: ${args[0]}: (--label: )?invalid label key`));
+    expect(res.stderr).toContain('"__proto__"');
+  });
+
+  it("constructor and prototype are kept as the keys they are", async () => {
+    const config = await tempDir("proto-label");
+    const out = join(config, "bootstrap.pb");
+    const res = await metroctl(config, [
+      "bootstrap-params",
+      "-o",
+      out,
+      "--label",
+      "constructor=c",
+      "--label",
+      "prototype=p",
+    ]);
+    expect(res.code).toBe(0);
+    const params = api.NodeParameters.decode(await readFile(out));
+    expect(
+      params.cluster?.$case === "clusterBootstrap" && params.cluster.clusterBootstrap.labels,
+    ).toEqual(
+      new Map([
+        ["constructor", "c"],
+        ["prototype", "p"],
+      ]),
+    );
+  });
+});
+
 describe("config dir", () => {
   it("defaults to ~/.config/metroctl, or $XDG_CONFIG_HOME/metroctl", async () => {
     expect(defaultConfigDir({ HOME: "/home/op" })).toBe("/home/op/.config/metroctl");
@@ -150,6 +191,31 @@ describe("config dir", () => {
     await writeFile(file, "10.0.0.1:7835\n10.0.0.2:port\n");
     await expect(new ConfigDir(dir).readEndpoints()).rejects.toThrow(
       `${file}: line 2: endpoint "10.0.0.2:port": port must be a number from 1 to 65535`,
+    );
+  });
+
+  it.each([
+    ["garbage", "garbage\n"],
+    [
+      "a PEM block that is not a certificate",
+      "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    ],
+    ["a private key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"],
+  ])("reports each PEM file holding %s, naming it", async (_what, content) => {
+    const dir = await tempDir("pem");
+    const config = new ConfigDir(dir);
+    await config.ensureOwnerKey();
+    await writeFile(config.path("ca.pem"), content);
+    await expect(config.readCaCertificate()).rejects.toThrow(
+      new RegExp(`^${config.path("ca.pem")}: not a certificate: `),
+    );
+    await writeFile(config.path("owner.pem"), content);
+    await expect(config.readOwnerCredentials()).rejects.toThrow(
+      new RegExp(`^${config.path("owner.pem")}: not a certificate: `),
+    );
+    await writeFile(config.path("owner-key.pem"), content.replace(/PRIVATE KEY/g, "CERTIFICATE"));
+    await expect(config.readOwnerKey()).rejects.toThrow(
+      new RegExp(`^${config.path("owner-key.pem")}: not an Ed25519 private key: `),
     );
   });
 });

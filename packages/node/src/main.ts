@@ -9,11 +9,12 @@
 import { copyFile } from "node:fs/promises";
 import { NodeDeletedError } from "@metropolis/cluster";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
-import { placeNodeRoot } from "@metropolis/localstorage";
+import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
 import { PrometheusSupervisorMetrics, supervise, type Supervisor } from "@metropolis/supervisor";
+import type { Logger } from "winston";
 import { formatFatal } from "./boxed-error";
 import { nodeMetricsRegistry } from "./metrics-server";
-import { loadNodeConfig, NodeConfigError } from "./node-config";
+import { loadNodeConfig, NodeConfigError, type NodeConfig } from "./node-config";
 import { nodeLogger } from "./node-logger";
 import { nodeServices } from "./node-tree";
 
@@ -35,7 +36,27 @@ async function main(): Promise<number> {
   const logger = nodeLogger();
   const storage = placeNodeRoot(config.root);
   await storage.esp.metropolis.mkdirAll();
-  await storage.ephemeral.wipe();
+  // In memory, emptied of whatever a killed earlier run left: the plain etcd
+  // peer key etcd reads lives there, and must never reach a disk.
+  const placement = await storage.ephemeral.placeInMemory({ tmpfs: config.ephemeralTmpfs });
+  logger.info(
+    placement.kind === "tmpfs"
+      ? `ephemeral: tmpfs mounted on ${placement.path}`
+      : `ephemeral: ${storage.ephemeral.fullPath} -> ${placement.path}` +
+          (placement.tmpfsRefused === undefined ? "" : ` (no tmpfs: ${placement.tmpfsRefused})`),
+  );
+  try {
+    return await runNode(config, storage, logger);
+  } finally {
+    // Emptied and given back on every way out of a run that got this far.
+    await storage.ephemeral.release().catch((e: unknown) => {
+      logger.warn(`ephemeral: ${e instanceof Error ? e.message : String(e)}`);
+    });
+  }
+}
+
+/** Runs the node's supervision tree on placed storage until it stops; resolves with the exit code. */
+async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): Promise<number> {
   if (config.parametersPath && !(await storage.esp.metropolis.sealedConfiguration.exists())) {
     // Kept on the ESP like a real node's, so that a restart before
     // enrolment finished finds them without the flag.

@@ -47,6 +47,11 @@ export interface NodeConfig {
   leaderTtlSeconds: number;
   /** Heartbeat timeout of the curator, ms; nodes beat at half of it. */
   heartbeatTimeoutMs: number;
+  /**
+   * Mount a tmpfs for `ephemeral/` when running as root (default true); when
+   * false, or when the mount fails, a private directory under /dev/shm.
+   */
+  ephemeralTmpfs: boolean;
 }
 
 export const usage =
@@ -74,6 +79,7 @@ const configKeys = [
   "loopbackTimings",
   "leaderTtlSeconds",
   "heartbeatTimeoutMs",
+  "ephemeralTmpfs",
 ] as const;
 
 /** Parses the command line (without `node` and the script) and reads the configuration file. */
@@ -117,8 +123,10 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
   } catch (e) {
     throw new NodeConfigError(`${where}: workloads: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (file.loopbackTimings !== undefined && typeof file.loopbackTimings !== "boolean") {
-    throw new NodeConfigError(`${where}: loopbackTimings must be true or false`);
+  for (const flag of ["loopbackTimings", "ephemeralTmpfs"] as const) {
+    if (file[flag] !== undefined && typeof file[flag] !== "boolean") {
+      throw new NodeConfigError(`${where}: ${flag} must be true or false`);
+    }
   }
   return {
     root: resolve(values.root),
@@ -134,6 +142,7 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
     loopbackTimings: (file.loopbackTimings as boolean | undefined) ?? false,
     leaderTtlSeconds: positive(file.leaderTtlSeconds ?? 10, `${where}: leaderTtlSeconds`),
     heartbeatTimeoutMs: positive(file.heartbeatTimeoutMs ?? 10_000, `${where}: heartbeatTimeoutMs`),
+    ephemeralTmpfs: (file.ephemeralTmpfs as boolean | undefined) ?? true,
   };
 }
 

@@ -29,6 +29,7 @@ describe("loadNodeConfig", () => {
     expect(c.workloads).toEqual([]);
     expect(c.loopbackTimings).toBe(false);
     expect(c.leaderTtlSeconds).toBe(10);
+    expect(c.ephemeralTmpfs).toBe(true);
     expect(c.parametersPath).toBeUndefined();
   });
 
@@ -39,6 +40,7 @@ describe("loadNodeConfig", () => {
         workloads: [{ name: "web", command: "sleep", args: ["1"] }],
         loopbackTimings: true,
         leaderTtlSeconds: 3,
+        ephemeralTmpfs: false,
       }),
     );
     const c = await loadNodeConfig(["--root", "r", "--address", "127.0.0.2", "--config", path]);
@@ -47,6 +49,7 @@ describe("loadNodeConfig", () => {
     expect(c.workloads).toEqual([{ name: "web", command: "sleep", args: ["1"] }]);
     expect(c.loopbackTimings).toBe(true);
     expect(c.leaderTtlSeconds).toBe(3);
+    expect(c.ephemeralTmpfs).toBe(false);
   });
 
   it("refuses bad flags and fields, naming them", async () => {
@@ -63,6 +66,7 @@ describe("loadNodeConfig", () => {
       ['{"workloads": [{"name": "Bad Name", "command": "x"}]}', /workloads: .*Bad Name/],
       ['{"leaderTtlSeconds": -1}', /leaderTtlSeconds must be a positive number/],
       ['{"loopbackTimings": "yes"}', /loopbackTimings must be true or false/],
+      ['{"ephemeralTmpfs": 0}', /ephemeralTmpfs must be true or false/],
     ];
     for (const [input, message] of cases) {
       const argv =

@@ -116,6 +116,8 @@ export type { IssueOptions, SigningAuthority } from "./issuance";
 export { nodeIdFromCertificate, parseCertificate, ParsedCertificate } from "./parse-certificate";
 export type { CertificateInput } from "./parse-certificate";
 export { decodePem, encodePem } from "./pem";
+export { certificatePemCodec, privateKeyPemCodec } from "./pem-file-codecs";
+export type { PemFileCodec } from "./pem-file-codecs";
 export type { PemLabel } from "./pem";
 export { randomSerial, SERIAL_LIMIT } from "./serial";
 export type { SecretSealer } from "./secret-sealer";

@@ -104,3 +104,23 @@ export class HeartbeatTimeoutError extends Error {
     this.name = "HeartbeatTimeoutError";
   }
 }
+
+/**
+ * The node's credentials each read fine, but do not belong together: the key
+ * is not the certificate's, the certificate is not a node certificate, or the
+ * CA did not issue it. Names the directory, so the operator knows whose
+ * files to look at.
+ */
+export class CredentialsMismatchError extends Error {
+  constructor(
+    /** The credentials directory (`data/node/credentials`). */
+    readonly path: string,
+    cause: unknown,
+  ) {
+    super(
+      `the node credentials in ${path} do not belong together: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    this.name = "CredentialsMismatchError";
+  }
+}

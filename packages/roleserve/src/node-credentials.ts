@@ -4,14 +4,15 @@
  * plane finishing a bootstrap).
  */
 import type { TlsPem } from "@metropolis/curator";
-import type { NodeRoot } from "@metropolis/localstorage";
+import { FileCorruptedError, type NodeRoot } from "@metropolis/localstorage";
 import {
-  decodePem,
-  encodePem,
+  certificatePemCodec,
+  ED25519_SEED_LENGTH,
   nodeIdFromCertificate,
   tlsMaterial,
   verifyCertificate,
 } from "@metropolis/pki";
+import { CredentialsMismatchError } from "./errors";
 
 export interface NodeCredentials {
   nodeId: string;
@@ -45,26 +46,40 @@ export async function saveCredentials(
 ): Promise<void> {
   await dir.mkdirAll();
   await dir.key.write(Buffer.from(c.privateKey));
-  await dir.certificate.write(Buffer.from(encodePem("CERTIFICATE", c.certificate)));
-  await dir.caCertificate.write(Buffer.from(encodePem("CERTIFICATE", c.caCertificate)));
+  await dir.certificate.as(certificatePemCodec).write(Buffer.from(c.certificate));
+  await dir.caCertificate.as(certificatePemCodec).write(Buffer.from(c.caCertificate));
 }
 
 /**
  * Reads the credentials saved by {@link saveCredentials}, and checks that they
- * belong together: a key that is not the certificate's, or a certificate the
- * CA did not issue, fails here with the reason rather than in a TLS handshake.
+ * belong together. A file that does not hold what it should (no PEM, another
+ * PEM block, not a certificate, a key of the wrong size) is a
+ * `FileCorruptedError` naming that file; files that each read fine but do not
+ * match (a key that is not the certificate's, a certificate the CA did not
+ * issue) are {@link CredentialsMismatchError} naming the directory, rather
+ * than a failed TLS handshake later.
  */
 export async function loadCredentials(dir: CredentialsDirectory): Promise<NodeCredentials> {
   const privateKey = await dir.key.read();
-  const certificate = decodePem((await dir.certificate.read()).toString(), "CERTIFICATE");
-  const caCertificate = decodePem((await dir.caCertificate.read()).toString(), "CERTIFICATE");
-  const credentials = {
-    nodeId: nodeIdFromCertificate(certificate),
-    privateKey,
-    certificate,
-    caCertificate,
-  };
-  credentialsPem(credentials); // throws KeyMismatchError on a foreign key
-  await verifyCertificate(certificate, caCertificate);
-  return credentials;
+  if (privateKey.length !== ED25519_SEED_LENGTH) {
+    throw new FileCorruptedError(
+      dir.key.fullPath,
+      `a node's private key is a ${ED25519_SEED_LENGTH}-byte seed, this file holds ${privateKey.length} bytes`,
+    );
+  }
+  const certificate = await dir.certificate.as(certificatePemCodec).read();
+  const caCertificate = await dir.caCertificate.as(certificatePemCodec).read();
+  try {
+    const credentials = {
+      nodeId: nodeIdFromCertificate(certificate),
+      privateKey,
+      certificate,
+      caCertificate,
+    };
+    credentialsPem(credentials); // throws KeyMismatchError on a foreign key
+    await verifyCertificate(certificate, caCertificate);
+    return credentials;
+  } catch (e) {
+    throw new CredentialsMismatchError(dir.fullPath, e);
+  }
 }
