@@ -287,6 +287,7 @@ describe.each(["leader", "follower"] as const)("on the %s", (role) => {
       const row = expected[key];
       if (row === undefined) throw new Error(`no expected row for ${key}: add one to \`expected\``);
       const on = role === "leader" ? cluster.leader : cluster.follower;
+      if (on === undefined) throw new Error(`the fixture has no ${role}`);
       const actual: Partial<Record<Identity, string>> = {};
       for (const identity of identities) actual[identity] = await callAs(on, m, identity);
       expect(actual).toEqual(row[role]);

@@ -82,7 +82,8 @@ export interface CuratorsFixture {
   /** The curator namespace of the cluster's etcd: read it, never write it. */
   kv: Namespace;
   leader: RunningCurator;
-  follower: RunningCurator;
+  /** Undefined when started with `{ follower: false }`. */
+  follower: RunningCurator | undefined;
   /** The cluster CA certificate (PEM). */
   caPem: string;
   /** The bootstrap node: UP, consensus member; the leading curator runs as it. */
@@ -134,8 +135,8 @@ export function unary<Res>(
   );
 }
 
-/** Starts the cluster; see the module comment. */
-export async function startCurators(): Promise<CuratorsFixture> {
+/** Starts the cluster; see the module comment. Without a follower when `opts.follower` is false. */
+export async function startCurators(opts: { follower?: boolean } = {}): Promise<CuratorsFixture> {
   const cleanups: Array<() => Promise<unknown>> = [];
   const stop = async () => {
     for (const step of cleanups.splice(0).reverse()) await step().catch(() => undefined);
@@ -284,12 +285,15 @@ export async function startCurators(): Promise<CuratorsFixture> {
     };
 
     // The follower runs as a node of the cluster, as every curator does.
-    const followerNode = await addUpNode();
-    const follower = await startCurator(
-      { nodeId: followerNode.nodeId, host, port: await freePort(host) },
-      followerNode.tls,
-      "follower",
-    );
+    let follower: RunningCurator | undefined;
+    if (opts.follower !== false) {
+      const followerNode = await addUpNode();
+      follower = await startCurator(
+        { nodeId: followerNode.nodeId, host, port: await freePort(host) },
+        followerNode.tls,
+        "follower",
+      );
+    }
 
     return {
       member,
