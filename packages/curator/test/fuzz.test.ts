@@ -65,11 +65,18 @@ import {
 import { codeName, grpcMethods, invoke, type GrpcMethod, type Outcome } from "./grpc-methods";
 
 const runs = Number(process.env.METROPOLIS_FUZZ_RUNS ?? 200);
-/** The seed of this run (every RPC's cases start from it), and the path of one case to replay. */
+/** The seed of this run (each RPC's cases start from it and the RPC's name), and the path of one case to replay. */
 const seed = process.env.METROPOLIS_FUZZ_SEED
   ? Number(process.env.METROPOLIS_FUZZ_SEED)
   : Math.floor(Math.random() * 2 ** 31);
 const replayPath = process.env.METROPOLIS_FUZZ_PATH;
+
+/** The seed of `key`'s cases: the run's, varied by the RPC, so that RPCs do not all get the same sequence of choices. */
+function seedOf(key: string): number {
+  let h = seed;
+  for (const c of key) h = (Math.imul(h, 31) + c.charCodeAt(0)) | 0;
+  return h;
+}
 /** Shrink a failing case to a smaller one (slower: each try of a hanging case waits its deadline). */
 const shrink = process.env.METROPOLIS_FUZZ_SHRINK === "1";
 /** Every call ends within this (a healthy one takes milliseconds). */
@@ -482,7 +489,7 @@ it.each(methods.map((m) => [m.key, m] as const))(
     if (target === undefined) throw new Error(`no fuzz target for ${key}: add one to \`targets\``);
     const details = await fc.check(
       fc.asyncProperty(cases(target), (c) => runCase(m, c)),
-      { numRuns: runs, seed, path: replayPath, endOnFailure: !shrink },
+      { numRuns: runs, seed: seedOf(key), path: replayPath, endOnFailure: !shrink },
     );
     if (process.env.METROPOLIS_FUZZ_STATS === "1") {
       const counts = Object.entries(seen[key] ?? {}).sort(([a], [b]) => a.localeCompare(b));
@@ -493,7 +500,7 @@ it.each(methods.map((m) => [m.key, m] as const))(
       throw new Error(
         [
           `${key} failed: ${error instanceof Error ? error.message : String(error)}`,
-          `replay: METROPOLIS_FUZZ_SEED=${details.seed} METROPOLIS_FUZZ_PATH=${details.counterexamplePath ?? ""} npx jest packages/curator/test/fuzz.test.ts -t '${key}'`,
+          `replay: METROPOLIS_FUZZ_SEED=${seed} METROPOLIS_FUZZ_PATH=${details.counterexamplePath ?? ""} npx jest packages/curator/test/fuzz.test.ts -t '${key}'`,
           `case: ${details.counterexample ? fc.stringify(details.counterexample[0]) : "?"}`,
         ].join("\n"),
       );
