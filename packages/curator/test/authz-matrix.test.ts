@@ -1,0 +1,285 @@
+/**
+ * The authorization matrix: every method of every gRPC service (enumerated
+ * from the generated definitions in @metropolis/proto, so that a new RPC
+ * cannot be forgotten) called as every kind of caller, on the leading curator
+ * and on a following one, against real etcd over real mTLS.
+ *
+ * The expected outcome of each cell is data in {@link expected} below; the
+ * curator README shows the same tables (checked here, so the two cannot
+ * drift; `METROPOLIS_WRITE_AUTHZ_README=1` rewrites them there after a change
+ * of the table). Each call of a method carries a request that succeeds when
+ * its caller is authorized (a valid ticket, the caller's own node, a
+ * throwaway target node, …), so "OK" and "refused" are told apart; and no
+ * refused call may change anything in etcd.
+ *
+ * The Debug service is served by every node, not by the curator: its matrix
+ * is in packages/node/test/debug-authz.test.ts.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { Client, status } from "@grpc/grpc-js";
+import {
+  CertificateAuthority,
+  nodeTemplate,
+  selfSignCertificate,
+  tlsMaterial,
+  userTemplate,
+} from "@metropolis/pki";
+import { common } from "@metropolis/proto";
+import { ownerCommonName } from "../src/identity";
+import {
+  newKeys,
+  startCurators,
+  type CuratorsFixture,
+  type RunningCurator,
+  type Tls,
+  type UpNode,
+} from "./curators-fixture";
+import {
+  certified,
+  everyone,
+  identities,
+  readmeTables,
+  type Identity,
+  type Row,
+  type Table,
+} from "./authz-table";
+import { codeName, grpcMethods, invoke, type GrpcMethod } from "./grpc-methods";
+
+// ── The expected table ─────────────────────────────────────────────────────
+
+const nodeOnly = certified({ node: "OK" });
+const ephemeralOnly = certified({ ephemeral: "OK" });
+const ownerOnly = certified({ owner: "OK" });
+
+/**
+ * Expected outcome per method and caller, on the leader and on a follower.
+ * A follower serves CuratorLocal only: everything else is UNIMPLEMENTED there,
+ * whoever calls. Change a cell by overriding it in its row.
+ */
+const expected: Record<string, { leader: Row; follower: Row }> = {
+  "AAA.Escrow": { leader: ephemeralOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.CommitNode": { leader: ephemeralOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.GetConsensusStatus": { leader: nodeOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.Heartbeat": { leader: nodeOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.JoinNode": { leader: ephemeralOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.RegisterNode": { leader: ephemeralOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.UpdateNodeStatus": { leader: nodeOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.Watch": { leader: nodeOnly, follower: everyone("UNIMPLEMENTED") },
+  "Curator.WatchRevocations": { leader: nodeOnly, follower: everyone("UNIMPLEMENTED") },
+  "CuratorLocal.GetCACertificate": { leader: everyone("OK"), follower: everyone("OK") },
+  "CuratorLocal.GetCurrentLeader": { leader: everyone("OK"), follower: everyone("OK") },
+  "Management.ApproveNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.DeleteNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.GetClusterInfo": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.GetNodes": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.GetRegisterTicket": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.RotateClusterSecretsKey": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.UpdateNodeLabels": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.UpdateNodeRoles": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+};
+
+/** Services whose matrix lives in another package's tests (they are not served by the curator). */
+const coveredElsewhere: Record<string, string> = {
+  Debug: "packages/node/test/debug-authz.test.ts",
+};
+
+// ── The README's copy ──────────────────────────────────────────────────────
+
+const repositoryRoot = join(__dirname, "..", "..", "..");
+
+/** The table of `role`, as the README shows it. */
+const tableOf = (role: "leader" | "follower"): Table =>
+  Object.fromEntries(Object.entries(expected).map(([key, rows]) => [key, rows[role]]));
+
+describe("the authorization table", () => {
+  const methods = grpcMethods();
+
+  it("has a row for every method the curator serves, and none for methods that do not exist", () => {
+    const served = methods
+      .filter((m) => coveredElsewhere[m.service] === undefined)
+      .map((m) => m.key);
+    expect(served.filter((key) => expected[key] === undefined)).toEqual([]);
+    expect(Object.keys(expected).filter((key) => !served.includes(key))).toEqual([]);
+    // Every other service is covered where the table says.
+    for (const [service, file] of Object.entries(coveredElsewhere)) {
+      expect(methods.some((m) => m.service === service)).toBe(true);
+      expect(existsSync(join(repositoryRoot, file))).toBe(true);
+    }
+  });
+
+  it("is the one the curator README shows", () => {
+    const tables = readmeTables(join(__dirname, "..", "README.md"), {
+      leader: tableOf("leader"),
+      follower: tableOf("follower"),
+    });
+    for (const { shown, expected: cells } of Object.values(tables)) expect(shown).toEqual(cells);
+  });
+});
+
+// ── The calls ──────────────────────────────────────────────────────────────
+
+const deadlineMs = 10_000;
+
+let cluster: CuratorsFixture;
+/** The "node" caller. */
+let node: UpNode;
+/** The "deleted node" caller. */
+let deleted: UpNode;
+/** Certificates of the callers that do not depend on the method. */
+let fixedTls: Partial<Record<Identity, Tls>>;
+
+beforeAll(async () => {
+  cluster = await startCurators();
+  node = await cluster.addUpNode();
+  deleted = await cluster.addUpNode();
+  await cluster.deleteNode(deleted.nodeId);
+
+  const foreignCa = await CertificateAuthority.create();
+  const attacker = newKeys();
+  // A node certificate's CN is its own key's node ID; these claim another's.
+  const claimingNode = { ...nodeTemplate(), subject: { commonName: node.nodeId } };
+  const selfSigned = async (template: Parameters<typeof selfSignCertificate>[0]) => {
+    const certificate = await selfSignCertificate(template, attacker.privateKey);
+    return tlsMaterial({ certificate, privateKey: attacker.privateKey, ca: certificate });
+  };
+  const foreign = async (certificate: Awaited<ReturnType<CertificateAuthority["issue"]>>) =>
+    tlsMaterial({ certificate, privateKey: attacker.privateKey, ca: foreignCa.certificate });
+  fixedTls = {
+    "self-signed node": await selfSigned(claimingNode),
+    "self-signed owner": await selfSigned(userTemplate(ownerCommonName)),
+    "foreign node": await foreign(await foreignCa.issue(claimingNode, attacker.publicKey)),
+    "foreign owner": await foreign(
+      await foreignCa.issueUserCertificate(ownerCommonName, attacker.publicKey),
+    ),
+    node: node.tls,
+    "deleted node": deleted.tls,
+    owner: cluster.owner.tls,
+  };
+}, 120_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+/** What one call sends: its request, and the key an ephemeral caller presents (default: a fresh one). */
+interface Prepared {
+  request: unknown;
+  ephemeralKey?: Buffer;
+}
+
+/**
+ * For each method, a request that succeeds when its caller is authorized,
+ * made fresh for each call (`identity` is who will call).
+ */
+const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
+  "AAA.Escrow": async () => ({
+    request: { publicKey: cluster.owner.keys.publicKey },
+    ephemeralKey: cluster.owner.keys.privateKey,
+  }),
+  "Curator.CommitNode": async () => {
+    const registered = await cluster.registerNode();
+    await cluster.approve(registered.nodeId);
+    return {
+      request: { clusterUnlockKey: randomBytes(32) },
+      ephemeralKey: registered.keys.privateKey,
+    };
+  },
+  "Curator.GetConsensusStatus": async () => ({ request: {} }),
+  "Curator.Heartbeat": async () => ({ request: {} }),
+  "Curator.JoinNode": async () => ({ request: {}, ephemeralKey: node.join.privateKey }),
+  "Curator.RegisterNode": async () => ({
+    request: { registerTicket: cluster.ticket, joinKey: newKeys().publicKey, labels: new Map() },
+  }),
+  "Curator.UpdateNodeStatus": async (identity) => ({
+    request: {
+      nodeId: identity === "deleted node" ? deleted.nodeId : node.nodeId,
+      status: common.NodeStatus.fromPartial({
+        externalAddress: `10.${randomBytes(3).join(".")}`,
+        version: "authz",
+      }),
+    },
+  }),
+  "Curator.Watch": async (identity) => ({
+    request: {
+      kind: {
+        $case: "nodeInCluster",
+        nodeInCluster: { nodeId: identity === "deleted node" ? deleted.nodeId : node.nodeId },
+      },
+    },
+  }),
+  "Curator.WatchRevocations": async () => ({ request: {} }),
+  "CuratorLocal.GetCACertificate": async () => ({ request: {} }),
+  "CuratorLocal.GetCurrentLeader": async () => ({ request: {} }),
+  "Management.ApproveNode": async () => ({
+    request: { node: { $case: "id", id: (await cluster.registerNode()).nodeId } },
+  }),
+  "Management.DeleteNode": async () => ({
+    request: { node: { $case: "id", id: (await cluster.registerNode()).nodeId } },
+  }),
+  "Management.GetClusterInfo": async () => ({ request: {} }),
+  "Management.GetNodes": async () => ({ request: { states: [], roles: [], labels: new Map() } }),
+  "Management.GetRegisterTicket": async () => ({ request: {} }),
+  "Management.RotateClusterSecretsKey": async () => ({ request: {} }),
+  "Management.UpdateNodeLabels": async () => ({
+    request: {
+      node: { $case: "id", id: node.nodeId },
+      add: new Map([["authz-probe", randomBytes(4).toString("hex")]]),
+      remove: [],
+    },
+  }),
+  "Management.UpdateNodeRoles": async () => ({
+    request: {
+      node: { $case: "id", id: (await cluster.addUpNode()).nodeId },
+      kubernetesWorker: true,
+    },
+  }),
+};
+
+/** Calls `m` on `on` as `identity`, with a request prepared for it; checks a refusal changed nothing. */
+async function callAs(on: RunningCurator, m: GrpcMethod, identity: Identity): Promise<string> {
+  const prepare = requests[m.key];
+  if (prepare === undefined) throw new Error(`no request for ${m.key}: add one to \`requests\``);
+  const { request, ephemeralKey } = await prepare(identity);
+  const tls =
+    identity === "none"
+      ? undefined
+      : identity === "ephemeral"
+        ? await cluster.ephemeralTls(ephemeralKey ?? newKeys().privateKey)
+        : fixedTls[identity];
+  const client = new Client(on.address, cluster.credentials(tls));
+  try {
+    const before = await cluster.revision();
+    const outcome = await invoke(client, m, request, { deadlineMs });
+    if (outcome.code !== status.OK) {
+      // A refused call wrote nothing: etcd's revision moves with every write.
+      expect({ method: m.key, identity, revision: await cluster.revision() }).toEqual({
+        method: m.key,
+        identity,
+        revision: before,
+      });
+    }
+    return codeName(outcome);
+  } finally {
+    client.close();
+  }
+}
+
+describe.each(["leader", "follower"] as const)("on the %s", (role) => {
+  const methods = grpcMethods().filter((m) => coveredElsewhere[m.service] === undefined);
+
+  it.each(methods.map((m) => [m.key, m] as const))(
+    "%s answers each caller as the table says",
+    async (key, m) => {
+      const row = expected[key];
+      if (row === undefined) throw new Error(`no expected row for ${key}: add one to \`expected\``);
+      const on = role === "leader" ? cluster.leader : cluster.follower;
+      if (on === undefined) throw new Error(`the fixture has no ${role}`);
+      const actual: Partial<Record<Identity, string>> = {};
+      for (const identity of identities) actual[identity] = await callAs(on, m, identity);
+      expect(actual).toEqual(row[role]);
+    },
+    60_000,
+  );
+});
