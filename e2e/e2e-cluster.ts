@@ -248,6 +248,44 @@ export class E2eCluster {
   }
 
   /**
+   * Waits until every node of `nodes` runs consensus and its own etcd member
+   * lists the nodes of `nodes` as voting members, no more and no fewer;
+   * returns the member names each reported, sorted.
+   */
+  async votingMembers(nodes: readonly ClusterNode[]): Promise<string[][]> {
+    const ids = nodes.map((n) => n.id).sort();
+    const seen: string[][] = [];
+    for (const node of nodes) {
+      const members = await eventually(
+        async () => {
+          const m = await this.etcdMembers(node);
+          const running = (await this.condition(node, api.Condition.CONSENSUS_RUNNING)).ok;
+          return running && m.length === ids.length && m.every((x) => !x.isLearner) && m;
+        },
+        `${node.name} to run consensus, its etcd member listing ${ids.length} voting members`,
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      seen.push(members.map((m) => m.name).sort());
+    }
+    return seen;
+  }
+
+  /** Waits until the curator leader sees every node of `some` UP and HEALTHY. */
+  async allHealthy(some: readonly ClusterNode[]): Promise<void> {
+    await eventually(
+      async () => {
+        const views = await this.cluster.listNodes();
+        return some.every((n) => {
+          const view = views.find((v) => v.id === n.id);
+          return view?.state === "UP" && view.health === "HEALTHY";
+        });
+      },
+      `${some.map((n) => n.name).join(", ")} UP and HEALTHY`,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+  }
+
+  /**
    * Stops every process this file started (graceful first, SIGKILL after
    * the timeout), reports any left behind, prints the timings and removes
    * the temp dir. Safe to call after any failure.

@@ -35,33 +35,7 @@ afterAll(async () => {
 /** Every node's etcd member reports the three nodes as voting members; each runs consensus. */
 async function expectThreeVoters(): Promise<void> {
   const ids = nodes.map((n) => n.id).sort();
-  for (const node of nodes) {
-    const members = await eventually(
-      async () => {
-        const m = await e2e.etcdMembers(node);
-        const running = (await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).ok;
-        return running && m.length === 3 && m.every((x) => !x.isLearner) && m;
-      },
-      `${node.name} to run consensus, its etcd member listing three voting members`,
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
-    expect(members.map((m) => m.name).sort()).toEqual(ids);
-  }
-}
-
-/** Waits until the leader sees every node of `some` UP and HEALTHY. */
-async function allHealthy(some: ClusterNode[]): Promise<void> {
-  await eventually(
-    async () => {
-      const views = await e2e.cluster.listNodes();
-      return some.every((n) => {
-        const view = views.find((v) => v.id === n.id);
-        return view?.state === "UP" && view.health === "HEALTHY";
-      });
-    },
-    `${some.map((n) => n.name).join(", ")} UP and HEALTHY`,
-    { timeoutMs: 30_000, intervalMs: 200 },
-  );
+  for (const members of await e2e.votingMembers(nodes)) expect(members).toEqual(ids);
 }
 
 describe("ha: three consensus members", () => {
@@ -95,7 +69,7 @@ describe("ha: three consensus members", () => {
         { timeoutMs: 30_000, intervalMs: 200 },
       );
       // A restarted leader hands over: the new one knows every node's health after its next heartbeat.
-      await allHealthy(nodes);
+      await e2e.allHealthy(nodes);
     }
     await expectThreeVoters();
   });
@@ -136,7 +110,9 @@ describe("ha: three consensus members", () => {
     // The new leader learns the survivors' health from their next heartbeats; the dead node,
     // which it never heard from, turns HEARTBEAT_TIMEOUT once the leader is older than the
     // heartbeat timeout (packages/curator's HeartbeatTracker).
-    await e2e.measure("survivors HEALTHY as seen by the new leader", () => allHealthy(survivors));
+    await e2e.measure("survivors HEALTHY as seen by the new leader", () =>
+      e2e.allHealthy(survivors),
+    );
     expect(views.find((v) => v.id === leader.id)?.health).not.toBe("HEALTHY");
     await e2e.measure("the dead leader HEARTBEAT_TIMEOUT as seen by the new leader", () =>
       e2e.cluster.metroctlOk([

@@ -118,33 +118,7 @@ async function loggedSince(node: ClusterNode, since: number): Promise<string[]> 
 /** Every node's etcd member reports the three nodes as voting members; each runs consensus. */
 async function expectThreeVoters(): Promise<void> {
   const ids = nodes.map((n) => n.id).sort();
-  for (const node of nodes) {
-    const members = await eventually(
-      async () => {
-        const m = await e2e.etcdMembers(node);
-        const running = (await e2e.condition(node, api.Condition.CONSENSUS_RUNNING)).ok;
-        return running && m.length === 3 && m.every((x) => !x.isLearner) && m;
-      },
-      `${node.name} to run consensus, its etcd member listing three voting members`,
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
-    expect(members.map((m) => m.name).sort()).toEqual(ids);
-  }
-}
-
-/** Waits until the leader sees every node of `some` UP and HEALTHY. */
-async function allHealthy(some: ClusterNode[]): Promise<void> {
-  await eventually(
-    async () => {
-      const views = await e2e.cluster.listNodes();
-      return some.every((n) => {
-        const view = views.find((v) => v.id === n.id);
-        return view?.state === "UP" && view.health === "HEALTHY";
-      });
-    },
-    `${some.map((n) => n.name).join(", ")} UP and HEALTHY`,
-    { timeoutMs: 30_000, intervalMs: 200 },
-  );
+  for (const members of await e2e.votingMembers(nodes)) expect(members).toEqual(ids);
 }
 
 /** The rogue's view of its own record at the real curator. */
@@ -277,7 +251,9 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     const newLeader = await e2e.agreedLeader(survivors, 10_000);
     expect(newLeader).toBe(survivors.find((n) => n.name === elected.node)?.id);
     expect(survivors.map((n) => n.id)).toContain(newLeader);
-    await e2e.measure("survivors HEALTHY as seen by the new leader", () => allHealthy(survivors));
+    await e2e.measure("survivors HEALTHY as seen by the new leader", () =>
+      e2e.allHealthy(survivors),
+    );
 
     await e2e.measure(`${leader.name} UP and HEALTHY after power-on`, async () => {
       e2e.cluster.startNode(leader);
@@ -317,7 +293,7 @@ describe("rogue: an approved node without roles poses as the curator", () => {
       const { clusterUnlockKey } = await sealedConfiguration(node);
       expect(Buffer.from(clusterUnlockKey)).toEqual(unlockKeys.get(node.id));
     }
-    await allHealthy(nodes);
+    await e2e.allHealthy(nodes);
     const leader = await e2e.agreedLeader(nodes);
     expect(nodes.map((n) => n.id)).toContain(leader);
 

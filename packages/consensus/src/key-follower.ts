@@ -78,14 +78,16 @@ async function watchKey(
   options: FollowKeyOptions,
   signal: AbortSignal,
 ): Promise<void> {
-  const watcher = await untilAborted(
-    kv
-      .watch()
-      .key(key)
-      .startRevision(String(BigInt(modRevision) + 1n))
-      .create(),
-    signal,
-  );
+  // watcher() rather than create(): the watch exists (and is cancelled below)
+  // from this line on. create() resolves only once etcd answered, and a watch
+  // created after the signal aborted would never be cancelled: etcd3 keeps
+  // reconnecting a forgotten watch for ever (a timer that keeps the process
+  // alive after the member stopped).
+  const watcher = kv
+    .watch()
+    .key(key)
+    .startRevision(String(BigInt(modRevision) + 1n))
+    .watcher();
   let stop = () => undefined as void;
   const onAbort = () => stop();
   signal.addEventListener("abort", onAbort, { once: true });
@@ -97,7 +99,10 @@ async function watchKey(
         Promise.resolve(options.take(Buffer.from(found.value), found.mod_revision)).catch(reject);
       });
       watcher.on("delete", () => options.onDelete?.());
+      // etcd cancelled the watch, or the stream broke: the caller reads again
+      // (etcd3's own resume could skip events of a watch still catching up).
       watcher.on("error", () => resolve());
+      watcher.on("disconnected", () => resolve());
     });
   } finally {
     signal.removeEventListener("abort", onAbort);

@@ -15,7 +15,7 @@ import { waitFor } from "@metropolis/event";
 import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { localTimings } from "./etcd-flags";
-import { ConsensusService } from "./service";
+import { ConsensusService, type ConsensusConfig } from "./service";
 import type { ConsensusStatus, JoinCluster } from "./status";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 
@@ -93,6 +93,39 @@ export async function runTestMember(
   mode: { bootstrap?: boolean; join?: JoinCluster },
   opts: { expectEtcdDeath?: boolean } = {},
 ): Promise<TestMember> {
+  const { service, harness } = startTestMember(node, mode, {
+    expectDeath: (dn) => opts.expectEtcdDeath === true && dn === "root.consensus.etcd",
+  });
+  try {
+    const status = await waitFor(
+      service.status,
+      (s) => s.state === "running",
+      AbortSignal.timeout(30_000),
+    );
+    await harness.waitFor("root.consensus", "healthy");
+    return { service, status: status as TestMember["status"], harness };
+  } catch (e) {
+    await harness.cleanup().catch(() => undefined);
+    throw e;
+  }
+}
+
+/** How a test member starts: bootstrap, join or from disk, and any other setting of the service. */
+export type TestMemberMode = Partial<
+  Omit<ConsensusConfig, "nodeId" | "nodePrivateKey" | "storage" | "peer">
+>;
+
+/**
+ * Starts a consensus member for `node` under a test harness, without waiting
+ * for anything: for members that are not expected to serve (a restart on the
+ * data of a removed or revoked member). `expectDeath` names the DNs allowed
+ * to die (see `testHarness`).
+ */
+export function startTestMember(
+  node: TestNode,
+  mode: TestMemberMode = {},
+  opts: { expectDeath?: (dn: string) => boolean } = {},
+): { service: ConsensusService; harness: TestHarness } {
   const service = new ConsensusService({
     nodeId: node.nodeId,
     nodePrivateKey: node.privateKey,
@@ -108,18 +141,65 @@ export async function runTestMember(
       ctx.healthy();
       await ctx.untilAborted();
     },
-    { expectDeath: (dn) => opts.expectEtcdDeath === true && dn === "root.consensus.etcd" },
+    { expectDeath: opts.expectDeath },
   );
-  try {
-    const status = await waitFor(
-      service.status,
-      (s) => s.state === "running",
-      AbortSignal.timeout(30_000),
-    );
-    await harness.waitFor("root.consensus", "healthy");
-    return { service, status: status as TestMember["status"], harness };
-  } catch (e) {
-    await harness.cleanup().catch(() => undefined);
-    throw e;
+  return { service, harness };
+}
+
+/**
+ * The test nodes and members of one test file, cleaned up together: every
+ * member's harness stopped (the last started first), then every node's
+ * directory removed.
+ *
+ *   const members = new TestMembers();
+ *   afterEach(() => members.cleanup());
+ *   const a = await members.node("a");
+ *   const first = await members.run(a, { bootstrap: true });
+ */
+export class TestMembers {
+  private readonly harnesses: TestHarness[] = [];
+  private readonly nodes: TestNode[] = [];
+
+  /** A new test node (see {@link testNode}), removed at cleanup. */
+  async node(name: string): Promise<TestNode> {
+    const node = await testNode(name);
+    this.nodes.push(node);
+    return node;
+  }
+
+  /** {@link runTestMember}, stopped at cleanup. */
+  async run(
+    node: TestNode,
+    mode: { bootstrap?: boolean; join?: JoinCluster },
+    opts: { expectEtcdDeath?: boolean } = {},
+  ): Promise<TestMember> {
+    return this.keep(await runTestMember(node, mode, opts));
+  }
+
+  /** {@link startTestMember}, stopped at cleanup. */
+  start(
+    node: TestNode,
+    mode: TestMemberMode = {},
+    opts: { expectDeath?: (dn: string) => boolean } = {},
+  ): { service: ConsensusService; harness: TestHarness } {
+    return this.keep(startTestMember(node, mode, opts));
+  }
+
+  /** Stops `member` now (a node going down); cleanup will not stop it again. */
+  async stop(member: { harness: TestHarness }): Promise<void> {
+    const i = this.harnesses.indexOf(member.harness);
+    if (i !== -1) this.harnesses.splice(i, 1);
+    await member.harness.cleanup({ timeoutMs: 20_000 });
+  }
+
+  /** Stops every member, then removes every node. */
+  async cleanup(): Promise<void> {
+    for (const h of this.harnesses.splice(0).reverse()) await h.cleanup({ timeoutMs: 20_000 });
+    for (const n of this.nodes.splice(0)) await n.remove();
+  }
+
+  private keep<T extends { harness: TestHarness }>(member: T): T {
+    this.harnesses.push(member.harness);
+    return member;
   }
 }

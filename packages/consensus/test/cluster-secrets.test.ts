@@ -17,62 +17,22 @@ import {
   sealedKeyUsage,
   unwrapKeyring,
   type ConsensusClient,
-  type JoinCluster,
   type WriteGuard,
 } from "@metropolis/consensus";
-import {
-  runTestMember,
-  testNode,
-  type TestMember,
-  type TestNode,
-} from "@metropolis/consensus/testing";
-import type { TestHarness } from "@metropolis/supervisor/testing";
+import { TestMembers, type TestMember, type TestNode } from "@metropolis/consensus/testing";
+import { eventually } from "@metropolis/supervisor/testing";
 
-const harnesses: TestHarness[] = [];
-const nodes: TestNode[] = [];
-afterEach(async () => {
-  for (const h of harnesses.splice(0).reverse()) await h.cleanup({ timeoutMs: 20_000 });
-  for (const n of nodes.splice(0)) await n.remove();
-});
-
-async function newNode(name: string): Promise<TestNode> {
-  const n = await testNode(name);
-  nodes.push(n);
-  return n;
-}
-
-async function runMember(
-  node: TestNode,
-  mode: { bootstrap?: boolean; join?: JoinCluster },
-  expectEtcdDeath = false,
-): Promise<TestMember> {
-  const member = await runTestMember(node, mode, { expectEtcdDeath });
-  harnesses.push(member.harness);
-  return member;
-}
-
-async function stopMember(member: TestMember): Promise<void> {
-  await member.harness.cleanup({ timeoutMs: 20_000 });
-  harnesses.splice(harnesses.indexOf(member.harness), 1);
-}
-
-/** Polls `check` until it returns true, failing after `timeoutMs`. */
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const fixture = new TestMembers();
+afterEach(() => fixture.cleanup());
 
 /** Joins `joiner` through `via` and waits until every member votes. */
 async function join(via: TestMember, joiner: TestNode): Promise<TestMember> {
   const joined = await via.status.addNode(joiner.nodeId, joiner.publicKey, joiner.peer);
-  const member = await runMember(joiner, { join: joined });
-  await eventually("learners promoted", async () => {
+  const member = await fixture.run(joiner, { join: joined });
+  await eventually(async () => {
     const members = await via.status.members();
     return members.every((m) => !m.isLearner && m.name !== "");
-  });
+  }, "learners promoted");
   return member;
 }
 
@@ -120,8 +80,8 @@ async function makeGuard(client: ConsensusClient, name: string): Promise<WriteGu
 
 describe("cluster secrets keyring", () => {
   it("is made at bootstrap, sealing the etcd CA key; a joiner and a restarted member load it", async () => {
-    const [a, b] = [await newNode("ka"), await newNode("kb")];
-    const first = await runMember(a, { bootstrap: true });
+    const [a, b] = [await fixture.node("ka"), await fixture.node("kb")];
+    const first = await fixture.run(a, { bootstrap: true });
     const root = first.status.client;
     const caKey = await root.kv.get("namespaced:consensus/keys/etcd-ca-privkey.bin").buffer();
     expect(caKey !== null && isSealedSecret(caKey)).toBe(true);
@@ -133,26 +93,30 @@ describe("cluster secrets keyring", () => {
     const joined = await first.status.addNode(b.nodeId, b.publicKey, b.peer);
     expect(await copyKeyIds(first, [b])).toEqual([[1]]);
     // b is removed below, and a removed member's etcd exits.
-    const second = await runMember(b, { join: joined }, true);
+    const second = await fixture.run(b, { join: joined }, { expectEtcdDeath: true });
     await expectOpens(second.status.client.sub("test"), secrets);
 
     // removeNode drops the member's copy.
     expect(await first.status.removeNode(b.nodeId)).toBe(true);
     expect(await root.kv.get(keyringCopyKey(b.nodeId)).buffer()).toBeNull();
-    await stopMember(second);
+    await fixture.stop(second);
 
-    await stopMember(first);
+    await fixture.stop(first);
     a.storage = await a.reopen();
-    const restarted = await runMember(a, {});
+    const restarted = await fixture.run(a, {});
     await expectOpens(restarted.status.client.sub("test"), secrets);
     // The etcd CA opens too: addNode issues a peer certificate with it.
-    const c = await newNode("kc");
+    const c = await fixture.node("kc");
     await expect(restarted.status.addNode(c.nodeId, c.publicKey, c.peer)).resolves.toBeDefined();
   }, 90_000);
 
   it("rotates on three members: re-seals everything, retires old keys, survives an interruption and a failover", async () => {
-    const [a, b, c] = [await newNode("ra"), await newNode("rb"), await newNode("rc")];
-    const first = await runMember(a, { bootstrap: true });
+    const [a, b, c] = [
+      await fixture.node("ra"),
+      await fixture.node("rb"),
+      await fixture.node("rc"),
+    ];
+    const first = await fixture.run(a, { bootstrap: true });
     const second = await join(first, b);
     const third = await join(first, c);
     const members = [a, b, c];
@@ -204,12 +168,12 @@ describe("cluster secrets keyring", () => {
     expect(await copyKeyIds(first, members)).toEqual([[4], [4], [4]]);
 
     // Failover: the rotating member is gone; the others open every secret.
-    await stopMember(first);
+    await fixture.stop(first);
     for (const member of [second, third]) {
-      await eventually("the keyring rotated to key 4 is loaded", async () => {
+      await eventually(async () => {
         const sealed = await member.status.client.sub("test").kv.get("secret-0000").buffer();
         return sealed !== null && sealedKeyId(sealed) === 4;
-      });
+      }, "the keyring rotated to key 4 is loaded");
       await expectOpens(member.status.client.sub("test"), secrets);
     }
     // And so does the etcd CA key, which addNode issues peer certificates with.

@@ -5,45 +5,23 @@
  * etcd's own complaint about a copy somewhere else (or a TLS failure later).
  */
 import { writeFile } from "node:fs/promises";
-import { ConsensusService } from "@metropolis/consensus";
-import { runTestMember, testNode, type TestNode } from "@metropolis/consensus/testing";
+import { TestMembers, type TestNode } from "@metropolis/consensus/testing";
 import { FileCorruptedError, type File } from "@metropolis/localstorage";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 
-const harnesses: TestHarness[] = [];
-const nodes: TestNode[] = [];
-afterEach(async () => {
-  for (const h of harnesses.splice(0).reverse()) await h.cleanup({ timeoutMs: 20_000 });
-  for (const n of nodes.splice(0)) await n.remove();
-});
+const fixture = new TestMembers();
+afterEach(() => fixture.cleanup());
 
 /** A member bootstrapped and stopped, so that its next start reads its files from disk. */
 async function stoppedMember(name: string): Promise<TestNode> {
-  const node = await testNode(name);
-  nodes.push(node);
-  const member = await runTestMember(node, { bootstrap: true });
-  await member.harness.cleanup();
+  const node = await fixture.node(name);
+  await fixture.stop(await fixture.run(node, { bootstrap: true }));
   node.storage = await node.reopen();
   return node;
 }
 
 /** Starts the member from disk; resolves with the error its consensus service died of. */
 async function deathOnRestart(node: TestNode): Promise<Error | undefined> {
-  const service = new ConsensusService({
-    nodeId: node.nodeId,
-    nodePrivateKey: node.privateKey,
-    storage: node.storage,
-    peer: node.peer,
-  });
-  const h = testHarness(
-    async (ctx) => {
-      ctx.run("consensus", service.run);
-      ctx.healthy();
-      await ctx.untilAborted();
-    },
-    { expectDeath: (dn) => dn === "root.consensus" },
-  );
-  harnesses.push(h);
+  const { harness: h } = fixture.start(node, {}, { expectDeath: (dn) => dn === "root.consensus" });
   const death = await h.nextTransition((t) => t.dn === "root.consensus" && t.to === "dead", {
     timeoutMs: 20_000,
   });

@@ -5,38 +5,13 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  ConsensusService,
-  EtcdNotInstalledError,
-  localTimings,
-  type JoinCluster,
-} from "@metropolis/consensus";
+import { EtcdNotInstalledError } from "@metropolis/consensus";
 import { waitFor } from "@metropolis/event";
-import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import { runTestMember, testNode, type TestNode } from "@metropolis/consensus/testing";
+import { eventually, type TestHarness } from "@metropolis/supervisor/testing";
+import { TestMembers } from "@metropolis/consensus/testing";
 
-const harnesses: TestHarness[] = [];
-const nodes: TestNode[] = [];
-afterEach(async () => {
-  for (const h of harnesses.splice(0).reverse()) await h.cleanup({ timeoutMs: 20_000 });
-  for (const n of nodes.splice(0)) await n.remove();
-});
-
-async function newNode(name: string): Promise<TestNode> {
-  const n = await testNode(name);
-  nodes.push(n);
-  return n;
-}
-
-async function runMember(
-  node: TestNode,
-  mode: { bootstrap?: boolean; join?: JoinCluster },
-  expectEtcdDeath = false,
-) {
-  const member = await runTestMember(node, mode, { expectEtcdDeath });
-  harnesses.push(member.harness);
-  return member;
-}
+const fixture = new TestMembers();
+afterEach(() => fixture.cleanup());
 
 const etcdPid = (h: TestHarness) => {
   const lines = h.supervisor
@@ -47,8 +22,8 @@ const etcdPid = (h: TestHarness) => {
 
 describe("consensus", () => {
   it("bootstraps a one-member cluster that serves reads and writes, confined per user", async () => {
-    const node = await newNode("boot");
-    const { status } = await runMember(node, { bootstrap: true });
+    const node = await fixture.node("boot");
+    const { status } = await fixture.run(node, { bootstrap: true });
     const curator = status.client.sub("curator");
     await curator.kv.put("/nodes/a").value("hello");
     expect(await curator.kv.get("/nodes/a").string()).toBe("hello");
@@ -70,31 +45,30 @@ describe("consensus", () => {
   });
 
   it("restarts from disk with its data and its CA", async () => {
-    const node = await newNode("restart");
-    const first = await runMember(node, { bootstrap: true });
+    const node = await fixture.node("restart");
+    const first = await fixture.run(node, { bootstrap: true });
     await first.status.client.sub("curator").kv.put("kept").value("yes");
     const caBefore = await first.status.client.sub("consensus").kv.getAll().keys();
-    await first.harness.cleanup();
-    harnesses.splice(harnesses.indexOf(first.harness), 1);
+    await fixture.stop(first);
     expect(first.service.status.watch()).toBeDefined();
 
     node.storage = await node.reopen();
-    const second = await runMember(node, {}); // neither bootstrap nor join: data on disk
+    const second = await fixture.run(node, {}); // neither bootstrap nor join: data on disk
     expect(await second.status.client.sub("curator").kv.get("kept").string()).toBe("yes");
     expect(await second.status.client.sub("consensus").kv.getAll().keys()).toEqual(caBefore);
     expect(caBefore.length).toBeGreaterThan(0);
   });
 
   it("second and third members join through addNode, see the data, and are promoted", async () => {
-    const [a, b, c] = [await newNode("a"), await newNode("b"), await newNode("c")];
-    const first = await runMember(a, { bootstrap: true });
+    const [a, b, c] = [await fixture.node("a"), await fixture.node("b"), await fixture.node("c")];
+    const first = await fixture.run(a, { bootstrap: true });
     await first.status.client.sub("curator").kv.put("seen").value("by all");
 
     for (const joiner of [b, c]) {
       const join = await first.status.addNode(joiner.nodeId, joiner.publicKey, joiner.peer);
       expect(join.peers.map((p) => p.name)).toContain(joiner.nodeId);
       // c is removed at the end, and a removed member's etcd exits.
-      const member = await runMember(joiner, { join }, joiner === c);
+      const member = await fixture.run(joiner, { join }, { expectEtcdDeath: joiner === c });
       expect(await member.status.client.sub("curator").kv.get("seen").string()).toBe("by all");
       // The autopromoter on the leader promotes the started learner.
       const deadline = Date.now() + 20_000;
@@ -118,12 +92,16 @@ describe("consensus", () => {
   });
 
   it("learns its removal from etcd itself, and never starts that data again", async () => {
-    const [a, b, c] = [await newNode("ra"), await newNode("rb"), await newNode("rc")];
-    const first = await runMember(a, { bootstrap: true });
+    const [a, b, c] = [
+      await fixture.node("ra"),
+      await fixture.node("rb"),
+      await fixture.node("rc"),
+    ];
+    const first = await fixture.run(a, { bootstrap: true });
     const running = [first];
     for (const joiner of [b, c]) {
       const join = await first.status.addNode(joiner.nodeId, joiner.publicKey, joiner.peer);
-      running.push(await runMember(joiner, { join }, joiner === c));
+      running.push(await fixture.run(joiner, { join }, { expectEtcdDeath: joiner === c }));
       await eventually(
         async () => (await first.status.members()).every((m) => !m.isLearner && m.name !== ""),
         "every learner promoted",
@@ -156,32 +134,20 @@ describe("consensus", () => {
         .logs("root.consensus.etcd")
         .filter((l) => l.message.startsWith("started etcd")).length,
     ).toBe(startsBefore);
-    await removed.harness.cleanup({ timeoutMs: 20_000 });
-    harnesses.splice(harnesses.indexOf(removed.harness), 1);
+    await fixture.stop(removed);
 
     // A new service on that data (the node restarted) hears it from etcd at once.
-    const again = new ConsensusService({
-      nodeId: c.nodeId,
-      nodePrivateKey: c.privateKey,
-      storage: await c.reopen(),
-      peer: c.peer,
-      timings: localTimings,
-    });
-    const harness = testHarness(
-      async (ctx) => {
-        ctx.run("consensus", again.run);
-        ctx.healthy();
-        await ctx.untilAborted();
-      },
-      { expectDeath: (dn) => dn === "root.consensus.etcd" },
-    );
-    harnesses.push(harness);
-    await waitFor(again.status, (s) => s.state === "removed", AbortSignal.timeout(20_000));
+    const again = fixture.start(c, {}, { expectDeath: (dn) => dn === "root.consensus.etcd" });
+    await waitFor(again.service.status, (s) => s.state === "removed", AbortSignal.timeout(20_000));
   });
 
   it("removes a learner that was added but never started, by its address", async () => {
-    const [a, ghost, next] = [await newNode("ga"), await newNode("ghost"), await newNode("gn")];
-    const { status } = await runMember(a, { bootstrap: true });
+    const [a, ghost, next] = [
+      await fixture.node("ga"),
+      await fixture.node("ghost"),
+      await fixture.node("gn"),
+    ];
+    const { status } = await fixture.run(a, { bootstrap: true });
     await status.addNode(ghost.nodeId, ghost.publicKey, ghost.peer);
     expect((await status.members()).filter((m) => m.isLearner)).toHaveLength(1);
     // Without an address, the unnamed learner cannot be found by the node's ID.
@@ -199,8 +165,12 @@ describe("consensus", () => {
   });
 
   it("restarts a killed etcd, and the client recovers", async () => {
-    const node = await newNode("kill");
-    const { status, harness } = await runMember(node, { bootstrap: true }, true);
+    const node = await fixture.node("kill");
+    const { status, harness } = await fixture.run(
+      node,
+      { bootstrap: true },
+      { expectEtcdDeath: true },
+    );
     const kv = status.client.sub("curator").kv;
     await kv.put("before").value("1");
     const pid = etcdPid(harness);
@@ -218,46 +188,24 @@ describe("consensus", () => {
 
 describe("consensus configuration errors", () => {
   it("names the missing etcd package", async () => {
-    const node = await newNode("nobinary");
-    const service = new ConsensusService({
-      nodeId: node.nodeId,
-      nodePrivateKey: node.privateKey,
-      storage: node.storage,
-      peer: node.peer,
-      bootstrap: true,
-      etcdBinary: "/nonexistent/etcd",
-    });
-    const h = testHarness(
-      async (ctx) => {
-        ctx.run("consensus", service.run);
-        ctx.healthy();
-        await ctx.untilAborted();
-      },
+    const node = await fixture.node("nobinary");
+    const { harness: h } = fixture.start(
+      node,
+      { bootstrap: true, etcdBinary: "/nonexistent/etcd" },
       { expectDeath: (dn) => dn === "root.consensus" },
     );
-    harnesses.push(h);
     const death = await h.nextTransition((t) => t.dn === "root.consensus" && t.to === "dead");
     expect(death.error).toBeInstanceOf(EtcdNotInstalledError);
     expect(death.error?.message).toContain("install Debian's etcd-server package");
   });
 
   it("refuses to start without data, bootstrap or join", async () => {
-    const node = await newNode("nothing");
-    const service = new ConsensusService({
-      nodeId: node.nodeId,
-      nodePrivateKey: node.privateKey,
-      storage: node.storage,
-      peer: node.peer,
-    });
-    const h = testHarness(
-      async (ctx) => {
-        ctx.run("consensus", service.run);
-        ctx.healthy();
-        await ctx.untilAborted();
-      },
+    const node = await fixture.node("nothing");
+    const { harness: h } = fixture.start(
+      node,
+      {},
       { expectDeath: (dn) => dn === "root.consensus" },
     );
-    harnesses.push(h);
     const death = await h.nextTransition((t) => t.dn === "root.consensus" && t.to === "dead");
     expect(death.error?.message).toMatch(
       /no etcd data in .*, and neither bootstrap nor join data given/,
