@@ -24,6 +24,7 @@ export default tseslint.config(
         require: "readonly",
         process: "readonly",
         console: "readonly",
+        setTimeout: "readonly",
       },
     },
     rules: { "@typescript-eslint/no-require-imports": "off" },

@@ -17,4 +17,6 @@ module.exports = {
     "^@metropolis/([a-z-]+)/([a-z-]+)$": "<rootDir>/packages/$1/src/$2.ts",
   },
   testTimeout: 30000,
+  // Reports what the tests left alive (see scripts/jest-open-handles.js).
+  globalTeardown: "<rootDir>/scripts/jest-open-handles.js",
 };
