@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Logger } from "winston";
-import { abortableSleep } from "./context";
+import { abortableSleep } from "./abortable-sleep";
 import { SupervisorError } from "./errors";
 import type { RunContext, Runnable } from "./types";
 

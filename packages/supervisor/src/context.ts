@@ -4,6 +4,7 @@
  * was made for, so a context kept past its run cannot affect a later one.
  */
 import type { Logger } from "winston";
+import { abortableSleep } from "./abortable-sleep";
 import { noOptions, type Tree } from "./tree";
 import type { TreeNode } from "./tree-node";
 import type { ChildOptions, RunContext, Runnable } from "./types";
@@ -56,20 +57,4 @@ export class RunContextImpl implements RunContext {
     if (this.incarnation !== this.node.incarnation) return Promise.resolve();
     return this.node.untilAborted();
   }
-}
-
-/** Resolves after `ms`, or rejects with `signal.reason` as soon as it aborts; leaves no timer behind. */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }

@@ -28,6 +28,7 @@
 export type * from "./types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
+export { abortableSleep } from "./abortable-sleep";
 export * from "./errors";
 export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
 export {

@@ -6,7 +6,7 @@
  */
 import winston, { type Logger } from "winston";
 import Transport from "winston-transport";
-import { abortableSleep } from "./context";
+import { abortableSleep } from "./abortable-sleep";
 import { ChildStartError, DuplicateNameError, SignalMisuseError } from "./errors";
 import { validateName } from "./names";
 import type { ChildOptions, LogEntry, RunContext, Runnable } from "./types";
