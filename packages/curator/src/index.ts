@@ -9,7 +9,7 @@
  * transaction guarded by the leader's election key, so a deposed leader can
  * never commit.
  *
- *   roleserver ──▶ Curator (XState: campaigning → leader | follower)
+ *   roleserver ──▶ Curator (one supervised run: campaign → follower → leader)
  *                    ├─ leader:   Curator, Management, AAA, CuratorLocal
  *                    └─ follower: CuratorLocal (GetCurrentLeader)
  *   nodes, metroctl ──▶ CuratorConnection ──▶ whichever curator leads
