@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { EtcdNotInstalledError } from "@metropolis/consensus";
+import { EtcdNotInstalledError } from "../src/errors";
 import { waitFor } from "@metropolis/event";
 import { eventually, type TestHarness } from "@metropolis/supervisor/testing";
 import { TestMembers } from "@metropolis/consensus/testing";
