@@ -1,0 +1,108 @@
+/**
+ * Curators of the curator benchmark in child processes of their own
+ * (fixtures/curator-process.ts): the leader it SIGKILLs to measure failover,
+ * and the leader whose CPU time it reads from /proc. Every child is tracked
+ * in a {@link CuratorProcesses} registry, so that none outlives the benchmark.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { MemoryValue, waitFor } from "@metropolis/event";
+import type { CuratorProcessConfig, CuratorProcessMessage } from "../fixtures/curator-process";
+import type { BenchContext } from "./bench-context";
+import { curatorIdentity } from "./cluster";
+
+/** Linux reports /proc/<pid>/stat times in USER_HZ, which is 100 on every architecture. */
+const USER_HZ = 100;
+
+type Endpoint = { nodeId: string; host: string; port: number } | undefined;
+
+/** The curator child processes started and not yet exited. */
+export class CuratorProcesses {
+  private readonly running = new Set<CuratorProcess>();
+
+  add(p: CuratorProcess): void {
+    this.running.add(p);
+    void p.exited.then(() => this.running.delete(p));
+  }
+
+  /** SIGKILLs every one, at once (the benchmark is giving up). */
+  killAll(): void {
+    for (const p of this.running) p.kill("SIGKILL");
+  }
+
+  /** Stops every one in turn (SIGTERM, then SIGKILL after 5 s). */
+  async stopAll(): Promise<void> {
+    for (const p of [...this.running]) await p.stop();
+  }
+}
+
+/** A curator in a child process, stopped by its PID. */
+export class CuratorProcess {
+  /** The leader as the child sees it. */
+  readonly leader = new MemoryValue<Endpoint>(undefined);
+  readonly exited: Promise<void>;
+  private readonly child: ChildProcess;
+
+  private constructor(
+    readonly nodeId: string,
+    readonly address: string,
+    config: CuratorProcessConfig,
+  ) {
+    this.child = fork(
+      join(__dirname, "..", "fixtures", "curator-process.js"),
+      [JSON.stringify(config)],
+      { stdio: ["ignore", "inherit", "inherit", "ipc"] },
+    );
+    this.child.on("message", (m: CuratorProcessMessage) => this.leader.set(m.leader ?? undefined));
+    this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
+  }
+
+  /** Starts a curator of the context's cluster on a new loopback address, tracked by the context. */
+  static async start(ctx: BenchContext): Promise<CuratorProcess> {
+    const id = await curatorIdentity(ctx.cluster, ctx.nextHost());
+    const p = new CuratorProcess(id.nodeId, `${id.host}:${id.port}`, {
+      socketPath: ctx.cluster.socketPath,
+      keyring: ctx.cluster.keyring,
+      nodeId: id.nodeId,
+      tls: id.tls,
+      host: id.host,
+      port: id.port,
+      leaderTtlSeconds: ctx.config.leaderTtlSeconds,
+    });
+    ctx.processes.add(p);
+    return p;
+  }
+
+  get pid(): number {
+    const pid = this.child.pid;
+    if (pid === undefined) throw new Error(`the process of curator ${this.nodeId} did not start`);
+    return pid;
+  }
+
+  /** Resolves once this curator says it leads. */
+  async leading(timeoutMs = 20_000): Promise<void> {
+    await waitFor(this.leader, (l) => l?.nodeId === this.nodeId, AbortSignal.timeout(timeoutMs));
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    if (this.child.exitCode === null && this.child.signalCode === null)
+      process.kill(this.pid, signal);
+  }
+
+  /** SIGTERM (the curator resigns), SIGKILL if it has not exited after 5 s. */
+  async stop(): Promise<void> {
+    this.kill("SIGTERM");
+    const timer = setTimeout(() => this.kill("SIGKILL"), 5000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** CPU time (user + system) the process has used so far, in milliseconds. */
+  cpuMs(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, "utf8");
+    // Fields after the command name (which may contain spaces) in parentheses; utime and stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+  }
+}
