@@ -44,7 +44,7 @@ import {
   type ChannelCredentials,
   type ServiceError,
 } from "@grpc/grpc-js";
-import { keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
+import { etcdCertificateKv, keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
 import { freePort, runTestMember, testNode } from "@metropolis/consensus/testing";
 import {
   bootstrapCluster,
@@ -185,7 +185,7 @@ async function startCluster(): Promise<Cluster> {
   const member = await runTestMember(node, { bootstrap: true });
   const curatorClient = member.status.client.sub("curator");
   const kv = curatorClient.kv;
-  const authority = await clusterCa(curatorClient.secrets).authority(kv);
+  const authority = await clusterCa(curatorClient.secrets).authority(etcdCertificateKv(kv));
 
   const owner = generateKeyPair();
   const boot = await bootstrapCluster(

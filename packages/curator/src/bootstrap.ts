@@ -18,6 +18,7 @@
  */
 import type { Namespace } from "etcd3";
 import { common, priv } from "@metropolis/proto";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { nodeIdFromPublicKey, type ParsedCertificate, type SecretSealer } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import {
@@ -107,7 +108,7 @@ export async function bootstrapNodeFinish(
     params.configuration ?? defaultClusterConfiguration,
   );
   const ca = clusterCa(ctx.secrets);
-  const authority = await ca.authority(ctx.kv);
+  const authority = await ca.authority(etcdCertificateKv(ctx.kv));
   const entry = nodeCertificateEntry(ca, nodeId, publicKey, params.ipAddresses);
 
   const node: priv.Node = priv.Node.fromPartial({
@@ -152,7 +153,7 @@ export async function bootstrapNodeFinish(
     storedCuk !== undefined &&
     (await ctx.secrets.open(clusterUnlockKeyKey(nodeId), storedCuk)).equals(cuk);
   checkSame(nodeId, node, writes, found, sameCuk);
-  const stored = await entry.load(ctx.kv);
+  const stored = await entry.load(etcdCertificateKv(ctx.kv));
   if (stored === null) {
     throw new FailedPreconditionError(
       `cluster is bootstrapped but node ${nodeId} has no certificate in the store`,

@@ -28,6 +28,7 @@ import {
   type TestMember,
   type TestNode,
 } from "@metropolis/consensus/testing";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import {
   createEphemeralCertificate,
   generateKeyPair,
@@ -180,7 +181,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     // Force: a test may leave streams (Watch, Heartbeat) open, which a graceful shutdown would wait for.
     cleanups.push(async () => server.forceShutdown());
     const ca = clusterCa(secrets);
-    const authority = await ca.authority(kv);
+    const authority = await ca.authority(etcdCertificateKv(kv));
     const caPem = authority.certificate.toPem();
     const firstNodeKeys = {
       privateKey: Buffer.from(node.privateKey),

@@ -7,6 +7,7 @@
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { CertificateAuthority, parseCertificate, parseCrl } from "@metropolis/pki";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, curator } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import { curatorServer } from "../src/curator-service";
@@ -73,7 +74,7 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
 
 describe("Revocations", () => {
   it("takes only newer CRLs of its own CA", async () => {
-    const crl = await leader.ctx.clusterCa.crl(leader.ctx.kv);
+    const crl = await leader.ctx.clusterCa.crl(etcdCertificateKv(leader.ctx.kv));
     const revocations = new Revocations(leader.caCertificate);
     expect(await revocations.offer(crl.der)).toBe(true);
     // The same again, or an older one, changes nothing: a stale answer cannot un-revoke.

@@ -6,7 +6,12 @@
  * every sealed value in etcd names the new key and everything still opens.
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
-import { isSealedSecret, sealedKeyId, sealedKeyUsage } from "@metropolis/consensus";
+import {
+  etcdCertificateKv,
+  isSealedSecret,
+  sealedKeyId,
+  sealedKeyUsage,
+} from "@metropolis/consensus";
 import { api, curator } from "@metropolis/proto";
 import { clusterUnlockKeyKey, registerTicketKey } from "../src/keys";
 import { curatorServer } from "../src/curator-service";
@@ -51,7 +56,8 @@ describe("secrets at rest", () => {
       owner.getRegisterTicket({}, cb),
     );
     const other = await leader.addNode();
-    const caKey = (await leader.ctx.clusterCa.load(leader.ctx.kv))?.privateKey as Buffer;
+    const caKey = (await leader.ctx.clusterCa.load(etcdCertificateKv(leader.ctx.kv)))
+      ?.privateKey as Buffer;
     const stored: Array<[string, Buffer]> = [
       [registerTicketKey, Buffer.from(ticket)],
       [clusterUnlockKeyKey(leader.firstNode.nodeId), leader.firstNode.clusterUnlockKey],
@@ -103,7 +109,7 @@ describe("secrets at rest", () => {
     expect(
       await readClusterUnlockKey(leader.ctx.kv, leader.ctx.secrets, leader.firstNode.nodeId),
     ).toEqual(leader.firstNode.clusterUnlockKey);
-    expect(await leader.ctx.clusterCa.authority(leader.ctx.kv)).toBeDefined();
+    expect(await leader.ctx.clusterCa.authority(etcdCertificateKv(leader.ctx.kv))).toBeDefined();
     // New secrets are sealed under the new key.
     const added = await leader.addNode();
     expect(sealedKeyId(await raw(clusterUnlockKeyKey(added.nodeId)))).toBe(2);

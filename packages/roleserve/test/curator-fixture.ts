@@ -23,6 +23,7 @@ import {
   unaryCall,
   type CuratorAddress,
 } from "@metropolis/curator";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import {
   freePort,
   runTestMember,
@@ -102,7 +103,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     cleanups.push(() => member.harness.cleanup());
     const curatorClient = member.status.client.sub("curator");
     const kv = curatorClient.kv;
-    const authority = await clusterCa(curatorClient.secrets).authority(kv);
+    const authority = await clusterCa(curatorClient.secrets).authority(etcdCertificateKv(kv));
     const caPem = authority.certificate.toPem();
 
     const owner = generateKeyPair();
