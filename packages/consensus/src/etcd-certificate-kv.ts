@@ -6,9 +6,8 @@
  * tests use does.
  *
  * How each call maps onto etcd, every one a single transaction:
- * - `read`: the reads in both branches of a transaction, so whichever runs
- *   returns all keys at one revision (two plain gets could straddle another
- *   issuer's commit and see a half-written certificate that never existed);
+ * - `read`: {@link readAtOneRevision}, the same reads in both branches of a
+ *   transaction, so all keys are read at one revision;
  * - `createAll`: puts if every guarded key has create_revision == 0;
  * - `replace`: a put if the key's mod_revision is still the one read (a
  *   key's revision is its mod_revision).
@@ -19,6 +18,7 @@
  */
 import type { Namespace } from "etcd3";
 import type { CertificateKv, KvPut, SomeKeys, StoredValue } from "@metropolis/pki";
+import { readAtOneRevision } from "./atomic-read";
 
 /**
  * The part of an etcd3 client the adapter uses. `Etcd3`, a `Namespace`
@@ -31,17 +31,11 @@ export type EtcdTransactions = Pick<Namespace, "get" | "put" | "if">;
 export function etcdCertificateKv(kv: EtcdTransactions): CertificateKv {
   return {
     async read(keys: SomeKeys): Promise<Array<StoredValue | null>> {
-      const reads = () => keys.map((key) => kv.get(key));
-      const result = await kv
-        .if(keys[0], "Create", "==", 0)
-        .then(...reads())
-        .else(...reads())
-        .commit();
-      return result.responses.map((response) => {
-        const found = response.response_range.kvs[0];
-        if (found === undefined) return null;
-        return { value: Buffer.from(found.value), revision: found.mod_revision };
-      });
+      return (await readAtOneRevision(kv, keys)).map((found) =>
+        found === undefined
+          ? null
+          : { value: Buffer.from(found.value), revision: found.mod_revision },
+      );
     },
 
     async createAll(absent: SomeKeys, puts: readonly KvPut[]): Promise<boolean> {

@@ -32,6 +32,7 @@ export { ConsensusClient } from "./consensus-client";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export * from "./errors";
 export { etcdValue, type EtcdReader } from "./etcd-value";
+export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";
 export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";
 export type { WriteGuard } from "./guarded-write";

@@ -18,7 +18,7 @@
  */
 import type { Namespace } from "etcd3";
 import { common, priv } from "@metropolis/proto";
-import { etcdCertificateKv } from "@metropolis/consensus";
+import { etcdCertificateKv, readAtOneRevision } from "@metropolis/consensus";
 import { nodeIdFromPublicKey, type ParsedCertificate, type SecretSealer } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import {
@@ -172,17 +172,9 @@ function result(
 }
 
 async function readExisting(kv: Namespace, keys: string[]): Promise<Array<Buffer | undefined>> {
-  // One transaction so the four reads see one revision.
-  const gets = () => keys.map((key) => kv.get(key));
-  const res = await kv
-    .if(keys[0], "Create", "==", 0)
-    .then(...gets())
-    .else(...gets())
-    .commit();
-  return res.responses.map((r) => {
-    const found = r.response_range.kvs[0];
-    return found ? Buffer.from(found.value) : undefined;
-  });
+  // One revision, so that the four reads see one state.
+  const found = await readAtOneRevision(kv, keys);
+  return found.map((entry) => (entry ? Buffer.from(entry.value) : undefined));
 }
 
 /**
