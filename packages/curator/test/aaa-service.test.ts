@@ -13,8 +13,8 @@ import {
   startLeader,
   type ClientIdentity,
   type LeaderFixture,
-  expectCode,
-} from "./leader-fixture";
+} from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 let leader: LeaderFixture;
 

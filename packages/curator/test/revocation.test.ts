@@ -12,7 +12,7 @@ import { eventually } from "@metropolis/supervisor/testing";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
 import { Revocations } from "../src/revocations";
-import { startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
 let leader: LeaderFixture;
 beforeAll(async () => {
