@@ -28,7 +28,9 @@ import {
   type SecretSealer,
 } from "@metropolis/pki";
 import { common, priv } from "@metropolis/proto";
+import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { bootstrapCluster } from "./bootstrap";
+import { Curator, type CuratorConfig } from "./curator";
 import { guardNewCertificate, issueNodeCertificate, nodeCertificateEntry } from "./curator-pki";
 import { ownerCommonName } from "./identity";
 import { joinKeyKey, nodeKey } from "./keys";
@@ -110,6 +112,13 @@ export interface TestCluster {
    * candidacy in this cluster): default UP, with a certificate.
    */
   putNode(leadership: Leadership, opts?: PutNodeOptions): Promise<ClusterNode>;
+  /**
+   * Starts a real `Curator` on this cluster's etcd member, under a test
+   * supervisor of its own, without waiting for it: the caller waits for what
+   * it needs (healthy, leading, following) and stops it with
+   * `harness.cleanup()`.
+   */
+  runCurator(config: Omit<CuratorConfig, "consensus">): { curator: Curator; harness: TestHarness };
   /** Runs `step` at `stop()`, before the steps deferred earlier. */
   defer(step: () => Promise<unknown>): void;
   /** Undoes everything, the last started first: deferred steps, the etcd member, temp dirs. Idempotent. */
@@ -222,6 +231,15 @@ export async function bootstrapTestCluster(opts: TestClusterOptions = {}): Promi
         return tlsMaterial({ certificate, privateKey, ca: certificate });
       },
       putNode,
+      runCurator: (config) => {
+        const curator = new Curator({ ...config, consensus: member.status });
+        const harness = testHarness(async (ctx) => {
+          ctx.run("curator", curator.run);
+          ctx.healthy();
+          await ctx.untilAborted();
+        });
+        return { curator, harness };
+      },
       defer: (step) => void cleanups.push(step),
       stop,
     };

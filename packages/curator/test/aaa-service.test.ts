@@ -1,5 +1,5 @@
 /**
- * The AAA service against a real leader (test/leader-fixture.ts): the owner
+ * The AAA service against a real leader (startLeader of @metropolis/curator/testing): the owner
  * escrows a certificate with a self-signed certificate for the owner key,
  * and that certificate then works for Management.
  */

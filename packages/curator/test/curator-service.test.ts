@@ -1,6 +1,6 @@
 /**
  * The Curator service against a real one-member etcd, over real gRPC on
- * loopback with the curator's mTLS (leader-fixture.ts).
+ * loopback with the curator's mTLS (startLeader of @metropolis/curator/testing).
  */
 import { randomBytes } from "node:crypto";
 import { status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";

@@ -26,7 +26,7 @@ import {
 } from "@metropolis/curator/testing";
 import { nodeIdFromPublicKey, tlsMaterial } from "@metropolis/pki";
 import { api, curator } from "@metropolis/proto";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import type { TestHarness } from "@metropolis/supervisor/testing";
 import { waitFor } from "@metropolis/event";
 import { curatorClientCredentials } from "../src/credentials";
 import { Curator } from "../src/curator";
@@ -148,17 +148,11 @@ export async function startCurators(opts: { follower?: boolean } = {}): Promise<
       tls: Tls,
       role: "leader" | "follower",
     ): Promise<RunningCurator> => {
-      const running = new Curator({
+      const { curator: running, harness } = cluster.runCurator({
         nodeId: endpoint.nodeId,
         tls: { ...tls, ca: caPem },
         host: endpoint.host,
         port: endpoint.port,
-        consensus: member.status,
-      });
-      const harness = testHarness(async (ctx) => {
-        ctx.run("curator", running.run);
-        ctx.healthy();
-        await ctx.untilAborted();
       });
       cluster.defer(() => harness.cleanup({ timeoutMs: 10_000 }));
       await harness.waitFor("root.curator", "healthy", { timeoutMs: 30_000 });

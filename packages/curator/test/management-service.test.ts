@@ -1,6 +1,6 @@
 /**
  * The Management service against a real leader: one-member etcd, a
- * bootstrapped cluster, real mTLS (test/leader-fixture.ts).
+ * bootstrapped cluster, real mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { parseCertificate } from "@metropolis/pki";

@@ -1,6 +1,6 @@
 /**
  * Membership reconciliation against a real leader (one-member etcd, a
- * bootstrapped cluster: test/leader-fixture.ts), and for the removal of a
+ * bootstrapped cluster: startLeader of @metropolis/curator/testing), and for the removal of a
  * started member, a second real etcd member joined to it.
  *
  * Learners added here for made-up addresses never start: etcd only tries to

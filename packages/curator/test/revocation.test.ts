@@ -3,7 +3,7 @@
  * cluster CA's CRL, and from then on the curator refuses that certificate
  * (UNAUTHENTICATED) on every call; nodes follow the CRL through
  * WatchRevocations. Real etcd, real gRPC over loopback with the curator's
- * mTLS (leader-fixture.ts).
+ * mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { CertificateAuthority, parseCertificate, parseCrl } from "@metropolis/pki";

@@ -26,7 +26,7 @@ import {
   tlsMaterial,
 } from "@metropolis/pki";
 import { api, common, curator as curatorProto } from "@metropolis/proto";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import type { TestHarness } from "@metropolis/supervisor/testing";
 import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
 import type { CuratorConnectionValue } from "../src/values";
 
@@ -98,18 +98,12 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const endpoint: CuratorAddress = { host, port, nodeId: firstNode.nodeId };
     let running: { curator: Curator; harness: TestHarness } | undefined;
     const startCurator = async () => {
-      const curator = new Curator({
+      const { curator, harness } = base.runCurator({
         nodeId: firstNode.nodeId,
         tls: credentialsPem(firstNode),
         host,
         port,
-        consensus: member.status,
         heartbeatTimeoutMs: opts.heartbeatTimeoutMs,
-      });
-      const harness = testHarness(async (ctx) => {
-        ctx.run("curator", curator.run);
-        ctx.healthy();
-        await ctx.untilAborted();
       });
       running = { curator, harness };
       // The curator announces itself as leader only once its listener serves.
