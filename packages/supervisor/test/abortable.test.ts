@@ -29,6 +29,7 @@ describe("abortable", () => {
 describe("abortableSleep", () => {
   test("resolves after its time, and rejects with the abort reason when aborted", async () => {
     await expect(abortableSleep(1, new AbortController().signal)).resolves.toBeUndefined();
+    await expect(abortableSleep(1)).resolves.toBeUndefined();
     const controller = new AbortController();
     const sleeping = abortableSleep(60_000, controller.signal);
     const reason = new Error("stop");
