@@ -14,7 +14,7 @@
 import { Server, type ChannelCredentials, type Client, type ClientOptions } from "@grpc/grpc-js";
 import winston from "winston";
 import type { TestMember, TestNode } from "@metropolis/consensus/testing";
-import { createEphemeralCertificate, tlsMaterial } from "@metropolis/pki";
+import { tlsMaterial } from "@metropolis/pki";
 import type { common, priv } from "@metropolis/proto";
 import { curatorClientCredentials, curatorServerCredentials } from "./credentials";
 import { HeartbeatTracker } from "./heartbeat-tracker";
@@ -35,6 +35,7 @@ import {
 
 export type { ServiceEntry };
 
+/** Options of {@link startLeader}. */
 export interface LeaderFixtureOptions {
   /** The services to serve, built from the leader's context. Default: none. */
   services?: (ctx: LeaderContext) => readonly ServiceEntry[];
@@ -67,6 +68,7 @@ export type ClientConstructor<T extends Client> = new (
   options?: Partial<ClientOptions>,
 ) => T;
 
+/** A running leader and its bootstrapped cluster; see the module comment. */
 export interface LeaderFixture {
   ctx: LeaderContext;
   node: TestNode;
@@ -172,8 +174,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       if ("node" in identity)
         return cluster.tls(identity.node.certificate, identity.node.privateKey);
       if ("tls" in identity) return identity.tls;
-      const certificate = await createEphemeralCertificate(identity.ephemeral);
-      return tlsMaterial({ certificate, privateKey: identity.ephemeral, ca: certificate });
+      return cluster.ephemeralTls(identity.ephemeral);
     };
     const credentials = async (identity: ClientIdentity): Promise<ChannelCredentials> =>
       curatorClientCredentials(caPem, identity === "none" ? undefined : await clientPem(identity));
