@@ -7,8 +7,8 @@
  * count towards quorum, and cannot take a healthy cluster down.
  */
 import type { Etcd3, IMember } from "etcd3";
+import { abortableSleep } from "@metropolis/supervisor";
 import type { Logger } from "winston";
-import { abortableDelay } from "./abortable-delay";
 import type { EtcdPeer } from "./etcd-flags";
 import { MembershipError } from "./errors";
 
@@ -56,7 +56,7 @@ async function retrying<T>(what: string, f: () => Promise<T>, opts: RetryOptions
         );
       }
       opts.logger?.debug(`${what}: refused for now (${String(e)}); retrying in ${delay} ms`);
-      await abortableDelay(delay, opts.signal);
+      await abortableSleep(delay, opts.signal);
       delay = Math.min(delay * 2, 1000);
     }
   }

@@ -43,6 +43,7 @@ import type { Etcd3 } from "etcd3";
 import { MemoryValue } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import {
+  abortableSleep,
   commandRunnable,
   machineRunnable,
   type RunContext,
@@ -78,7 +79,6 @@ import {
   recordMemberCertificate,
   revokeMemberCertificates,
 } from "./peer-revocation";
-import { abortableDelay } from "./abortable-delay";
 import {
   checkMemberCertificate,
   createPeerCa,
@@ -475,7 +475,7 @@ export class ConsensusService {
     try {
       return await Promise.race([
         ask(),
-        abortableDelay(timeoutMs, timeout.signal).then(() => {
+        abortableSleep(timeoutMs, timeout.signal).then(() => {
           throw new MembershipError(
             `no quorum answered within ${timeoutMs} ms: whether ${this.config.nodeId} is a member is unknown`,
           );
@@ -490,7 +490,7 @@ export class ConsensusService {
     ctx.healthy();
     const interval = this.config.autopromoteIntervalMs ?? 5000;
     while (!ctx.signal.aborted) {
-      await abortableDelay(interval, ctx.signal).catch(() => undefined);
+      await abortableSleep(interval, ctx.signal).catch(() => undefined);
       if (ctx.signal.aborted) break;
       await promoteStartedLearners(client, ctx.logger).catch((e: unknown) =>
         ctx.logger.debug(`autopromoter pass failed: ${String(e)}`),

@@ -24,7 +24,7 @@ import {
   userTemplate,
 } from "@metropolis/pki";
 import { certificateKvContract } from "@metropolis/pki/testing";
-import { startEtcdCluster, type EtcdCluster } from "./etcd-cluster";
+import { startEtcdCluster, type EtcdCluster } from "../src/etcd-test-cluster";
 
 let cluster: EtcdCluster;
 let root: Etcd3;

@@ -1,5 +1,5 @@
 /**
- * The AAA service against a real leader (test/leader-fixture.ts): the owner
+ * The AAA service against a real leader (startLeader of @metropolis/curator/testing): the owner
  * escrows a certificate with a self-signed certificate for the owner key,
  * and that certificate then works for Management.
  */
@@ -13,8 +13,8 @@ import {
   startLeader,
   type ClientIdentity,
   type LeaderFixture,
-  expectCode,
-} from "./leader-fixture";
+} from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 let leader: LeaderFixture;
 

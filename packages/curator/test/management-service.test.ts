@@ -1,6 +1,6 @@
 /**
  * The Management service against a real leader: one-member etcd, a
- * bootstrapped cluster, real mTLS (test/leader-fixture.ts).
+ * bootstrapped cluster, real mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { parseCertificate } from "@metropolis/pki";
@@ -9,7 +9,8 @@ import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
 import { managementServer } from "../src/management-service";
-import { startLeader, type ClientIdentity, type LeaderFixture, expectCode } from "./leader-fixture";
+import { startLeader, type ClientIdentity, type LeaderFixture } from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 

@@ -3,7 +3,7 @@
  * cluster CA's CRL, and from then on the curator refuses that certificate
  * (UNAUTHENTICATED) on every call; nodes follow the CRL through
  * WatchRevocations. Real etcd, real gRPC over loopback with the curator's
- * mTLS (leader-fixture.ts).
+ * mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { CertificateAuthority, parseCertificate, parseCrl } from "@metropolis/pki";
@@ -13,7 +13,7 @@ import { eventually } from "@metropolis/supervisor/testing";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
 import { Revocations } from "../src/revocations";
-import { startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
 let leader: LeaderFixture;
 beforeAll(async () => {

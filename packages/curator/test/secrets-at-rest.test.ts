@@ -17,7 +17,8 @@ import { clusterUnlockKeyKey, registerTicketKey } from "../src/keys";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
 import { readClusterUnlockKey } from "../src/node-secrets";
-import { expectCode, startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 const call = <Res>(f: (cb: Callback<Res>) => unknown) =>

@@ -29,6 +29,8 @@ export type * from "./types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
+export { abortable } from "./abortable";
+export { isRunnableName, runnableNamePattern } from "./names";
 export * from "./errors";
 export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
 export {

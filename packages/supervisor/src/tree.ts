@@ -20,6 +20,7 @@
 import type { Logger } from "winston";
 import { Backoff, resolveBackoff } from "./backoff";
 import { RunContextImpl } from "./context";
+import { noOptions, type ContextHost } from "./context-host";
 import {
   ChildStartError,
   DuplicateNameError,
@@ -50,10 +51,7 @@ import type {
 
 const defaultStopTimeoutMs = 5000;
 
-/** The options of a child started without any: shared, and known to be valid. */
-export const noOptions: ChildOptions = Object.freeze({});
-
-export class Tree implements Supervisor {
+export class Tree implements Supervisor, ContextHost {
   readonly done: Promise<void>;
   private resolveDone!: () => void;
   private rejectDone!: (e: Error) => void;
