@@ -12,9 +12,7 @@
  *   parameters / sealed configuration ──▶ ClusterManager ──▶ status ──▶ node services
  *                                              └──provide*Data──▶ Roleserver
  */
-export { ClusterStatus, consensusUsers, type ConsensusUser } from "./status";
+export { ClusterStatus } from "./status";
 export { ClusterManager, type ClusterManagerConfig } from "./manager";
 export { readSealedConfiguration } from "./sealed-configuration";
-export { getHome } from "./status-watcher";
-export { parseNodeParameters, readNodeParameters, type Enrolment } from "./node-parameters";
-export * from "./errors";
+export { NodeDeletedError } from "./errors";

@@ -2,15 +2,15 @@ import { Etcd3 } from "etcd3";
 import { ConsensusClient } from "@metropolis/consensus";
 import { MemoryValue } from "@metropolis/event";
 import { common } from "@metropolis/proto";
+import { ClusterStatus } from "@metropolis/cluster";
 import {
-  ClusterStatus,
   ConsensusRefusedError,
   DisownedError,
-  getHome,
   NoLocalConsensusError,
   UnknownConsensusUserError,
-  type ConsensusUser,
-} from "@metropolis/cluster";
+} from "../src/errors";
+import { getHome } from "../src/status-watcher";
+import { type ConsensusUser } from "../src/status";
 
 // Namespacing is computed locally: no etcd is contacted.
 const etcd = new Etcd3({ hosts: "127.0.0.1:1" });

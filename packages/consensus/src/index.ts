@@ -22,22 +22,18 @@
  * (`client.sub(user).secrets`): AES-256-GCM keys with ids, held in etcd only
  * wrapped for each member's node key, and rotated by `rotateSecretsKey` on
  * the running status (secret-keyring.ts, keyring-wrap.ts, rotation.ts).
- *
- * `etcdValue()` reads a key or key range as an `EtcdValue` of
- * `@metropolis/event`.
  */
 export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./service";
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 export { ConsensusClient } from "./consensus-client";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
-export * from "./errors";
-export { etcdValue, type EtcdReader } from "./etcd-value";
+export { MembershipError, KeyringNotLoadedError, RotationError, GuardLostError } from "./errors";
 export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";
 export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";
 export type { WriteGuard } from "./guarded-write";
-export { keyringCopiesPrefix, keyringCopyKey } from "./keyring-store";
-export { unwrapKeyring, wrapKeyring } from "./keyring-wrap";
+export { keyringCopyKey } from "./keyring-store";
+export { unwrapKeyring } from "./keyring-wrap";
 export { sealedKeyUsage } from "./reseal";
 export type { RotationResult } from "./rotation";
-export { isSealedSecret, SecretKeyring, sealedKeyId, sealedSecretMagic } from "./secret-keyring";
+export { isSealedSecret, SecretKeyring, sealedKeyId } from "./secret-keyring";

@@ -1,5 +1,6 @@
 import { Etcd3 } from "etcd3";
-import { ConsensusClient, InvalidNamespaceError } from "@metropolis/consensus";
+import { ConsensusClient } from "@metropolis/consensus";
+import { InvalidNamespaceError } from "../src/errors";
 
 describe("ConsensusClient", () => {
   // No etcd is contacted: namespaces are computed locally.

@@ -5,17 +5,14 @@
  * wrapped copy that opens only for its member at its place.
  */
 import { randomBytes } from "node:crypto";
+import { isSealedSecret, SecretKeyring, sealedKeyId, unwrapKeyring } from "@metropolis/consensus";
 import {
-  isSealedSecret,
   KeyringError,
   NotSealedError,
   SecretAuthenticationError,
-  SecretKeyring,
-  sealedKeyId,
-  unwrapKeyring,
   UnknownSecretKeyError,
-  wrapKeyring,
-} from "@metropolis/consensus";
+} from "../src/errors";
+import { wrapKeyring } from "../src/keyring-wrap";
 import { generateKeyPair } from "@metropolis/pki";
 import { priv } from "@metropolis/proto";
 

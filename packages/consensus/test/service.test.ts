@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { EtcdNotInstalledError } from "@metropolis/consensus";
+import { EtcdNotInstalledError } from "../src/errors";
 import { waitFor } from "@metropolis/event";
 import { eventually, type TestHarness } from "@metropolis/supervisor/testing";
 import { TestMembers } from "@metropolis/consensus/testing";
@@ -50,7 +50,10 @@ describe("consensus", () => {
     await first.status.client.sub("curator").kv.put("kept").value("yes");
     const caBefore = await first.status.client.sub("consensus").kv.getAll().keys();
     await fixture.stop(first);
-    expect(first.service.status.watch()).toBeDefined();
+    // Stopped: its status says so, and hands out no client any more.
+    const stopped = first.service.status.watch();
+    expect(await stopped.get()).toEqual({ state: "stopped" });
+    stopped.close();
 
     node.storage = await node.reopen();
     const second = await fixture.run(node, {}); // neither bootstrap nor join: data on disk

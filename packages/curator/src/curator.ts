@@ -3,43 +3,48 @@
  * One curator leads and serves the cluster's APIs; the others follow and
  * only tell clients where the leader is.
  *
- *   campaigning ──▶ deciding ──▶ leader   (serves Curator, Management, AAA, CuratorLocal)
- *        ▲                └────▶ follower (serves CuratorLocal; follows the election,
- *        │                          │      republishing the leader, until it leads)
- *        │                          └──── now leads ──▶ leader
- *        └──────────── lease lost (either role) ──┘
+ *   campaign ──▶ leads? ──no──▶ follower (CuratorLocal; republishes the leader) ──now leads──┐
+ *                  └─────yes──────────────────────────────────────────────────────────────▶ leader
+ *                                              (Curator, Management, AAA, CuratorLocal)
+ *   candidacy lost (either role) ──▶ CandidacyLostError: the supervisor restarts the run
  *
- * The machine runs under the supervisor (`ctx.run("curator", curator.run)`);
- * leader and follower states are tagged healthy. The listener is rebuilt on
- * every change of role, on the same port.
+ * One straight run, no state machine: the supervisor's restart is the way
+ * back to campaigning, as in Monogon's curator and the control plane
+ * launcher (roleserve's controlplane.ts). A run campaigns once, follows
+ * until it leads, leads until its candidacy is lost, and then fails; its
+ * end resigns the candidacy, forgets the leader and has shut its listener
+ * down, so the next run starts from nothing.
+ *
+ * Guarantees: the run is healthy once it knows the leader (itself or
+ * another); a leader announces itself (`leader`) only once it serves, so
+ * clients told of it find it answering; a follower keeps its listener across
+ * changes of the election until it leads; the listener is rebuilt on the
+ * same port when the follower becomes leader, binding only once the
+ * follower's server has shut down.
  */
 import type { ServerCredentials } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
-import { api, curator as curatorProto } from "@metropolis/proto";
-import { aaaServer } from "./aaa-service";
-import { curatorServer } from "./curator-service";
-import { managementServer } from "./management-service";
 import { decodePem } from "@metropolis/pki";
-import {
-  machineRunnable,
-  type RunContext,
-  type Runnable,
-  type SupervisedInput,
-} from "@metropolis/supervisor";
-import { assign, fromPromise, setup } from "xstate";
+import { api, curator as curatorProto } from "@metropolis/proto";
+import type { RunContext, Runnable } from "@metropolis/supervisor";
+import { aaaServer } from "./aaa-service";
 import { curatorServerCredentials, type TlsPem } from "./credentials";
 import { curatorLocalServer } from "./curator-local";
+import { curatorServer } from "./curator-service";
+import { CandidacyLostError } from "./errors";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { identifier } from "./identity";
-import { followStoredRevocations, Revocations } from "./revocations";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import { Listener, type ServiceEntry } from "./listener";
+import { managementServer } from "./management-service";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
+import { followStoredRevocations, Revocations } from "./revocations";
 
 /** Default port of the curator. */
 export const defaultCuratorPort = 7835;
 
+/** What a curator is run with. */
 export interface CuratorConfig {
   /** This node's ID. */
   nodeId: string;
@@ -61,120 +66,6 @@ export interface CuratorConfig {
   reconcileIntervalMs?: number;
 }
 
-const endpointOf = ({ nodeId, host, port }: CuratorEndpoint): CuratorEndpoint => ({
-  nodeId,
-  host,
-  port,
-});
-
-interface MachineInput extends SupervisedInput {
-  curator: Curator;
-}
-
-interface MachineContext extends MachineInput {
-  candidacy?: Candidacy;
-}
-
-const curatorMachine = setup({
-  types: { input: {} as MachineInput, context: {} as MachineContext },
-  actors: {
-    campaign: fromPromise<Candidacy, MachineInput>(({ input }) =>
-      input.curator.campaign(input.ctx),
-    ),
-    decide: fromPromise<CuratorEndpoint & { leading: boolean }, { candidacy: Candidacy }>(
-      ({ input }) => input.candidacy.leader(),
-    ),
-    serveLeader: fromPromise<void, MachineInput & { candidacy: Candidacy }>(({ input, signal }) =>
-      input.curator.serveLeader(input.ctx, input.candidacy, signal),
-    ),
-    serveFollower: fromPromise<void, MachineInput>(({ input, signal }) =>
-      input.curator.serveFollower(input.ctx, signal),
-    ),
-    leaseLost: fromPromise<void, { candidacy: Candidacy }>(({ input }) => input.candidacy.lost),
-    followUntilLeading: fromPromise<void, MachineInput & { candidacy: Candidacy }>(
-      ({ input, signal }) =>
-        input.candidacy.followUntilLeading(signal, (leader) => input.curator.leader.set(leader)),
-    ),
-  },
-  actions: {
-    publishLeader: ({ context }, leader: CuratorEndpoint) => context.curator.leader.set(leader),
-    forgetLeader: ({ context }) => context.curator.leader.set(undefined),
-  },
-}).createMachine({
-  id: "curator",
-  context: ({ input }) => ({ ...input }),
-  initial: "campaigning",
-  states: {
-    campaigning: {
-      entry: "forgetLeader",
-      invoke: {
-        src: "campaign",
-        input: ({ context }) => ({ ctx: context.ctx, curator: context.curator }),
-        onDone: { target: "deciding", actions: assign({ candidacy: ({ event }) => event.output }) },
-      },
-    },
-    deciding: {
-      invoke: {
-        src: "decide",
-        input: ({ context }) => ({ candidacy: context.candidacy! }),
-        onDone: [
-          // A leader announces itself once it serves (serveLeader), not before:
-          // clients told of it must find it answering.
-          { guard: ({ event }) => event.output.leading, target: "leader" },
-          {
-            target: "follower",
-            actions: { type: "publishLeader", params: ({ event }) => endpointOf(event.output) },
-          },
-        ],
-      },
-    },
-    leader: {
-      tags: ["healthy"],
-      invoke: [
-        {
-          src: "serveLeader",
-          input: ({ context }) => ({
-            ctx: context.ctx,
-            curator: context.curator,
-            candidacy: context.candidacy!,
-          }),
-        },
-        {
-          src: "leaseLost",
-          input: ({ context }) => ({ candidacy: context.candidacy! }),
-          onDone: "campaigning",
-        },
-      ],
-    },
-    follower: {
-      tags: ["healthy"],
-      invoke: [
-        {
-          src: "serveFollower",
-          input: ({ context }) => ({ ctx: context.ctx, curator: context.curator }),
-        },
-        {
-          src: "leaseLost",
-          input: ({ context }) => ({ candidacy: context.candidacy! }),
-          onDone: "campaigning",
-        },
-        {
-          // A follower keeps its listener across changes of the election
-          // (stale keys of a cold start expiring, candidates arriving): clients
-          // reaching it mid-change would otherwise find the port closed.
-          src: "followUntilLeading",
-          input: ({ context }) => ({
-            ctx: context.ctx,
-            curator: context.curator,
-            candidacy: context.candidacy!,
-          }),
-          onDone: "leader",
-        },
-      ],
-    },
-  },
-});
-
 /** The services a leading curator serves besides CuratorLocal: Curator, Management and AAA. */
 export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
   return [
@@ -184,13 +75,19 @@ export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
   ];
 }
 
+/** One run of a curator: one candidacy and one listener; see the module comment. */
+interface Run {
+  ctx: RunContext;
+  candidacy: Candidacy;
+  listener: Listener;
+}
+
+/** A curator of this node; supervise `run`, read `leader`. */
 export class Curator {
   /** The leader as this curator sees it; undefined while campaigning. */
   readonly leader = new MemoryValue<CuratorEndpoint | undefined>(undefined);
   private readonly self: CuratorEndpoint;
   private readonly credentials: ServerCredentials;
-  private listener: Listener | undefined;
-  private candidacy: Candidacy | undefined;
 
   constructor(private readonly config: CuratorConfig) {
     this.self = {
@@ -201,19 +98,34 @@ export class Curator {
     this.credentials = curatorServerCredentials(config.tls);
   }
 
-  /** The runnable to supervise, e.g. `ctx.run("curator", curator.run)`. */
+  /**
+   * The runnable to supervise, e.g. `ctx.run("curator", curator.run)`. It
+   * returns when its signal aborts and fails with CandidacyLostError when
+   * its candidacy ends under it.
+   */
   readonly run: Runnable = async (ctx) => {
-    this.listener = new Listener(
+    this.leader.set(undefined);
+    const candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10);
+    const listener = new Listener(
       `${this.self.host}:${this.self.port}`,
       this.credentials,
       ctx.logger,
     );
+    const run: Run = { ctx, candidacy, listener };
     try {
-      await machineRunnable(curatorMachine, { input: { curator: this } })(ctx);
+      if (ctx.signal.aborted) return;
+      ctx.logger.info(`campaigning with election key ${candidacy.key}`);
+      const { leading, ...leader } = await candidacy.leader();
+      ctx.healthy();
+      // A leader announces itself once it serves (lead), not before.
+      if (!leading) {
+        this.leader.set(leader);
+        if (!(await this.follow(run))) return;
+      }
+      await this.lead(run);
     } finally {
       this.leader.set(undefined);
-      await this.candidacy?.resign();
-      this.candidacy = undefined;
+      await candidacy.resign();
     }
   };
 
@@ -225,48 +137,78 @@ export class Curator {
     return this.config.consensus.client.sub("curator").secrets;
   }
 
-  /** campaigning: enters the election (replacing an earlier candidacy of this run). */
-  async campaign(ctx: RunContext): Promise<Candidacy> {
-    await this.candidacy?.resign();
-    this.candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10);
-    ctx.logger.info(`campaigning with election key ${this.candidacy.key}`);
-    return this.candidacy;
+  /**
+   * Serves CuratorLocal and follows the election, republishing the leader on
+   * every change, until this curator leads (true) or its signal aborts
+   * (false). The listener stays up across changes of the election (stale
+   * keys of a cold start expiring, candidates arriving): clients reaching
+   * it mid-change would otherwise find the port closed.
+   *
+   * @throws CandidacyLostError when the candidacy ends first.
+   */
+  private async follow({ ctx, candidacy, listener }: Run): Promise<boolean> {
+    const following = new AbortController();
+    const signal = AbortSignal.any([ctx.signal, following.signal]);
+    const serving = listener.serve([this.localService(ctx, signal)], signal, "follower");
+    const leading = candidacy.followUntilLeading(signal, (leader) => this.leader.set(leader));
+    try {
+      const outcome = await Promise.race([
+        leading.then(() => "leads" as const),
+        candidacy.lost.then(() => "lost" as const),
+        serving.then(() => "stopped" as const),
+      ]);
+      if (outcome === "lost") throw new CandidacyLostError("follower");
+      return outcome === "leads" && !ctx.signal.aborted;
+    } catch (e) {
+      if (ctx.signal.aborted) return false;
+      throw e;
+    } finally {
+      following.abort();
+      // Both settle once aborted; whichever failed first was thrown by the race.
+      await Promise.allSettled([serving, leading]);
+    }
   }
 
-  /** leader: serves the cluster's APIs until the state is left. */
-  async serveLeader(ctx: RunContext, candidacy: Candidacy, signal: AbortSignal): Promise<void> {
+  /**
+   * Serves the cluster's APIs, with the leader's membership reconciler and
+   * the CA's revocations followed, until the candidacy ends or the signal
+   * aborts; returns once the listener has shut down and the reconciler has
+   * stopped.
+   *
+   * @throws CandidacyLostError when the candidacy ended.
+   */
+  private async lead({ ctx, candidacy, listener }: Run): Promise<void> {
+    const leading = new AbortController();
+    const signal = AbortSignal.any([ctx.signal, leading.signal]);
+    let lost = false;
+    void candidacy.lost.then(() => {
+      lost = true;
+      leading.abort();
+    });
     const caDer = decodePem(this.config.tls.ca, "CERTIFICATE");
     const ca = clusterCa(this.secrets);
-    // Stopped with the listener, also when serving fails before the state is left.
-    const reconcile = new AbortController();
     const revocations = new Revocations(caDer);
-    await followStoredRevocations(
-      this.kv,
-      ca,
-      revocations,
-      AbortSignal.any([signal, reconcile.signal]),
-      (e) => ctx.logger.error(`following the cluster CA's revocation list: ${String(e)}`),
-    );
-    const leaderCtx: LeaderContext = {
-      self: this.self,
-      kv: this.kv,
-      secrets: this.secrets,
-      leadership: candidacy.leadership(),
-      consensus: this.config.consensus,
-      clusterCa: ca,
-      heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
-      logger: ctx.logger,
-      revocations,
-      identify: identifier(caDer, revocations),
-    };
-    ctx.logger.info("elected leader");
-    const reconciling = membershipReconciler(
-      leaderCtx,
-      this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs,
-      AbortSignal.any([signal, reconcile.signal]),
-    );
+    let reconciling: Promise<void> | undefined;
     try {
-      await this.listener!.serve(
+      await followStoredRevocations(this.kv, ca, revocations, signal, (e) =>
+        ctx.logger.error(`following the cluster CA's revocation list: ${String(e)}`),
+      );
+      const leaderCtx: LeaderContext = {
+        self: this.self,
+        kv: this.kv,
+        secrets: this.secrets,
+        leadership: candidacy.leadership(),
+        consensus: this.config.consensus,
+        clusterCa: ca,
+        heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
+        logger: ctx.logger,
+        revocations,
+        identify: identifier(caDer, revocations),
+      };
+      ctx.logger.info("elected leader");
+      const intervalMs = this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs;
+      reconciling = membershipReconciler(leaderCtx, intervalMs, signal);
+      await listener.serve(
         [
           ...(this.config.leaderServices ?? clusterServices)(leaderCtx),
           this.localService(ctx, signal),
@@ -276,14 +218,11 @@ export class Curator {
         () => this.leader.set(this.self),
       );
     } finally {
-      reconcile.abort();
+      // Also when serving failed: the revocations and the reconciler stop with the listener.
+      leading.abort();
       await reconciling;
     }
-  }
-
-  /** follower: serves CuratorLocal until the state is left. */
-  async serveFollower(ctx: RunContext, signal: AbortSignal): Promise<void> {
-    await this.listener!.serve([this.localService(ctx, signal)], signal, "follower");
+    if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader");
   }
 
   private localService(ctx: RunContext, signal: AbortSignal): ServiceEntry {

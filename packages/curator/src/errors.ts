@@ -77,3 +77,15 @@ export class PermissionDeniedError extends CuratorError {
     super(status.PERMISSION_DENIED, message);
   }
 }
+
+/**
+ * This curator's candidacy ended while it served (its lease expired or was
+ * revoked, or a guarded write found its election key gone): the run fails
+ * with it, and the supervisor's restart campaigns afresh.
+ */
+export class CandidacyLostError extends Error {
+  constructor(role: "leader" | "follower") {
+    super(`election lease lost while serving as ${role}; campaigning again on restart`);
+    this.name = new.target.name;
+  }
+}

@@ -9,7 +9,7 @@
  * transaction guarded by the leader's election key, so a deposed leader can
  * never commit.
  *
- *   roleserver ──▶ Curator (XState: campaigning → leader | follower)
+ *   roleserver ──▶ Curator (one supervised run: campaign → follower → leader)
  *                    ├─ leader:   Curator, Management, AAA, CuratorLocal
  *                    └─ follower: CuratorLocal (GetCurrentLeader)
  *   nodes, metroctl ──▶ CuratorConnection ──▶ whichever curator leads
@@ -30,59 +30,23 @@ export {
   silenceIpServerNameWarning,
   type TlsPem,
 } from "./credentials";
-export {
-  identifier,
-  identify,
-  ownerCommonName,
-  requireEphemeral,
-  requireNode,
-  requireOwner,
-  type Caller,
-} from "./identity";
-export { campaign, Candidacy, Leadership, type CuratorEndpoint } from "./leadership";
+export { identifier, identify, ownerCommonName, requireOwner, type Caller } from "./identity";
+export type { CuratorEndpoint } from "./leadership";
 export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./listener";
-export { curatorServer, checkNodeStatus } from "./curator-service";
 export { managementServer } from "./management-service";
 export { aaaServer } from "./aaa-service";
 export { curatorLocalServer, type LocalContext } from "./curator-local";
+export { bootstrapCluster, type BootstrapParams, type BootstrapResult } from "./bootstrap";
+export { validateLabels, checkLabelCount } from "./labels";
 export {
-  bootstrapCluster,
-  bootstrapNodeFinish,
-  defaultClusterConfiguration,
-  type BootstrapContext,
-  type BootstrapParams,
-  type BootstrapResult,
-} from "./bootstrap";
-export {
-  validateLabels,
-  checkLabelCount,
-  checkLabelBounds,
-  maxLabelsPerNode,
-  maxLabelKeyLength,
-  maxLabelValueLength,
-} from "./labels";
-export {
-  reconcileMembership,
-  membershipReconciler,
-  defaultReconcileIntervalMs,
-  type MembershipChange,
-  type ReconcileOptions,
-} from "./membership-reconciler";
-export * from "./errors";
-export { followStoredRevocations, Revocations } from "./revocations";
-export {
-  serverLimits,
-  maxRequestBytes,
-  maxConcurrentStreamsPerConnection,
-  maxLeaderStreams,
-  maxLeaderStreamsPerConnection,
-} from "./server-limits";
-export { quoted, clipped, maxQuotedLength, maxClippedLength } from "./bounded-text";
-export {
-  BoundedStreams,
-  StreamsClosedError,
-  TooManyStreamsError,
-  type StreamCall,
-  type StreamCaps,
-} from "./bounded-streams";
+  CandidacyLostError,
+  CuratorError,
+  InvalidArgumentError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+} from "./errors";
+export { Revocations } from "./revocations";
+export { serverLimits } from "./server-limits";
+export { quoted, clipped, maxQuotedLength } from "./bounded-text";
+export { BoundedStreams, type StreamCall, type StreamCaps } from "./bounded-streams";

@@ -1,7 +1,8 @@
 /**
  * Three curators on one etcd: they agree on one leader, tell clients where
  * it is through any of them, and a new leader takes over within the lease
- * TTL when the leader stops.
+ * TTL when the leader stops. A curator whose election lease is lost fails
+ * with CandidacyLostError, and its restart campaigns again.
  */
 import {
   freePort,
@@ -19,10 +20,12 @@ import {
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { waitFor } from "@metropolis/event";
 import { Curator } from "../src/curator";
+import { CandidacyLostError } from "../src/errors";
+import { leaderPrefix } from "../src/keys";
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { curator } from "@metropolis/proto";
 import { CuratorConnection, unaryCall } from "../src/curator-client";
-import type { CuratorEndpoint } from "../src/leadership";
+import { electionKeys, type CuratorEndpoint } from "../src/leadership";
 
 let node: TestNode;
 let member: TestMember;
@@ -46,7 +49,8 @@ interface RunningCurator {
   endpoint: CuratorEndpoint;
 }
 
-async function startCurator(host: string): Promise<RunningCurator> {
+/** Starts a curator under a harness of its own; `expectDeath`: the test makes it fail on purpose. */
+async function startCurator(host: string, expectDeath = false): Promise<RunningCurator> {
   const keys = generateKeyPair();
   const nodeId = nodeIdFromPublicKey(keys.publicKey);
   const certificate = await ca.issueNodeCertificate(keys.publicKey, { ipAddresses: [host] });
@@ -59,11 +63,14 @@ async function startCurator(host: string): Promise<RunningCurator> {
     consensus: member.status,
     leaderTtlSeconds: 1,
   });
-  const harness = testHarness(async (ctx) => {
-    ctx.run("curator", curator.run);
-    ctx.healthy();
-    await ctx.untilAborted();
-  });
+  const harness = testHarness(
+    async (ctx) => {
+      ctx.run("curator", curator.run);
+      ctx.healthy();
+      await ctx.untilAborted();
+    },
+    { expectDeath: (dn) => expectDeath && dn === "root.curator" },
+  );
   harnesses.push(harness);
   await harness.waitFor("root.curator", "healthy");
   return { curator, harness, endpoint: { nodeId, host, port } };
@@ -147,5 +154,31 @@ describe("curators", () => {
     } finally {
       conn.close();
     }
+  }, 60_000);
+
+  it("a curator whose lease is lost fails, and its restart campaigns again behind the others", async () => {
+    for (const h of harnesses.splice(0)) await h.cleanup({ timeoutMs: 10_000 });
+    const base = 2 + Math.floor(Math.random() * 200);
+    const first = await startCurator(`127.0.0.${base}`, true);
+    const isFirst = (l: CuratorEndpoint | undefined) => l?.nodeId === first.endpoint.nodeId;
+    await waitFor(first.curator.leader, isFirst, AbortSignal.timeout(10_000));
+    const second = await startCurator(`127.0.0.${base + 1}`);
+    await waitFor(second.curator.leader, isFirst, AbortSignal.timeout(10_000));
+    const kv = member.status.client.sub("curator").kv;
+    const [leaderKey] = await electionKeys(kv);
+
+    // The leader's lease is revoked under it, as when etcd expired it.
+    const died = first.harness.nextTransition((t) => t.dn === "root.curator" && t.to === "dead");
+    await kv.leaseClient.leaseRevoke({ ID: leaderKey.slice(leaderPrefix.length) });
+    expect((await died).error).toBeInstanceOf(CandidacyLostError);
+
+    // The follower leads; the first curator, restarted, follows it under a new election key.
+    const isSecond = (l: CuratorEndpoint | undefined) => l?.nodeId === second.endpoint.nodeId;
+    await waitFor(second.curator.leader, isSecond, AbortSignal.timeout(10_000));
+    await waitFor(first.curator.leader, isSecond, AbortSignal.timeout(10_000));
+    await first.harness.waitFor("root.curator", "healthy");
+    const keys = await electionKeys(kv);
+    expect(keys).toHaveLength(2);
+    expect(keys).not.toContain(leaderKey);
   }, 60_000);
 });

@@ -14,8 +14,7 @@
  * (a slow reader never accumulates a backlog); a `get()` can be aborted with
  * an `AbortSignal` without spoiling the watcher; and a closed watcher is
  * released by its source. Combinators (`map`, `combine`, `waitFor`) build
- * derived values without background tasks, and `pipeRunnable` connects a
- * value to a sink under the supervision tree of `@metropolis/supervisor`.
+ * derived values without background tasks.
  */
 export type { GetOptions, Value, Watchable, Watcher } from "./watcher";
 export { MemoryValue } from "./memory-value";
@@ -25,8 +24,6 @@ export { combine } from "./combine";
 export type { Combined } from "./combine";
 export { map } from "./map";
 export { waitFor } from "./wait-for";
-export { pipeRunnable } from "./pipe-runnable";
-export type { Sink } from "./pipe-runnable";
 export type {
   EtcdDecoder,
   EtcdGetOptions,

@@ -1,4 +1,5 @@
-import { MemoryValue, pipeRunnable } from "@metropolis/event";
+import { MemoryValue } from "@metropolis/event";
+import { pipeRunnable } from "../src/pipe-runnable";
 import { MockContext } from "@metropolis/supervisor/testing";
 import { settleState } from "./settle-state";
 import { waitQueue, waitingCount } from "./value-internals";

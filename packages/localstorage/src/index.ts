@@ -39,10 +39,8 @@
  * ```
  */
 export { atomicWriteFile, type AtomicWriteOptions } from "./atomic-write";
-export { dataPolicies } from "./data-marker";
 export type { DataPolicy } from "./data-marker";
-export { dataDir, DataDirectory, dataMarkerName } from "./data-protection";
-export type { MountExistingOptions, UnlockKeys } from "./data-protection";
+export { dataDir } from "./data-protection";
 export {
   envelopeKeyId,
   hasEnvelopeMagic,
@@ -50,24 +48,18 @@ export {
   openEnvelope,
   sealEnvelope,
 } from "./envelope";
-export type { KeyIdResult, OpenResult } from "./envelope";
-export { ephemeralDir, EphemeralDirectory } from "./ephemeral";
 export { defaultMemoryDir, memoryDirPrefix } from "./in-memory-placement";
-export type { InMemoryOptions, InMemoryPlacement } from "./in-memory-placement";
-export * from "./errors";
+export {
+  FileCorruptedError,
+  FileExistsError,
+  DataAlreadyInitializedError,
+  SealedCorruptedError,
+} from "./errors";
 export { ensureMachineKey } from "./machine-key";
-export { nodeRoot, placeNodeRoot } from "./node-root";
+export { placeNodeRoot } from "./node-root";
 export type { NodeRoot } from "./node-root";
 export { protobufCodec, type MessageType } from "./protobuf-codec";
 export { sealConfiguration, unsealConfiguration } from "./sealed-configuration";
 export type { SealOptions, UnsealOptions } from "./sealed-configuration";
-export { dir, Directory, File, file, place, populate, rawBytes } from "./tree";
-export type {
-  Children,
-  Codec,
-  DirOptions,
-  FileOptions,
-  FileWriteOptions,
-  NoShadowing,
-  TreeNode,
-} from "./tree";
+export { dir, File, file, place } from "./tree";
+export type { Codec } from "./tree";

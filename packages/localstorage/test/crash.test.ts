@@ -7,7 +7,8 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { isTemporaryName } from "../src/atomic-write";
-import { dir, file, FileMissingError, place } from "../src";
+import { dir, file, place } from "../src";
+import { FileMissingError } from "../src/errors";
 
 const fixtures = path.join(__dirname, "fixtures");
 const deadlineMs = 20_000;

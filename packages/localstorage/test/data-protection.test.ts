@@ -4,21 +4,23 @@ import * as os from "node:os";
 import * as path from "node:path";
 import {
   dataDir,
-  dataMarkerName,
   DataAlreadyInitializedError,
+  DataPolicy,
+  FileCorruptedError,
+  file,
+  placeNodeRoot,
+} from "../src";
+import { dataMarkerName } from "../src/data-protection";
+import {
   DataAlreadyMountedError,
   DataNotInitializedError,
   DataNotMountedError,
-  DataPolicy,
   DataPolicyMismatchError,
-  FileCorruptedError,
-  file,
   InvalidKeyError,
   InvalidTreeError,
   MissingUnlockKeyError,
-  placeNodeRoot,
   WrongDataKeyError,
-} from "../src";
+} from "../src/errors";
 
 let root: string;
 

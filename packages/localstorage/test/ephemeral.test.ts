@@ -9,12 +9,9 @@ import { readFileSync } from "node:fs";
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
-import {
-  EphemeralPlacementError,
-  memoryDirPrefix,
-  placeNodeRoot,
-  type InMemoryPlacement,
-} from "../src";
+import { memoryDirPrefix, placeNodeRoot } from "../src";
+import { EphemeralPlacementError } from "../src/errors";
+import { type InMemoryPlacement } from "../src/in-memory-placement";
 
 let root: string;
 let memoryDir: string;

@@ -1,14 +1,9 @@
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
-import {
-  FileCorruptedError,
-  nodeRoot,
-  NotPlacedError,
-  placeNodeRoot,
-  sealConfiguration,
-  unsealConfiguration,
-} from "../src";
+import { FileCorruptedError, placeNodeRoot, sealConfiguration, unsealConfiguration } from "../src";
+import { nodeRoot } from "../src/node-root";
+import { NotPlacedError } from "../src/errors";
 
 let root: string;
 

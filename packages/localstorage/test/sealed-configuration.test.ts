@@ -4,13 +4,12 @@ import * as path from "node:path";
 import {
   ensureMachineKey,
   FileCorruptedError,
-  FileMissingError,
   placeNodeRoot,
   sealConfiguration,
-  SealedConfigurationExistsError,
   SealedCorruptedError,
   unsealConfiguration,
 } from "../src";
+import { FileMissingError, SealedConfigurationExistsError } from "../src/errors";
 
 let machine: string;
 

@@ -1,20 +1,15 @@
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
+import { Codec, dir, file, FileCorruptedError, place } from "../src";
+import { Directory, populate } from "../src/tree";
 import {
-  Codec,
-  dir,
-  Directory,
-  file,
-  FileCorruptedError,
   FileExistsError,
   FileMissingError,
   InvalidTreeError,
   NotPlacedError,
-  place,
   PlacementError,
-  populate,
-} from "../src";
+} from "../src/errors";
 
 let root: string;
 

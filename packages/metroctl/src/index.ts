@@ -16,20 +16,6 @@
  */
 export { runMetroctl } from "./run-metroctl";
 export type { MetroctlIo, OutputStream } from "./io";
-export {
-  ConfigDir,
-  configFiles,
-  defaultConfigDir,
-  type OwnerCredentials,
-  type OwnerKey,
-} from "./config-dir";
-export { parseEndpoint, parseEndpointList, formatEndpoint, type Endpoint } from "./endpoints";
-export { defaultDebugPort, formatLogEntry } from "./debug-commands";
+export { ConfigDir, type OwnerCredentials } from "./config-dir";
 export type { NodeView } from "./node-view";
 export type { ClusterInfoView } from "./cluster-info";
-export {
-  buildSupervisionTree,
-  renderSupervisionTree,
-  type SupervisionTreeNode,
-} from "./supervision-tree";
-export * from "./errors";

@@ -7,14 +7,10 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { api } from "@metropolis/proto";
-import {
-  buildSupervisionTree,
-  ConfigDir,
-  defaultConfigDir,
-  parseEndpoint,
-  renderSupervisionTree,
-  runMetroctl,
-} from "../src";
+import { ConfigDir, runMetroctl } from "../src";
+import { buildSupervisionTree, renderSupervisionTree } from "../src/supervision-tree";
+import { defaultConfigDir } from "../src/config-dir";
+import { parseEndpoint } from "../src/endpoints";
 import { Capture, metroctl, removeTempDirs, tempDir } from "./cluster-fixture";
 
 afterAll(removeTempDirs);

@@ -8,6 +8,7 @@
  *    └─ metrics     Prometheus text at /metrics
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Server } from "@grpc/grpc-js";
 import { ClusterManager } from "@metropolis/cluster";
@@ -24,8 +25,35 @@ import { metricsRunnable } from "./metrics-server";
 import { nodeMetricsRunnable } from "./node-metrics";
 import type { NodeConfig } from "./node-config";
 
-/** The node software's version, reported in its status. */
-export const nodeVersion = "0.1.0";
+/** This package's package.json could not be read, or holds no version. */
+export class NodeVersionError extends Error {
+  constructor(path: string, options?: { cause?: unknown }) {
+    super(`no version in ${path}`, options);
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * The version in this package's package.json, one directory up from this
+ * file both in src/ (tests, run from sources) and in dist/ (the build).
+ */
+function packageVersion(): string {
+  const path = join(__dirname, "..", "package.json");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new NodeVersionError(path, { cause: e });
+  }
+  if (typeof parsed === "object" && parsed !== null && "version" in parsed) {
+    const { version } = parsed;
+    if (typeof version === "string" && version !== "") return version;
+  }
+  throw new NodeVersionError(path);
+}
+
+/** The node software's version (its package.json's), reported in its status. */
+export const nodeVersion = packageVersion();
 
 export interface NodeServices {
   manager: ClusterManager;

@@ -99,7 +99,10 @@ describe("node certificates", () => {
     expect(cert.notBefore.getTime()).toBeLessThan(Date.now());
     expect(nodeIdFromCertificate(cert.der)).toBe(nodeId);
 
-    await expect(verifyCertificate(cert, ca.certificate)).resolves.toBeDefined();
+    // It returns the verified certificate, parsed.
+    const verified = await verifyCertificate(cert, ca.certificate);
+    expect(verified.der).toEqual(cert.der);
+    expect(nodeIdFromCertificate(verified)).toBe(nodeId);
 
     // Node's OpenSSL-backed parser agrees.
     const x509 = new X509Certificate(cert.toPem());
@@ -132,7 +135,9 @@ describe("user certificates", () => {
     expect(cert.dnsNames).toEqual([]);
     expect(cert.isCA).toBe(false);
     expect(new X509Certificate(cert.der).keyUsage).toEqual(["1.3.6.1.5.5.7.3.2"]);
-    await expect(verifyCertificate(cert.toPem(), ca.certificate.toPem())).resolves.toBeDefined();
+    const verified = await verifyCertificate(cert.toPem(), ca.certificate.toPem());
+    expect(verified.der).toEqual(cert.der);
+    expect(verified.commonName).toBe("owner");
     expect(() => nodeIdFromCertificate(cert)).toThrow(NodeIdentityError);
   });
 

@@ -10,27 +10,11 @@
  * failing when its flag flips and being restarted by the supervisor.
  */
 export { Roleserver, type RoleserverConfig } from "./roleserver";
-export {
-  RoleserveValues,
-  type BootstrapData,
-  type CuratorConnectionValue,
-  type EnrolmentSecrets,
-  type LocalControlPlane,
-  type WorkloadStatus,
-} from "./values";
+export type { LocalControlPlane } from "./values";
 export {
   credentialsPem,
   loadCredentials,
   saveCredentials,
-  type CredentialsDirectory,
   type NodeCredentials,
 } from "./node-credentials";
-export { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
-export { joinFromRoles, type ControlPlaneStartup } from "./controlplane-startup";
-export { heartbeatWorker, defaultHeartbeatIntervalMs } from "./heartbeat";
-export { statusPushWorker } from "./statuspush";
-export { roleFetchWorker } from "./rolefetch";
-export { validateWorkloads, workloadsWorker, type WorkloadSpec } from "./workloads";
-export { directoryWorker } from "./directory";
-export { revocationWorker, type RevocationOptions } from "./revocation";
-export * from "./errors";
+export { validateWorkloads, type WorkloadSpec } from "./workloads";
