@@ -28,6 +28,7 @@ import { status } from "@grpc/grpc-js";
 import { CuratorConnection } from "@metropolis/curator";
 import { placeNodeRoot, unsealConfiguration } from "@metropolis/localstorage";
 import { api, priv } from "@metropolis/proto";
+import { isProgressEvent } from "@metropolis/supervisor";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { parseNodeLine, type NodeProcess } from "../local-cluster/src/node-process";
@@ -237,11 +238,10 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     expect(processOf(leader).exit).toEqual({ code: null, signal: "SIGKILL" });
     const elected = await Promise.any(
       survivors.map((n, i) =>
-        processOf(n).waitForLog(
-          (l) => l.dn === "root.roleserver.controlplane.curator" && l.message === "elected leader",
-          30_000,
-          { since: cursors[i], what: '"elected leader"' },
-        ),
+        processOf(n).waitForLog((l) => isProgressEvent(l.progress, "curator.leading"), 30_000, {
+          since: cursors[i],
+          what: "curator.leading",
+        }),
       ),
     );
     e2e.note(

@@ -21,6 +21,7 @@ import { curatorServer } from "./curator-service";
 import { managementServer } from "./management-service";
 import { decodePem } from "@metropolis/pki";
 import {
+  logProgress,
   machineRunnable,
   type RunContext,
   type Runnable,
@@ -273,7 +274,14 @@ export class Curator {
         ],
         signal,
         "leader",
-        () => this.leader.set(this.self),
+        () => {
+          this.leader.set(this.self);
+          logProgress(ctx.logger, "serving the cluster's APIs as the leader", {
+            event: "curator.leading",
+            nodeId: this.self.nodeId,
+            address: `${this.self.host}:${this.self.port}`,
+          });
+        },
       );
     } finally {
       reconcile.abort();

@@ -38,6 +38,7 @@
  *                            (* secret: AES-256-GCM under an encrypted policy)
  * ```
  */
+export { atomicWriteFile, type AtomicWriteOptions } from "./atomic-write";
 export { dataPolicies } from "./data-marker";
 export type { DataPolicy } from "./data-marker";
 export { dataDir, DataDirectory, dataMarkerName } from "./data-protection";
