@@ -353,24 +353,6 @@ export class NodeProcess {
     });
   }
 
-  /** `waitForLog` for a log message matching `pattern` (optionally only in the DN `dn` and below). */
-  waitForMessage(
-    pattern: RegExp,
-    timeoutMs: number,
-    opts: { since?: number; dn?: string; signal?: AbortSignal } = {},
-  ): Promise<RegExpMatchArray> {
-    const matches = (line: NodeLine) =>
-      line.message !== undefined &&
-      (opts.dn === undefined ||
-        line.dn === opts.dn ||
-        line.dn?.startsWith(opts.dn + ".") === true) &&
-      pattern.test(line.message);
-    return this.waitForLog(matches, timeoutMs, {
-      ...opts,
-      what: `matching ${pattern}${opts.dn ? ` in ${opts.dn}` : ""}`,
-    }).then((line) => line.message!.match(pattern)!);
-  }
-
   /**
    * Shuts the node down as init would: SIGTERM to its PID, then waits until
    * it has exited. If it has not after the stop timeout, its whole process

@@ -30,8 +30,11 @@ const events: NodeProgressEvent[] = [
   { event: "consensus.serving", nodeId: "metropolis-0a" },
   { event: "consensus.promoted", nodeId: "metropolis-0b" },
   { event: "curator.leading", nodeId: "metropolis-0a", address: "127.0.0.2:7835" },
+  { event: "curator.handed-over", nodeId: "metropolis-0a" },
   { event: "status.pushed", address: "127.0.0.2", curatorPort: 7835 },
   { event: "status.pushed", address: "127.0.0.3", curatorPort: null },
+  { event: "workloads.changed", worker: true, workloads: ["web", "db"] },
+  { event: "workloads.changed", worker: false, workloads: [] },
 ];
 
 describe("node progress events in the node's log lines", () => {
@@ -57,6 +60,8 @@ describe("node progress events in the node's log lines", () => {
       { event: "curator.leading", nodeId: "metropolis-0a" },
       { event: "status.pushed", address: "127.0.0.2" },
       { event: "status.pushed", address: "127.0.0.2", curatorPort: "7835" },
+      { event: "workloads.changed", worker: true, workloads: ["web", 7] },
+      { event: "workloads.changed", workloads: [] },
     ]) {
       expect(readProgressEvent({ progress })).toBeUndefined();
     }

@@ -10,7 +10,7 @@
  * starts or stops a process by hand, so a process can never outlive the
  * decision that started it.
  */
-import { commandRunnable, type Runnable } from "@metropolis/supervisor";
+import { commandRunnable, logProgress, type Runnable } from "@metropolis/supervisor";
 import type { common } from "@metropolis/proto";
 import { InvalidWorkloadError, RolesChangedError } from "./errors";
 import type { RoleserveValues } from "./values";
@@ -72,14 +72,14 @@ export function workloadsWorker(values: RoleserveValues, opts: WorkloadsOptions)
           );
         }
       }
-      values.workloadStatus.set({
-        running,
-        workloads: running ? workloads.map((w) => w.name) : [],
-      });
-      ctx.logger.info(
+      const names = running ? workloads.map((w) => w.name) : [];
+      values.workloadStatus.set({ running, workloads: names });
+      logProgress(
+        ctx.logger,
         running
           ? `kubernetes worker: running ${workloads.length} workload(s)`
           : "not a kubernetes worker: running no workloads",
+        { event: "workloads.changed", worker: running, workloads: names },
       );
       ctx.healthy();
       await roles.get({ signal: ctx.signal, filter: (r) => holdsWorker(r) !== running });

@@ -2,7 +2,8 @@
  * Node progress events: the milestones of a node that whoever drives nodes
  * from outside (the local cluster, the e2e tests) waits for — the node knows
  * its ID, its consensus member serves, a learner was promoted, its curator
- * leads, it pushed its status. They are the one interface between the node's
+ * leads or handed the leadership over, it pushed its status, it runs its
+ * workloads. They are the one interface between the node's
  * log and its drivers; the message of a line is for people and may change
  * freely.
  *
@@ -43,10 +44,20 @@ export interface NodeProgressEvents {
   /** This node's curator (node `nodeId`) serves the cluster's APIs as the leader at `address`. */
   "curator.leading": { nodeId: string; address: string };
   /**
+   * This node's curator, the leader, handed the leadership over because its
+   * node, `nodeId`, is to leave consensus.
+   */
+  "curator.handed-over": { nodeId: string };
+  /**
    * The node pushed its status to the cluster: reachable at `address`, and
    * running a curator on `curatorPort`, or none (`null`).
    */
   "status.pushed": { address: string; curatorPort: number | null };
+  /**
+   * The node started the workloads it runs as a worker (`worker`: it holds
+   * the role), by name, or stopped them all (`worker` false, `workloads` empty).
+   */
+  "workloads.changed": { worker: boolean; workloads: string[] };
 }
 
 /** The name of a progress event. */
@@ -64,7 +75,9 @@ export const nodeProgressEventNames: readonly NodeProgressEventName[] = [
   "consensus.serving",
   "consensus.promoted",
   "curator.leading",
+  "curator.handed-over",
   "status.pushed",
+  "workloads.changed",
 ];
 
 /** Logs `message` at info level with `event` in its {@link progressField} field. */
@@ -102,6 +115,7 @@ export function readProgressEvent(meta: unknown): NodeProgressEvent | undefined 
     }
     case "consensus.serving":
     case "consensus.promoted":
+    case "curator.handed-over":
       return nodeId === undefined ? undefined : { event: e.event, nodeId };
     case "curator.leading":
       return nodeId === undefined || address === undefined
@@ -114,6 +128,15 @@ export function readProgressEvent(meta: unknown): NodeProgressEvent | undefined 
         return { event: e.event, address, curatorPort: port };
       }
       return undefined;
+    }
+    case "workloads.changed": {
+      const worker = "worker" in e ? e.worker : undefined;
+      const workloads = "workloads" in e ? e.workloads : undefined;
+      if (typeof worker !== "boolean" || !Array.isArray(workloads)) return undefined;
+      const names = workloads.filter((w): w is string => typeof w === "string");
+      return names.length === workloads.length
+        ? { event: e.event, worker, workloads: names }
+        : undefined;
     }
     default:
       return undefined;
