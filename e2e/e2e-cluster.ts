@@ -20,6 +20,7 @@ import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
 import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
 import { placeNodeRoot } from "@metropolis/localstorage";
 import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
+import type { NodeConfigFile } from "@metropolis/node";
 import { eventually } from "@metropolis/supervisor/testing";
 import { api, curator } from "@metropolis/proto";
 import { Etcd3 } from "etcd3";
@@ -27,7 +28,6 @@ import {
   LocalCluster,
   type ClusterNode,
   type LocalClusterOptions,
-  type NodeConfigFile,
 } from "../local-cluster/src/cluster-launcher";
 import {
   nodeBinaryPath,

@@ -7,7 +7,7 @@
  * count towards quorum, and cannot take a healthy cluster down.
  */
 import type { Etcd3, IMember } from "etcd3";
-import { abortableSleep } from "@metropolis/supervisor";
+import { abortableSleep, logProgress } from "@metropolis/supervisor";
 import type { Logger } from "winston";
 import type { EtcdPeer } from "./etcd-flags";
 import { MembershipError } from "./errors";
@@ -137,7 +137,10 @@ export async function promoteStartedLearners(client: Etcd3, logger: Logger): Pro
     if (!m.isLearner || m.name === "") continue;
     try {
       await client.cluster.memberPromote({ ID: m.ID });
-      logger.info(`promoted learner ${m.name} to a voting member`);
+      logProgress(logger, `promoted learner ${m.name} to a voting member`, {
+        event: "consensus.promoted",
+        nodeId: m.name,
+      });
       promoted.push(m.name);
     } catch (e) {
       logger.debug(`learner ${m.name} not promoted yet: ${String(e)}`);

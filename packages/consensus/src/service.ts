@@ -45,6 +45,7 @@ import type { NodeRoot } from "@metropolis/localstorage";
 import {
   abortableSleep,
   commandRunnable,
+  logProgress,
   machineRunnable,
   type RunContext,
   type Runnable,
@@ -382,7 +383,7 @@ export class ConsensusService {
       }),
     );
     await waitReady(client, ctx.signal);
-    ctx.logger.info(`member ${nodeId} serves`);
+    logProgress(ctx.logger, `member ${nodeId} serves`, { event: "consensus.serving", nodeId });
     return client;
   }
 

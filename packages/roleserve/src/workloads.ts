@@ -13,6 +13,7 @@
 import {
   commandRunnable,
   isRunnableName,
+  logProgress,
   runnableNamePattern,
   type Runnable,
 } from "@metropolis/supervisor";
@@ -78,14 +79,14 @@ export function workloadsWorker(values: RoleserveValues, opts: WorkloadsOptions)
           );
         }
       }
-      values.workloadStatus.set({
-        running,
-        workloads: running ? workloads.map((w) => w.name) : [],
-      });
-      ctx.logger.info(
+      const names = running ? workloads.map((w) => w.name) : [];
+      values.workloadStatus.set({ running, workloads: names });
+      logProgress(
+        ctx.logger,
         running
           ? `kubernetes worker: running ${workloads.length} workload(s)`
           : "not a kubernetes worker: running no workloads",
+        { event: "workloads.changed", worker: running, workloads: names },
       );
       ctx.healthy();
       await roles.get({ signal: ctx.signal, filter: (r) => holdsWorker(r) !== running });
