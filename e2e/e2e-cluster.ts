@@ -228,7 +228,7 @@ export class E2eCluster {
         const ids = await Promise.all(
           nodes.map(async (n) => (await this.currentLeader(n)).leaderNodeId),
         );
-        return ids.every((id) => id !== "" && id === ids[0]) && ids[0]!;
+        return ids.every((id) => id !== "" && id === ids[0]) && ids[0];
       },
       `${nodes.map((n) => n.name).join(", ")} to name one curator leader`,
       { timeoutMs, intervalMs: 200 },

@@ -336,12 +336,12 @@ export class LocalCluster {
 
   /** Stops every running node, all at once (SIGTERM by PID, SIGKILL after a timeout). */
   async stop(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => n.process?.stop()));
+    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.stop()] : [])));
   }
 
   /** Kills every node process group at once (SIGKILL): a power cut of the whole cluster. */
   async kill(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => n.process?.kill()));
+    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.kill()] : [])));
   }
 
   /** Runs `fn`, records how long it took as `describe(ms)` and logs that. */

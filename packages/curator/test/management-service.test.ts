@@ -435,9 +435,9 @@ describe("authorization", () => {
   ];
 
   it.each([
-    ["a node certificate", "node" as ClientIdentity, status.PERMISSION_DENIED],
+    ["a node certificate", "node" as const, status.PERMISSION_DENIED],
     ["a self-signed certificate", "ephemeral" as const, status.PERMISSION_DENIED],
-    ["no certificate", "none" as ClientIdentity, status.UNAUTHENTICATED],
+    ["no certificate", "none" as const, status.UNAUTHENTICATED],
   ])("refuses every call with %s", async (_what, identity, code) => {
     const target = await leader.addNode({ state: common.NodeState.NEW });
     const client = await clientAs(

@@ -200,8 +200,14 @@ describe("reconcileMembership", () => {
 });
 
 describe("planMembershipChange", () => {
-  const member = (over: Partial<IMember>): IMember =>
-    ({ ID: "1", name: "", peerURLs: [], clientURLs: [], isLearner: false, ...over }) as IMember;
+  const member = (over: Partial<IMember>): IMember => ({
+    ID: "1",
+    name: "",
+    peerURLs: [],
+    clientURLs: [],
+    isLearner: false,
+    ...over,
+  });
 
   it("never removes the last voter, even of a node without the role", () => {
     const lone = member({ ID: "7", name: "metropolis-gone" });

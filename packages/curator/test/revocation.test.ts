@@ -45,7 +45,7 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
   try {
     await eventually(() => crls.length === 1, "the current CRL");
     const serial = parseCertificate(doomed.certificate).serial;
-    expect(parseCrl(crls[0]!).isRevoked(serial)).toBe(false);
+    expect(parseCrl(crls[0]).isRevoked(serial)).toBe(false);
 
     await unary((cb) =>
       owner.deleteNode(
@@ -61,12 +61,12 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
       }),
     );
     await eventually(() => crls.length === 2, "the new CRL streamed");
-    const newest = parseCrl(crls[1]!);
+    const newest = parseCrl(crls[1]);
     expect(newest.isRevoked(serial)).toBe(true);
     expect(await newest.isIssuedBy(leader.caCertificate)).toBe(true);
     // What etcd keeps is what was streamed.
     const stored = await leader.ctx.kv.get(leader.ctx.clusterCa.keys.crl).buffer();
-    expect(stored?.equals(crls[1]!)).toBe(true);
+    expect(stored?.equals(crls[1])).toBe(true);
   } finally {
     stream.cancel();
   }

@@ -122,7 +122,7 @@ export async function waitForNode(
 
 /** Adds `wait`. */
 export function registerWaitCommand(define: DefineCommand): void {
-  define<WaitOptions>("wait", (ctx, [id], opts) => waitForNode(ctx, id!, opts))
+  define<WaitOptions>("wait", (ctx, [id], opts) => waitForNode(ctx, id, opts))
     .description("wait until a node is in a state and/or health")
     .argument("<id>", "node ID")
     .option("--state <state>", "NEW, STANDBY, UP or DECOMMISSIONED")

@@ -18,7 +18,7 @@ clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
 const oneErrorLine = (stderr: string) => {
   const lines = stderr.split("\n").filter((l) => l !== "");
   expect(lines).toHaveLength(1);
-  return lines[0]!;
+  return lines[0];
 };
 
 describe("nodes", () => {
