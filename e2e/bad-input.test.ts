@@ -73,11 +73,11 @@ async function run(attempt: Attempt): Promise<{ exit: NodeExit; stderr: string; 
   });
   const exit = await Promise.race([
     proc.exited,
-    new Promise<never>((_, reject) =>
-      proc
+    new Promise<never>((_, reject) => {
+      void proc
         .waitForLog(() => false, 60_000, { what: "its exit" })
-        .catch((e: unknown) => (proc.running ? reject(e) : undefined)),
-    ),
+        .catch((e: unknown) => (proc.running ? reject(e) : undefined));
+    }),
   ]);
   e2e.note(`${attempt.name}: exit ${exit.code} after`, performance.now() - started);
   return { exit, stderr: proc.stderr(), root };
@@ -96,7 +96,7 @@ async function expectClusterUntouched(): Promise<void> {
   const now = await e2e.cluster.listNodes();
   const shape = (views: NodeView[]) => views.map((v) => [v.id, v.state, v.roles, v.address]);
   expect(shape(now)).toEqual(shape(baseline));
-  expect(now[0]!.health).toBe("HEALTHY");
+  expect(now[0].health).toBe("HEALTHY");
 }
 
 describe("bad input: a node refuses to start, clearly, and leaves the cluster alone", () => {

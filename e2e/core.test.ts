@@ -95,11 +95,10 @@ describe("core: a bootstrapped and a registered node", () => {
     );
     await e2e.measure("node2 UP and HEALTHY after restart", async () => {
       const proc = e2e.cluster.startNode(node);
-      const [, id] = await proc.waitForMessage(
-        /^rejoined the cluster as (metropolis-[0-9a-f]+)$/,
-        60_000,
-      );
-      expect(id).toBe(node.id);
+      const { nodeId } = await proc.waitForProgress("cluster.enrolled", 60_000, {
+        where: (e) => e.flow === "rejoin",
+      });
+      expect(nodeId).toBe(node.id);
       await e2e.cluster.waitFor(node, { state: "UP", health: "HEALTHY" }, 60_000);
     });
     const nodes = await e2e.cluster.listNodes();

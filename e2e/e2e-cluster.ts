@@ -20,6 +20,7 @@ import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
 import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
 import { placeNodeRoot } from "@metropolis/localstorage";
 import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
+import type { NodeConfigFile } from "@metropolis/node";
 import { eventually } from "@metropolis/supervisor/testing";
 import { api, curator } from "@metropolis/proto";
 import { Etcd3 } from "etcd3";
@@ -27,7 +28,6 @@ import {
   LocalCluster,
   type ClusterNode,
   type LocalClusterOptions,
-  type NodeConfigFile,
 } from "../local-cluster/src/cluster-launcher";
 import {
   nodeBinaryPath,
@@ -228,7 +228,7 @@ export class E2eCluster {
         const ids = await Promise.all(
           nodes.map(async (n) => (await this.currentLeader(n)).leaderNodeId),
         );
-        return ids.every((id) => id !== "" && id === ids[0]) && ids[0]!;
+        return ids.every((id) => id !== "" && id === ids[0]) && ids[0];
       },
       `${nodes.map((n) => n.name).join(", ")} to name one curator leader`,
       { timeoutMs, intervalMs: 200 },

@@ -99,7 +99,9 @@ describe.each([
       expect(await placement(ephemeral)).toBe(first);
       await e2e.measure("node1 UP and HEALTHY after SIGKILL and start", async () => {
         const proc = e2e.cluster.startNode(node);
-        await proc.waitForMessage(/^rejoined the cluster as /, 60_000);
+        await proc.waitForProgress("cluster.enrolled", 60_000, {
+          where: (e) => e.flow === "rejoin",
+        });
         await e2e.cluster.waitFor(node, { state: "UP", health: "HEALTHY" }, 60_000);
       });
       const second = await placement(ephemeral);

@@ -9,6 +9,7 @@
  * the owner again.
  */
 import { api } from "@metropolis/proto";
+import { isProgressEvent } from "@metropolis/supervisor";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import type { NodeLine } from "../local-cluster/src/node-process";
@@ -87,11 +88,10 @@ describe("ha: three consensus members", () => {
 
     const elected: NodeLine = await Promise.any(
       survivors.map((n, i) =>
-        n.process!.waitForLog(
-          (l) => l.dn === "root.roleserver.controlplane.curator" && l.message === "elected leader",
-          30_000,
-          { since: cursors[i], what: '"elected leader"' },
-        ),
+        n.process!.waitForLog((l) => isProgressEvent(l.progress, "curator.leading"), 30_000, {
+          since: cursors[i],
+          what: "curator.leading",
+        }),
       ),
     );
     const failoverMs = Date.parse(elected.time!) - cutAt;

@@ -28,9 +28,10 @@ import { status } from "@grpc/grpc-js";
 import { CuratorConnection } from "@metropolis/curator";
 import { placeNodeRoot, unsealConfiguration } from "@metropolis/localstorage";
 import { api, priv } from "@metropolis/proto";
+import { isProgressEvent } from "@metropolis/supervisor";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
-import { parseNodeLine, type NodeProcess } from "../local-cluster/src/node-process";
+import { parseNodeLine, type NodeLine, type NodeProcess } from "../local-cluster/src/node-process";
 import { curatorPort, E2eCluster } from "./e2e-cluster";
 import {
   advertisedCuratorPort,
@@ -106,13 +107,12 @@ const etcdData = (node: ClusterNode) => join(node.root, "data", "etcd", "data", 
  * What node `node` logged from `since` on, in any of its processes (the
  * harness appends every process's log lines to the node's log file).
  */
-async function loggedSince(node: ClusterNode, since: number): Promise<string[]> {
+async function loggedSince(node: ClusterNode, since: number): Promise<NodeLine[]> {
   const text = await readFile(join(e2e.cluster.stateDir, "logs", `${node.name}.log`), "utf8");
   return text
     .split("\n")
     .map((raw, i) => parseNodeLine(raw, node.name, "stdout", i))
-    .filter((l) => l.time !== undefined && Date.parse(l.time) >= since)
-    .map((l) => l.message ?? l.raw);
+    .filter((l) => l.time !== undefined && Date.parse(l.time) >= since);
 }
 
 /** Every node's etcd member reports the three nodes as voting members; each runs consensus. */
@@ -237,11 +237,10 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     expect(processOf(leader).exit).toEqual({ code: null, signal: "SIGKILL" });
     const elected = await Promise.any(
       survivors.map((n, i) =>
-        processOf(n).waitForLog(
-          (l) => l.dn === "root.roleserver.controlplane.curator" && l.message === "elected leader",
-          30_000,
-          { since: cursors[i], what: '"elected leader"' },
-        ),
+        processOf(n).waitForLog((l) => isProgressEvent(l.progress, "curator.leading"), 30_000, {
+          since: cursors[i],
+          what: "curator.leading",
+        }),
       ),
     );
     e2e.note(
@@ -273,9 +272,14 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     expect(served.calls).toEqual([]);
     expect(served.connections).toEqual([]);
     for (const node of nodes) {
-      const messages = await loggedSince(node, attackStartedAt);
-      // The logs of the attack are read: the new leader's election is in one of them.
-      if (node.id === newLeader) expect(messages).toContain("elected leader");
+      const lines = await loggedSince(node, attackStartedAt);
+      const messages = lines.map((l) => l.message ?? l.raw);
+      // The logs of the attack are read: the new leader's taking over is in one of them.
+      if (node.id === newLeader) {
+        expect(lines.map((l) => l.progress)).toContainEqual(
+          expect.objectContaining({ event: "curator.leading", nodeId: newLeader }),
+        );
+      }
       for (const giveaway of giveaways) {
         expect(messages.filter((m) => giveaway.test(m))).toEqual([]);
       }

@@ -126,7 +126,9 @@ describe("roles: what a node runs follows its roles", () => {
       );
     });
     expect(await roles(node3)).toEqual(["worker"]);
-    await node3.process!.waitForMessage(/^kubernetes worker: running 1 workload\(s\)$/, 10_000);
+    await node3.process!.waitForProgress("workloads.changed", 10_000, {
+      where: (e) => e.worker && e.workloads.length === 1,
+    });
     // Only the worker runs it.
     for (const other of [e2e.node(1), e2e.node(2)]) {
       expect(await sleeperPid(other.process!.pid)).toBeUndefined();
@@ -180,16 +182,15 @@ describe("roles: what a node runs follows its roles", () => {
     await e2e.measure("consensus role taken from the leader's node (hand-over, removal)", () =>
       e2e.cluster.metroctlOk(["set-role", node1.id, "--controller", "off", "--consensus", "off"]),
     );
-    await node1.process!.waitForMessage(
-      /^handed the leadership over: node .* is to leave consensus$/,
-      10_000,
-    );
+    await node1.process!.waitForProgress("curator.handed-over", 10_000, {
+      where: (e) => e.nodeId === node1.id,
+    });
     expect(await roles(node1)).toEqual([]);
     const members = others.filter((n) => staying.includes(n.id));
     expect(await e2e.agreedLeader(members)).not.toBe(node1.id);
     await eventually(
       async () => {
-        const names = (await e2e.etcdMembers(members[0]!)).map((m) => m.name);
+        const names = (await e2e.etcdMembers(members[0])).map((m) => m.name);
         return names.sort().join() === [...staying].sort().join();
       },
       `etcd to have lost node1 as a member`,

@@ -18,23 +18,30 @@
  * take ownership, register and approve the others, make every node a
  * consensus member one at a time), or cold-starts it from disk when it
  * exists. Every step is timed.
+ *
+ * This file is the cluster: its nodes and their processes, the owner's
+ * metroctl, and the order of the steps. The steps themselves are in
+ * bring-up-steps.ts, cluster.json in cluster-state-file.ts, one node's
+ * process in node-process.ts, and the state dir's ownership in
+ * state-dir-lock.ts.
  */
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { runMetroctl, type NodeView } from "@metropolis/metroctl";
+import type { NodeConfigFile } from "@metropolis/node";
+import {
+  bootstrapFirstNode,
+  coldStartNodes,
+  registerNode,
+  rejoined,
+  seconds,
+  setConsensusRole,
+} from "./bring-up-steps";
+import { readClusterState, writeClusterState } from "./cluster-state-file";
+import { LocalClusterError, MetroctlFailedError } from "./errors";
 import { describeExit, NodeProcess, type NodeLine } from "./node-process";
-import { removeNodeRoot, removeNodeRoots } from "./node-root-removal";
+import { removeNodeRoots } from "./node-root-removal";
 import { StateDirLock } from "./state-dir-lock";
-
-/** The node configuration file's fields (see packages/node/src/node-config.ts). */
-export interface NodeConfigFile {
-  ports?: { consensus?: number; curator?: number; debug?: number; metrics?: number };
-  workloads?: { name: string; command: string; args?: string[]; env?: Record<string, string> }[];
-  loopbackTimings?: boolean;
-  leaderTtlSeconds?: number;
-  heartbeatTimeoutMs?: number;
-  ephemeralTmpfs?: boolean;
-}
 
 /** What every node of a local cluster gets: fast etcd elections, short leases and heartbeats. */
 export const localNodeConfig: NodeConfigFile = {
@@ -48,36 +55,6 @@ const defaultCuratorPort = 7835;
 
 /** Node `index` (1-based) of the default cluster: 127.0.0.2, 127.0.0.3, … */
 export const defaultAddress = (index: number): string => `127.0.0.${index + 1}`;
-
-/** Base class of the launcher's errors. */
-export class LocalClusterError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
-
-/** A metroctl command exited non-zero. */
-export class MetroctlFailedError extends LocalClusterError {
-  constructor(
-    readonly args: readonly string[],
-    readonly exitCode: number,
-    readonly stderr: string,
-  ) {
-    super(
-      `metroctl ${args.join(" ")} failed (exit ${exitCode}): ${stderr.trim() || "(no output)"}`,
-    );
-  }
-}
-
-/** The state dir's cluster.json cannot be used. */
-export class StateFileError extends LocalClusterError {}
-
-/** A node came back from disk as another node than the one recorded. */
-export class NodeIdentityError extends LocalClusterError {}
-
-/** A condition polled for did not hold before its deadline. */
-export class StepTimeoutError extends LocalClusterError {}
 
 /** One node of the cluster, and its process while it runs. */
 export interface ClusterNode {
@@ -134,20 +111,6 @@ export interface LocalClusterOptions {
   consensusOnEveryNode?: boolean;
 }
 
-interface StateFile {
-  version: 1;
-  nodes: { name: string; address: string; id: string }[];
-}
-
-const nodeIdPattern = "metropolis-[0-9a-f]+";
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-/** A signal aborted when any of `signals` is. */
-function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
-  const given = signals.filter((s): s is AbortSignal => s !== undefined);
-  return given.length <= 1 ? given[0] : AbortSignal.any(given);
-}
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
 /** A local cluster of `metropolis-node` processes; see the module comment. */
 export class LocalCluster {
   readonly stateDir: string;
@@ -167,9 +130,13 @@ export class LocalCluster {
   }
   private readonly startedProcesses: NodeProcess[] = [];
 
+  /** Deadline of each waiting step. */
+  readonly stepTimeoutMs: number;
+  /** Aborts every step: the caller's signal, or one that never aborts. */
+  readonly signal: AbortSignal;
+
   private readonly address: (index: number) => string;
   private readonly log: (message: string) => void;
-  private readonly stepTimeoutMs: number;
   private readonly curatorPort: number;
   private readonly lock: StateDirLock;
 
@@ -183,6 +150,7 @@ export class LocalCluster {
     this.address = opts.address ?? defaultAddress;
     this.log = opts.log ?? ((m) => process.stdout.write(m + "\n"));
     this.stepTimeoutMs = opts.stepTimeoutMs ?? 90_000;
+    this.signal = opts.signal ?? new AbortController().signal;
     this.curatorPort = opts.nodeConfig?.ports?.curator ?? defaultCuratorPort;
     this.lock = new StateDirLock(this.stateDir, this.log);
   }
@@ -211,7 +179,7 @@ export class LocalCluster {
       this.nodeConfigPath,
       JSON.stringify({ ...localNodeConfig, ...this.opts.nodeConfig }, null, 2) + "\n",
     );
-    const state = await this.readState();
+    const state = await readClusterState(this.statePath);
     const resumed = state !== undefined;
     if (state) {
       if (state.nodes.length > this.opts.nodes) {
@@ -219,12 +187,15 @@ export class LocalCluster {
           `the cluster in ${this.stateDir} has ${state.nodes.length} nodes: starting all of them`,
         );
       }
-      await this.resume(state);
+      for (const [i, recorded] of state.nodes.entries()) {
+        this.nodes.push({ ...this.newNode(i + 1, recorded.address), id: recorded.id });
+      }
+      await this.coldStart();
     } else {
       // Leftovers of a creation that did not get as far as a bootstrapped cluster.
       await removeNodeRoots(join(this.stateDir, "nodes"));
       await rm(join(this.stateDir, "params"), { recursive: true, force: true });
-      await this.bootstrap();
+      await bootstrapFirstNode(this);
     }
     while (this.nodes.length < this.opts.nodes) await this.addNode();
     if (this.opts.consensusOnEveryNode ?? true) {
@@ -265,7 +236,7 @@ export class LocalCluster {
     const exitCode = await runMetroctl(argv, {
       stdout: { write: (s: string) => (stdout += s) },
       stderr: { write: (s: string) => (stderr += s) },
-      signal: anySignal(this.opts.signal, opts.signal),
+      signal: opts.signal ? AbortSignal.any([this.signal, opts.signal]) : this.signal,
     });
     return { exitCode, stdout, stderr };
   }
@@ -357,7 +328,7 @@ export class LocalCluster {
       (ms) => `${node.name} UP and HEALTHY after restart in ${seconds(ms)}`,
       async () => {
         const proc = this.startNode(node);
-        await this.rejoined(node, proc);
+        await rejoined(this, node, proc);
         await this.waitFor(node, { state: "UP", health: "HEALTHY" });
       },
     );
@@ -365,12 +336,12 @@ export class LocalCluster {
 
   /** Stops every running node, all at once (SIGTERM by PID, SIGKILL after a timeout). */
   async stop(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => n.process?.stop()));
+    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.stop()] : [])));
   }
 
   /** Kills every node process group at once (SIGKILL): a power cut of the whole cluster. */
   async kill(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => n.process?.kill()));
+    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.kill()] : [])));
   }
 
   /** Runs `fn`, records how long it took as `describe(ms)` and logs that. */
@@ -388,70 +359,9 @@ export class LocalCluster {
     this.log(step);
   }
 
-  private async bootstrap(): Promise<void> {
-    const node = this.newNode(1);
-    const params = await this.paramsPath(node);
-    await this.metroctlOk(["bootstrap-params", "-o", params]);
-    await this.timed(
-      (ms) =>
-        `${node.name} bootstrapped the cluster as ${node.id}: curator leader in ${seconds(ms)}`,
-      async () => {
-        const proc = this.startNode(node, params);
-        const [, id] = await proc.waitForMessage(
-          new RegExp(`^bootstrapping a new cluster as (${nodeIdPattern})$`),
-          this.stepTimeoutMs,
-          { signal: this.opts.signal },
-        );
-        node.id = id!;
-        await proc.waitForMessage(/^serving as leader on /, this.stepTimeoutMs, {
-          signal: this.opts.signal,
-        });
-      },
-    );
-    this.nodes.push(node);
-    await this.timed(
-      (ms) => `took ownership of the cluster in ${seconds(ms)}`,
-      () => this.metroctlOk(["takeownership"]),
-    );
-    await this.waitFor(node, { state: "UP", health: "HEALTHY" });
-    await this.writeState();
-  }
-
   /** Registers node number `nodes.length + 1`, approves it, and waits until it is UP and HEALTHY. */
-  async addNode(): Promise<ClusterNode> {
-    const node = this.newNode(this.nodes.length + 1);
-    await removeNodeRoot(node.root);
-    const params = await this.paramsPath(node);
-    // Refused until some UP node has reported its address: retried.
-    await this.retry(`register parameters for ${node.name}`, () =>
-      this.metroctlOk(["register-params", "-o", params]),
-    );
-    const started = performance.now();
-    const proc = this.startNode(node, params);
-    try {
-      const [, id] = await proc.waitForMessage(
-        new RegExp(`^registering as (${nodeIdPattern})$`),
-        this.stepTimeoutMs,
-        { signal: this.opts.signal },
-      );
-      node.id = id!;
-      this.nodes.push(node);
-      await this.waitFor(node, { state: "NEW" });
-    } catch (e) {
-      await proc.stop();
-      throw e;
-    }
-    this.record(
-      `${node.name} registered as ${node.id}: NEW ${seconds(performance.now() - started)} after start`,
-      performance.now() - started,
-    );
-    await this.metroctlOk(["approve", node.id]);
-    await this.timed(
-      (ms) => `${node.name} UP and HEALTHY after approval in ${seconds(ms)}`,
-      () => this.waitFor(node, { state: "UP", health: "HEALTHY" }),
-    );
-    await this.writeState();
-    return node;
+  addNode(): Promise<ClusterNode> {
+    return registerNode(this);
   }
 
   /**
@@ -465,112 +375,22 @@ export class LocalCluster {
   }
 
   /**
-   * `set-role ID --consensus on|off`, then waits until it took effect: on —
-   * the node's etcd member serves and was promoted to a voting member, its
-   * curator runs, and the node is HEALTHY; off — the node's control plane
-   * has stopped and the node is HEALTHY. The time is recorded.
+   * `set-role ID --consensus on|off`, then waits until it took effect (see
+   * bring-up-steps.ts); the time is recorded.
    */
   async setConsensus(node: ClusterNode, on: boolean): Promise<void> {
     const proc = node.process;
     if (!proc?.running) throw new LocalClusterError(`${node.name} is not running`);
-    const cursors = new Map(this.running().map((n) => [n, n.process!.cursor()]));
-    const signal = this.opts.signal;
-    const id = escape(node.id);
-    await this.timed(
-      (ms) =>
-        on
-          ? `${node.name} joined consensus (voting etcd member, curator running) in ${seconds(ms)}`
-          : `${node.name} left consensus (control plane stopped) in ${seconds(ms)}`,
-      async () => {
-        await this.metroctlOk(["set-role", node.id, "--consensus", on ? "on" : "off"]);
-        const since = cursors.get(node);
-        if (on) {
-          await proc.waitForMessage(new RegExp(`^member ${id} serves$`), this.stepTimeoutMs, {
-            since,
-            signal,
-          });
-          await this.anyNodeLogs(
-            new RegExp(`^promoted learner ${id} to a voting member$`),
-            cursors,
-          );
-          await proc.waitForMessage(/^pushed status: .*curator on port/, this.stepTimeoutMs, {
-            since,
-            signal,
-          });
-        } else {
-          await proc.waitForMessage(/^pushed status: .*no curator/, this.stepTimeoutMs, {
-            since,
-            signal,
-          });
-        }
-        await this.poll(`${node.name} to show consensus ${on ? "on" : "off"}`, async () => {
-          const view = (await this.listNodes()).find((n) => n.id === node.id);
-          return view?.roles.includes("consensus") === on;
-        });
-        await this.waitFor(node, { health: "HEALTHY" });
-      },
-    );
-  }
-
-  /** Resumes the cluster recorded in the state dir: a cold start of every node. */
-  private async resume(state: StateFile): Promise<void> {
-    for (const [i, recorded] of state.nodes.entries()) {
-      const node = this.newNode(i + 1, recorded.address);
-      node.id = recorded.id;
-      this.nodes.push(node);
-    }
-    await this.coldStart();
+    await setConsensusRole(this, node, proc, on);
   }
 
   /**
-   * Cold start: starts every node at once (a consensus needs a quorum to come
-   * back), checks that each rejoined as the node ID on record, and waits
-   * until all are UP and HEALTHY. Every node must be stopped. The times are
-   * recorded.
+   * Cold start: starts every node at once, checks that each rejoined as the
+   * node ID on record, and waits until all are UP and HEALTHY. Every node
+   * must be stopped. The times are recorded.
    */
-  async coldStart(): Promise<void> {
-    await this.timed(
-      (ms) => `cold start: all ${this.nodes.length} nodes UP and HEALTHY in ${seconds(ms)}`,
-      () =>
-        Promise.all(
-          this.nodes.map(async (node) => {
-            const started = performance.now();
-            const proc = this.startNode(node);
-            await this.rejoined(node, proc);
-            await this.waitFor(node, { state: "UP", health: "HEALTHY" });
-            const ms = performance.now() - started;
-            this.record(`${node.name} (${node.id}) UP and HEALTHY ${seconds(ms)} after start`, ms);
-          }),
-        ),
-    );
-  }
-
-  /** Waits until `proc` logged that it rejoined as `node.id`. @throws NodeIdentityError */
-  private async rejoined(node: ClusterNode, proc: NodeProcess): Promise<void> {
-    const [, id] = await proc.waitForMessage(
-      new RegExp(`^rejoined the cluster as (${nodeIdPattern})$`),
-      this.stepTimeoutMs,
-      { signal: this.opts.signal },
-    );
-    if (id !== node.id) {
-      throw new NodeIdentityError(`${node.name} rejoined as ${id}, but it was ${node.id}`);
-    }
-  }
-
-  private running(): ClusterNode[] {
-    return this.nodes.filter((n) => n.process?.running);
-  }
-
-  /** Waits until some running node logs a message matching `pattern` after its cursor. */
-  private async anyNodeLogs(pattern: RegExp, cursors: Map<ClusterNode, number>): Promise<void> {
-    const waits = [...cursors].map(([n, since]) =>
-      n.process!.waitForMessage(pattern, this.stepTimeoutMs, { since, signal: this.opts.signal }),
-    );
-    try {
-      await Promise.any(waits);
-    } catch (e) {
-      throw (e as AggregateError).errors?.[0] ?? e;
-    }
+  coldStart(): Promise<void> {
+    return coldStartNodes(this);
   }
 
   /**
@@ -603,99 +423,20 @@ export class LocalCluster {
     }
   }
 
-  /** Calls `fn` until it succeeds; rethrows its last error at the deadline. */
-  private async retry<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.stepTimeoutMs;
-    for (;;) {
-      try {
-        return await fn();
-      } catch (e) {
-        if (Date.now() > deadline || this.opts.signal?.aborted) {
-          throw new StepTimeoutError(`${what}: gave up after ${seconds(this.stepTimeoutMs)}`, {
-            cause: e,
-          });
-        }
-      }
-      await this.pause(200);
-    }
-  }
-
-  /** Polls `check` until it returns true. @throws StepTimeoutError */
-  private async poll(what: string, check: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + this.stepTimeoutMs;
-    let last: unknown;
-    for (;;) {
-      try {
-        if (await check()) return;
-      } catch (e) {
-        last = e;
-      }
-      if (Date.now() > deadline || this.opts.signal?.aborted) {
-        throw new StepTimeoutError(`timed out waiting for ${what}`, { cause: last });
-      }
-      await this.pause(200);
-    }
-  }
-
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (this.opts.signal?.aborted) return reject(this.opts.signal.reason);
-      const timer = setTimeout(resolve, ms);
-      this.opts.signal?.addEventListener(
-        "abort",
-        () => {
-          clearTimeout(timer);
-          reject(this.opts.signal!.reason);
-        },
-        { once: true },
-      );
-    });
-  }
-
-  private newNode(index: number, address = this.address(index)): ClusterNode {
+  /** A new node `index` (1-based), not yet started nor among `nodes`; its ID is set once known. */
+  newNode(index: number, address = this.address(index)): ClusterNode {
     const name = `node${index}`;
     return { index, name, address, root: join(this.stateDir, "nodes", name), id: "" };
   }
 
-  private async paramsPath(node: ClusterNode): Promise<string> {
+  /** Where `node`'s parameters (bootstrap, register) are written. */
+  async paramsPath(node: ClusterNode): Promise<string> {
     await mkdir(join(this.stateDir, "params"), { recursive: true });
     return join(this.stateDir, "params", `${node.name}.pb`);
   }
 
-  private async readState(): Promise<StateFile | undefined> {
-    let text: string;
-    try {
-      text = await readFile(this.statePath, "utf8");
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw new StateFileError(`cannot read ${this.statePath}: ${(e as Error).message}`);
-    }
-    let state: StateFile;
-    try {
-      state = JSON.parse(text) as StateFile;
-    } catch (e) {
-      throw new StateFileError(`${this.statePath} is not JSON: ${(e as Error).message}`);
-    }
-    if (
-      state.version !== 1 ||
-      !Array.isArray(state.nodes) ||
-      state.nodes.length === 0 ||
-      !state.nodes.every((n) => typeof n.address === "string" && /^metropolis-/.test(n.id))
-    ) {
-      throw new StateFileError(
-        `${this.statePath} is not a local cluster's state (remove the state dir to start afresh)`,
-      );
-    }
-    return state;
-  }
-
-  private async writeState(): Promise<void> {
-    const state: StateFile = {
-      version: 1,
-      nodes: this.nodes.map((n) => ({ name: n.name, address: n.address, id: n.id })),
-    };
-    const tmp = this.statePath + ".tmp";
-    await writeFile(tmp, JSON.stringify(state, null, 2) + "\n");
-    await rename(tmp, this.statePath);
+  /** Records the nodes in cluster.json (atomically): what a resumed cluster starts. */
+  async saveState(): Promise<void> {
+    await writeClusterState(this.statePath, this.nodes);
   }
 }

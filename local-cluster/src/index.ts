@@ -9,16 +9,10 @@
 export {
   defaultAddress,
   LocalCluster,
-  LocalClusterError,
   localNodeConfig,
-  MetroctlFailedError,
-  NodeIdentityError,
-  StateFileError,
-  StepTimeoutError,
   type ClusterNode,
   type LocalClusterOptions,
   type MetroctlResult,
-  type NodeConfigFile,
   type StepTiming,
 } from "./cluster-launcher";
 export {
@@ -37,5 +31,19 @@ export {
   type NodeLine,
   type NodeProcessOptions,
 } from "./node-process";
+export {
+  LocalClusterError,
+  MetroctlFailedError,
+  NodeIdentityError,
+  StateFileError,
+  StepTimeoutError,
+} from "./errors";
+export {
+  readClusterState,
+  writeClusterState,
+  type ClusterStateFile,
+  type RecordedNode,
+} from "./cluster-state-file";
 export { formatNodeLine } from "./log-format";
+export type { NodeConfigFile } from "@metropolis/node";
 export { orphanStopTimeoutMs, StateDirBusyError, StateDirLock } from "./state-dir-lock";

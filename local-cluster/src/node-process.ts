@@ -2,7 +2,9 @@
  * One `metropolis-node` as a child process: the unit the local cluster and
  * the e2e tests are made of. It keeps the node's output lines (parsed from
  * the node's JSON log lines) in a ring buffer so that a caller can wait for
- * a line ("elected leader", "registering as …") instead of sleeping, and
+ * one instead of sleeping — above all for a typed progress event (the node
+ * registered as some ID, its curator leads: see `@metropolis/supervisor`'s
+ * node-progress.ts), never for the wording of a message — and
  * offers the two ways a machine goes down: `stop()`, a graceful shutdown
  * (SIGTERM to the node's PID, as init would get), and `kill()`, a power cut
  * (SIGKILL to the node and everything it started).
@@ -22,6 +24,12 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import {
+  isProgressEvent,
+  readProgressEvent,
+  type NodeProgressEvent,
+  type NodeProgressEventName,
+} from "@metropolis/supervisor";
 
 /** Default number of output lines a NodeProcess keeps. */
 export const defaultBufferLines = 20_000;
@@ -96,6 +104,8 @@ export interface NodeLine {
   message?: string;
   time?: string;
   meta?: Record<string, unknown>;
+  /** The progress event the line carries (in `meta.progress`), if any. */
+  progress?: NodeProgressEvent;
 }
 
 /** Parses one output line; JSON log lines get their fields, anything else is kept raw. */
@@ -115,6 +125,7 @@ export function parseNodeLine(
     if (typeof parsed.time === "string") line.time = parsed.time;
     if (typeof parsed.meta === "object" && parsed.meta !== null) {
       line.meta = parsed.meta as Record<string, unknown>;
+      line.progress = readProgressEvent(parsed.meta);
     }
   } catch {
     // Not JSON after all: keep it raw.
@@ -162,10 +173,8 @@ export interface NodeProcessOptions {
   logFile?: string;
 }
 
-interface LineWaiter {
-  predicate: (line: NodeLine) => boolean;
-  resolve: (line: NodeLine) => void;
-}
+/** A pending wait, offered every new line. */
+type LineWaiter = (line: NodeLine) => void;
 
 /** A running (or exited) `metropolis-node` child process. */
 export class NodeProcess {
@@ -279,24 +288,62 @@ export class NodeProcess {
     timeoutMs: number,
     opts: { since?: number; what?: string; signal?: AbortSignal } = {},
   ): Promise<NodeLine> {
-    const what = opts.what ?? "matching the predicate";
-    const seen = this.lines(opts.since ?? 0).find(predicate);
-    if (seen) return Promise.resolve(seen);
-    return new Promise<NodeLine>((resolve, reject) => {
-      const waiter: LineWaiter = { predicate, resolve: (line) => done(() => resolve(line)) };
+    return this.waitForLine((line) => (predicate(line) ? line : undefined), timeoutMs, {
+      ...opts,
+      what: opts.what ?? "matching the predicate",
+    });
+  }
+
+  /**
+   * Resolves with the first progress event named `event` (from `since` on)
+   * for which `where` holds, e.g. `waitForProgress("consensus.serving", …)`.
+   *
+   * @throws LogWaitTimeoutError when none arrives within `timeoutMs`.
+   * @throws NodeExitedError when the process exits first.
+   */
+  waitForProgress<E extends NodeProgressEventName>(
+    event: E,
+    timeoutMs: number,
+    opts: {
+      since?: number;
+      signal?: AbortSignal;
+      where?: (event: NodeProgressEvent<E>) => boolean;
+    } = {},
+  ): Promise<NodeProgressEvent<E>> {
+    const pick = ({ progress }: NodeLine) =>
+      isProgressEvent(progress, event) && (opts.where?.(progress) ?? true) ? progress : undefined;
+    return this.waitForLine(pick, timeoutMs, { ...opts, what: `progress event ${event}` });
+  }
+
+  /** The first `pick(line)` that is not undefined, of the kept lines from `since` on or of new ones. */
+  private waitForLine<T>(
+    pick: (line: NodeLine) => T | undefined,
+    timeoutMs: number,
+    opts: { since?: number; what: string; signal?: AbortSignal },
+  ): Promise<T> {
+    const { what, signal } = opts;
+    for (const line of this.lines(opts.since ?? 0)) {
+      const picked = pick(line);
+      if (picked !== undefined) return Promise.resolve(picked);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const waiter: LineWaiter = (line) => {
+        const picked = pick(line);
+        if (picked !== undefined) done(() => resolve(picked));
+      };
       const timer = setTimeout(
         () => done(() => reject(new LogWaitTimeoutError(this.name, what, timeoutMs))),
         timeoutMs,
       );
-      const onAbort = () => done(() => reject(opts.signal!.reason));
+      const onAbort = () => done(() => reject(signal?.reason));
       const done = (settle: () => void) => {
         this.waiters.delete(waiter);
         clearTimeout(timer);
-        opts.signal?.removeEventListener("abort", onAbort);
+        signal?.removeEventListener("abort", onAbort);
         settle();
       };
-      if (opts.signal?.aborted) return onAbort();
-      opts.signal?.addEventListener("abort", onAbort, { once: true });
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
       this.waiters.add(waiter);
       void this.exited.then((exit) => {
         if (this.waiters.has(waiter)) {
@@ -304,24 +351,6 @@ export class NodeProcess {
         }
       });
     });
-  }
-
-  /** `waitForLog` for a log message matching `pattern` (optionally only in the DN `dn` and below). */
-  waitForMessage(
-    pattern: RegExp,
-    timeoutMs: number,
-    opts: { since?: number; dn?: string; signal?: AbortSignal } = {},
-  ): Promise<RegExpMatchArray> {
-    const matches = (line: NodeLine) =>
-      line.message !== undefined &&
-      (opts.dn === undefined ||
-        line.dn === opts.dn ||
-        line.dn?.startsWith(opts.dn + ".") === true) &&
-      pattern.test(line.message);
-    return this.waitForLog(matches, timeoutMs, {
-      ...opts,
-      what: `matching ${pattern}${opts.dn ? ` in ${opts.dn}` : ""}`,
-    }).then((line) => line.message!.match(pattern)!);
   }
 
   /**
@@ -386,9 +415,7 @@ export class NodeProcess {
       this.buffer[line.seq % this.buffer.length] = line;
       this.logFile?.write(name === "stderr" ? `[stderr] ${raw}\n` : raw + "\n");
       this.opts.onLine?.(line);
-      for (const waiter of [...this.waiters]) {
-        if (waiter.predicate(line)) waiter.resolve(line);
-      }
+      for (const waiter of [...this.waiters]) waiter(line);
     }
   }
 }

@@ -45,7 +45,7 @@ async function start(script: string, args: string[] = []): Promise<ChildProcess>
   });
   children.push(child);
   await new Promise<void>((resolve, reject) => {
-    child.stdout!.once("data", () => resolve());
+    child.stdout.once("data", () => resolve());
     child.once("exit", () => reject(new Error("the process exited before it was ready")));
   });
   return child;

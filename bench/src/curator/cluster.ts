@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
+import { etcdCertificateKv, keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
 import { freePort, runTestMember, testNode } from "@metropolis/consensus/testing";
 import { bootstrapCluster, clusterCa, ownerCommonName, type TlsPem } from "@metropolis/curator";
 import {
@@ -47,7 +47,7 @@ export async function startCluster(leaderTtlSeconds: number): Promise<Cluster> {
   const member = await runTestMember(node, { bootstrap: true });
   const curatorClient = member.status.client.sub("curator");
   const kv = curatorClient.kv;
-  const authority = await clusterCa(curatorClient.secrets).authority(kv);
+  const authority = await clusterCa(curatorClient.secrets).authority(etcdCertificateKv(kv));
 
   const owner = generateKeyPair();
   const boot = await bootstrapCluster(

@@ -7,6 +7,7 @@
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 import { api, common, priv } from "@metropolis/proto";
 import { waitFor } from "@metropolis/event";
+import { logProgress } from "@metropolis/supervisor";
 import type { NodeCredentials } from "@metropolis/roleserve";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { writeSealedConfiguration } from "./sealed-configuration";
@@ -24,7 +25,11 @@ export async function bootstrapCluster(
   const node = generateKeyPair();
   const join = generateKeyPair();
   const nodeId = nodeIdFromPublicKey(node.publicKey);
-  ctx.logger.info(`bootstrapping a new cluster as ${nodeId}`);
+  logProgress(ctx.logger, `bootstrapping a new cluster as ${nodeId}`, {
+    event: "cluster.enrolled",
+    nodeId,
+    flow: "bootstrap",
+  });
   await storage.esp.metropolis.clusterDirectory.write({
     nodes: [
       {

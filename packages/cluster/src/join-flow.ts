@@ -14,6 +14,7 @@ import { unaryCall } from "@metropolis/curator";
 import { createEphemeralCertificate } from "@metropolis/pki";
 import { common, type curator, type priv } from "@metropolis/proto";
 import { loadCredentials, type NodeCredentials } from "@metropolis/roleserve";
+import { logProgress } from "@metropolis/supervisor";
 import { callCluster, dialWithEphemeral, directoryEndpoints } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { ClusterRefusedError, EnrolmentError } from "./errors";
@@ -73,7 +74,11 @@ export async function joinCluster(
         ctx.logger.warn("JoinNode returned a cluster unlock key other than the sealed one");
       }
     }
-    ctx.logger.info(`rejoined the cluster as ${credentials.nodeId}`);
+    logProgress(ctx.logger, `rejoined the cluster as ${credentials.nodeId}`, {
+      event: "cluster.enrolled",
+      nodeId: credentials.nodeId,
+      flow: "rejoin",
+    });
     return credentials;
   } finally {
     connection.close();

@@ -15,6 +15,7 @@ import {
 } from "@metropolis/pki";
 import { type api, common, type curator, priv } from "@metropolis/proto";
 import { saveCredentials, type NodeCredentials } from "@metropolis/roleserve";
+import { logProgress } from "@metropolis/supervisor";
 import { callCluster, dialWithEphemeral, directoryEndpoints, hasCode } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { ClusterRefusedError, EnrolmentError } from "./errors";
@@ -38,7 +39,11 @@ export async function registerNode(
     node.privateKey,
   );
   try {
-    ctx.logger.info(`registering as ${nodeId}`);
+    logProgress(ctx.logger, `registering as ${nodeId}`, {
+      event: "cluster.enrolled",
+      nodeId,
+      flow: "register",
+    });
     const registered = await callCluster(ctx, connection, "RegisterNode", (leader) =>
       unaryCall<curator.RegisterNodeRequest, curator.RegisterNodeResponse>(
         leader.curator.registerNode.bind(leader.curator),

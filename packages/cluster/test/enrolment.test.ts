@@ -4,11 +4,15 @@
  * gets the consensus role (joins etcd, runs a curator follower) and the
  * worker role (runs its declared workload), loses them again, and comes back
  * after a restart through join. Real etcd, real curators, real mTLS gRPC.
+ * Along the way each node reports its progress as typed events (the local
+ * cluster and the e2e tests wait on them): they are checked here.
  */
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { waitFor } from "@metropolis/event";
 import { common } from "@metropolis/proto";
+import { readProgressEvent, type NodeProgressEvent } from "@metropolis/supervisor";
 import { eventually } from "@metropolis/supervisor/testing";
 import { homeOf, loopbackNet, TestClusterNode, TestOwner, type NodeRun } from "./cluster-fixture";
 
@@ -21,6 +25,19 @@ let second: TestClusterNode;
 let firstRun: NodeRun;
 let secondRun: NodeRun;
 let secondId: string;
+
+/** The progress events `run`'s node has logged so far, in order. */
+function progressOf(run: NodeRun): NodeProgressEvent[] {
+  return run.harness.supervisor.logs("root").flatMap((l) => readProgressEvent(l.meta) ?? []);
+}
+
+/** Waits until `run`'s node has logged progress event `expected`. */
+async function reports(run: NodeRun, expected: NodeProgressEvent): Promise<void> {
+  await eventually(
+    () => progressOf(run).some((e) => isDeepStrictEqual(e, expected)),
+    `progress event ${JSON.stringify(expected)}`,
+  );
+}
 
 function alive(pid: number): boolean {
   try {
@@ -62,6 +79,18 @@ describe("enrolment", () => {
     const withConsensus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
     await withConsensus.consensusClient("curator").kv.get("probe").string();
 
+    const nodeId = home.credentials!.nodeId;
+    // It announced its ID before it had created the cluster, then its member and curator leader.
+    await reports(firstRun, { event: "cluster.enrolled", nodeId, flow: "bootstrap" });
+    await reports(firstRun, { event: "consensus.serving", nodeId });
+    await reports(firstRun, {
+      event: "curator.leading",
+      nodeId,
+      address: `${first.address}:7835`,
+    });
+    const events = progressOf(firstRun).map((e) => e.event);
+    expect(events.indexOf("cluster.enrolled")).toBeLessThan(events.indexOf("curator.leading"));
+
     await owner.takeOwnership({ host: first.address, port: 7835 }, home.credentials!.caCertificate);
     const nodes = await owner.nodes();
     expect(nodes.map((n) => [n.id, n.state, n.labels])).toEqual([
@@ -81,6 +110,11 @@ describe("enrolment", () => {
     secondId = home.credentials!.nodeId;
     expect(secondId).toBe(pending.id);
     expect(home.hasLocalConsensus).toBe(false);
+    await reports(secondRun, {
+      event: "cluster.enrolled",
+      nodeId: secondId,
+      flow: "register",
+    });
     // Its status reaches the cluster, and heartbeats make it healthy.
     await eventually(async () => {
       const node = (await owner.nodes()).find((n) => n.id === secondId);
@@ -89,6 +123,11 @@ describe("enrolment", () => {
         node.health === common.NodeHealth.HEALTHY
       );
     }, "the second node to report its address and be healthy");
+    await reports(secondRun, {
+      event: "status.pushed",
+      address: second.address,
+      curatorPort: null,
+    });
   });
 
   it("runs a consensus member and a curator follower while it holds the consensus role", async () => {
@@ -106,10 +145,28 @@ describe("enrolment", () => {
       const members = await controlPlane!.consensus.members();
       return members.length === 2 && members.every((m) => !m.isLearner);
     }, "the second member to be promoted");
+    // The first node's autopromoter (on the etcd leader) did it, and said so.
+    await reports(firstRun, { event: "consensus.promoted", nodeId: secondId });
+    await reports(secondRun, { event: "consensus.serving", nodeId: secondId });
+    await reports(secondRun, {
+      event: "status.pushed",
+      address: second.address,
+      curatorPort: 7835,
+    });
 
     await owner.setRoles(secondId, { consensusMember: false });
     await waitFor(secondRun.roleserver.values.localControlPlane, (c) => c === undefined);
     await waitFor(secondRun.manager.status, (s) => !s.hasLocalConsensus);
+    const withCurator = progressOf(secondRun).findLastIndex(
+      (e) => e.event === "status.pushed" && e.curatorPort !== null,
+    );
+    await eventually(
+      () =>
+        progressOf(secondRun)
+          .slice(withCurator)
+          .some((e) => e.event === "status.pushed" && e.curatorPort === null),
+      "the second node to push a status without a curator",
+    );
     const firstStatus = await waitFor(firstRun.manager.status, (s) => s.hasLocalConsensus);
     const firstPlane = await waitFor(firstRun.roleserver.values.localControlPlane, (c) => !!c);
     expect(firstStatus.hasLocalConsensus).toBe(true);
@@ -151,5 +208,10 @@ describe("enrolment", () => {
     secondRun = await second.start();
     const home = await homeOf(secondRun);
     expect(home.credentials?.nodeId).toBe(secondId);
+    await reports(secondRun, {
+      event: "cluster.enrolled",
+      nodeId: secondId,
+      flow: "rejoin",
+    });
   });
 });

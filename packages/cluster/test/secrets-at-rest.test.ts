@@ -11,6 +11,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { clusterCa } from "@metropolis/curator";
 import { common } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
@@ -93,7 +94,8 @@ it("leaves no CA key, unlock key or register ticket in any etcd file of any memb
     if (sealed === null) throw new Error(`${client.prefix}${key} is not in etcd`);
     return client.secrets.open(key, sealed);
   };
-  const clusterCaKey = (await clusterCa(curator.secrets).load(curator.kv))!.privateKey!;
+  const clusterCaKey = (await clusterCa(curator.secrets).load(etcdCertificateKv(curator.kv)))!
+    .privateKey!;
   const secrets: Array<[string, Buffer]> = [
     ["the cluster CA seed", clusterCaKey],
     ["the etcd CA seed", await open(consensus, "keys/etcd-ca-privkey.bin")],

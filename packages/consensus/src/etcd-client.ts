@@ -8,7 +8,7 @@
  */
 import { ExponentialBackoff, handleWhen, noop, retry } from "cockatiel";
 import { Etcd3, isRecoverableError } from "etcd3";
-import { abortableDelay } from "./abortable-delay";
+import { abortableSleep } from "@metropolis/supervisor";
 
 /** A client of the member listening on `socketPath`. */
 export function memberClient(socketPath: string): Etcd3 {
@@ -37,7 +37,7 @@ export async function isServing(client: Etcd3): Promise<boolean> {
 export async function waitReady(client: Etcd3, signal: AbortSignal): Promise<void> {
   let delay = 10;
   while (!(await isServing(client))) {
-    await abortableDelay(delay, signal);
+    await abortableSleep(delay, signal);
     delay = Math.min(delay * 2, 500);
   }
 }

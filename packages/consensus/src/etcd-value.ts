@@ -26,7 +26,7 @@ import {
   type Namespace,
   type Watcher as EtcdWatchStream,
 } from "etcd3";
-import { abortableDelay } from "./abortable-delay";
+import { abortableSleep } from "@metropolis/supervisor";
 
 /**
  * What an etcd-backed value reads through: an `Etcd3` client or a
@@ -260,7 +260,7 @@ class EtcdBackedWatcher<T> implements EtcdWatcher<T> {
       const ms = retry * (1 + RETRY_JITTER * (2 * Math.random() - 1));
       retry = Math.min(retry * 2, RETRY_MAX_MS);
       try {
-        await abortableDelay(ms, stop);
+        await abortableSleep(ms, stop);
         return true;
       } catch {
         return false;

@@ -10,7 +10,7 @@
  * member votes; a failed watch reads again.
  */
 import type { Etcd3, Namespace } from "etcd3";
-import { abortableDelay } from "./abortable-delay";
+import { abortable, abortableSleep } from "@metropolis/supervisor";
 
 export interface FollowKeyOptions {
   /** The member's own etcd client. */
@@ -43,14 +43,14 @@ export async function followKey(options: FollowKeyOptions, signal: AbortSignal):
     signal.throwIfAborted();
     // etcd calls do not take a signal, and one on a member that is stopping can
     // wait for a reconnect that never comes: the follower stops anyway.
-    const res = await untilAborted(kv.get(key).serializable(true).exec(), signal);
+    const res = await abortable(kv.get(key).serializable(true).exec(), signal);
     const found = res.kvs[0];
     if (found === undefined) {
       if (!missingSaid) {
         missingSaid = true;
         options.onMissing?.();
       }
-      await abortableDelay(pollIntervalMs, signal);
+      await abortableSleep(pollIntervalMs, signal);
       continue;
     }
     await options.take(Buffer.from(found.value), found.mod_revision);
@@ -58,8 +58,8 @@ export async function followKey(options: FollowKeyOptions, signal: AbortSignal):
       first = false;
       options.onFirst?.();
     }
-    if ((await untilAborted(client.maintenance.status(), signal)).isLearner) {
-      await abortableDelay(pollIntervalMs, signal);
+    if ((await abortable(client.maintenance.status(), signal)).isLearner) {
+      await abortableSleep(pollIntervalMs, signal);
       continue;
     }
     await watchKey(kv, key, found.mod_revision, options, signal);
@@ -109,24 +109,4 @@ async function watchKey(
     // Not awaited: cancelling on a member that stopped can wait for a reconnect.
     void watcher.cancel().catch(() => undefined);
   }
-}
-
-/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  promise.catch(() => undefined); // its outcome may no longer matter
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -7,8 +7,8 @@
  * count towards quorum, and cannot take a healthy cluster down.
  */
 import type { Etcd3, IMember } from "etcd3";
+import { abortableSleep, logProgress } from "@metropolis/supervisor";
 import type { Logger } from "winston";
-import { abortableDelay } from "./abortable-delay";
 import type { EtcdPeer } from "./etcd-flags";
 import { MembershipError } from "./errors";
 
@@ -56,7 +56,7 @@ async function retrying<T>(what: string, f: () => Promise<T>, opts: RetryOptions
         );
       }
       opts.logger?.debug(`${what}: refused for now (${String(e)}); retrying in ${delay} ms`);
-      await abortableDelay(delay, opts.signal);
+      await abortableSleep(delay, opts.signal);
       delay = Math.min(delay * 2, 1000);
     }
   }
@@ -137,7 +137,10 @@ export async function promoteStartedLearners(client: Etcd3, logger: Logger): Pro
     if (!m.isLearner || m.name === "") continue;
     try {
       await client.cluster.memberPromote({ ID: m.ID });
-      logger.info(`promoted learner ${m.name} to a voting member`);
+      logProgress(logger, `promoted learner ${m.name} to a voting member`, {
+        event: "consensus.promoted",
+        nodeId: m.name,
+      });
       promoted.push(m.name);
     } catch (e) {
       logger.debug(`learner ${m.name} not promoted yet: ${String(e)}`);

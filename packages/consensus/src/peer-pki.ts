@@ -21,6 +21,7 @@ import {
   type ParsedCertificate,
 } from "@metropolis/pki";
 import type { ConsensusClient } from "./consensus-client";
+import { etcdCertificateKv } from "./etcd-certificate-kv";
 import { ConsensusConfigError } from "./errors";
 
 /** Name of the etcd CA in the consensus namespace's certificate store. */
@@ -49,12 +50,14 @@ export function createPeerCa(): Promise<PeerCa> {
 
 /** Stores the CA of a newly bootstrapped cluster in etcd. */
 export async function storePeerCa(client: ConsensusClient, ca: PeerCa): Promise<void> {
-  await storeOf(client).ca(caName, { commonName: caCommonName }).adopt(client.kv, ca);
+  await storeOf(client)
+    .ca(caName, { commonName: caCommonName })
+    .adopt(etcdCertificateKv(client.kv), ca);
 }
 
 /** The cluster's etcd CA, from etcd. */
 export function loadPeerCa(client: ConsensusClient): Promise<PeerCa> {
-  return peerCaEntry(client).authority(client.kv);
+  return peerCaEntry(client).authority(etcdCertificateKv(client.kv));
 }
 
 /** The etcd CA's entry in the consensus namespace's store (its keys, its CRL). */

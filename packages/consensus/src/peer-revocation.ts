@@ -26,6 +26,7 @@ import type { File } from "@metropolis/localstorage";
 import { parseCrl, type ParsedCertificate, type RevocationList } from "@metropolis/pki";
 import type { Runnable } from "@metropolis/supervisor";
 import type { ConsensusClient } from "./consensus-client";
+import { etcdCertificateKv } from "./etcd-certificate-kv";
 import { followKey } from "./key-follower";
 import { peerCaEntry } from "./peer-pki";
 
@@ -54,13 +55,14 @@ export async function revokeMemberCertificates(
 ): Promise<number> {
   const recorded = await consensus.kv.getAll().prefix(memberCertificatesPrefix(nodeId)).buffers();
   const ca = peerCaEntry(consensus);
-  for (const der of Object.values(recorded)) await ca.revoke(consensus.kv, der);
+  const kv = etcdCertificateKv(consensus.kv);
+  for (const der of Object.values(recorded)) await ca.revoke(kv, der);
   return Object.keys(recorded).length;
 }
 
 /** The etcd CA's current CRL. */
 export function loadPeerCrl(consensus: ConsensusClient): Promise<RevocationList> {
-  return peerCaEntry(consensus).crl(consensus.kv);
+  return peerCaEntry(consensus).crl(etcdCertificateKv(consensus.kv));
 }
 
 export interface PeerCrlFollowerOptions {

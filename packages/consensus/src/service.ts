@@ -43,7 +43,9 @@ import type { Etcd3 } from "etcd3";
 import { MemoryValue } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import {
+  abortableSleep,
   commandRunnable,
+  logProgress,
   machineRunnable,
   type RunContext,
   type Runnable,
@@ -78,7 +80,6 @@ import {
   recordMemberCertificate,
   revokeMemberCertificates,
 } from "./peer-revocation";
-import { abortableDelay } from "./abortable-delay";
 import {
   checkMemberCertificate,
   createPeerCa,
@@ -382,7 +383,7 @@ export class ConsensusService {
       }),
     );
     await waitReady(client, ctx.signal);
-    ctx.logger.info(`member ${nodeId} serves`);
+    logProgress(ctx.logger, `member ${nodeId} serves`, { event: "consensus.serving", nodeId });
     return client;
   }
 
@@ -475,7 +476,7 @@ export class ConsensusService {
     try {
       return await Promise.race([
         ask(),
-        abortableDelay(timeoutMs, timeout.signal).then(() => {
+        abortableSleep(timeoutMs, timeout.signal).then(() => {
           throw new MembershipError(
             `no quorum answered within ${timeoutMs} ms: whether ${this.config.nodeId} is a member is unknown`,
           );
@@ -490,7 +491,7 @@ export class ConsensusService {
     ctx.healthy();
     const interval = this.config.autopromoteIntervalMs ?? 5000;
     while (!ctx.signal.aborted) {
-      await abortableDelay(interval, ctx.signal).catch(() => undefined);
+      await abortableSleep(interval, ctx.signal).catch(() => undefined);
       if (ctx.signal.aborted) break;
       await promoteStartedLearners(client, ctx.logger).catch((e: unknown) =>
         ctx.logger.debug(`autopromoter pass failed: ${String(e)}`),

@@ -6,6 +6,9 @@
  * root in a temp directory with its data directory mounted, and a loopback
  * peer address of its own (a random 127.0.0.x and a free port, so that test
  * files can run in parallel).
+ *
+ * `startEtcdCluster()` is bare etcd: N member processes on loopback, for
+ * tests of what talks to etcd directly (values, elections, partitions).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -18,6 +21,14 @@ import { localTimings } from "./etcd-flags";
 import { ConsensusService, type ConsensusConfig } from "./service";
 import type { ConsensusStatus, JoinCluster } from "./status";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
+
+export {
+  startEtcdCluster,
+  EtcdStartError,
+  type EtcdCluster,
+  type EtcdClusterOptions,
+  type EtcdMember,
+} from "./etcd-test-cluster";
 
 export interface TestNode {
   nodeId: string;

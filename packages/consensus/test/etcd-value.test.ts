@@ -9,7 +9,8 @@ import {
 } from "@metropolis/event";
 import type { Etcd3, IRangeResponse } from "etcd3";
 import { etcdValue, type EtcdReader } from "../src/etcd-value";
-import { startEtcdCluster, type EtcdCluster } from "./etcd-cluster";
+import { startEtcdCluster, type EtcdCluster } from "@metropolis/consensus/testing";
+import { eventually } from "@metropolis/supervisor/testing";
 
 /** What the test decoder makes of a key's bytes. */
 interface Entry {
@@ -148,17 +149,6 @@ async function settledEtcdWatches(): Promise<number> {
     last = now;
   }
   return last;
-}
-
-/** Polls `probe` until it returns `want` or the deadline passes. */
-async function eventually<V>(probe: () => Promise<V>, want: V, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = await probe();
-  while (last !== want && Date.now() < deadline) {
-    await sleep(20);
-    last = await probe();
-  }
-  expect(last).toBe(want);
 }
 
 /**
@@ -594,11 +584,17 @@ describe("etcdValue watchers", () => {
     const before = await settledEtcdWatches();
     const w = etcdValue(own, { key, decoder: decode }).watch();
     await w.get();
-    await eventually(openEtcdWatches, before + 1);
+    await eventually(async () => (await openEtcdWatches()) === before + 1, "the watch open", {
+      timeoutMs: 5000,
+      intervalMs: 20,
+    });
     const pending = w.get();
     w.close();
     await expect(pending).rejects.toBeInstanceOf(WatcherClosedError);
-    await eventually(openEtcdWatches, before);
+    await eventually(async () => (await openEtcdWatches()) === before, "the watch cancelled", {
+      timeoutMs: 5000,
+      intervalMs: 20,
+    });
   });
 
   it("do not touch etcd before their first get()", () => {

@@ -114,7 +114,7 @@ describe("consensus", () => {
     for (const m of running) expect(await m.status.confirmMember()).toBe(true);
 
     // c is removed while it runs: its etcd applies its own removal and says so.
-    const removed = running[2]!;
+    const removed = running[2];
     expect(await first.status.removeNode(c.nodeId)).toBe(true);
     await waitFor(
       removed.service.status,

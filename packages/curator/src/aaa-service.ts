@@ -12,10 +12,11 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { status } from "@grpc/grpc-js";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import {
   ConcurrentIssuanceError,
   userTemplate,
-  type EtcdKv,
+  type CertificateKv,
   type IssuedCertificate,
 } from "@metropolis/pki";
 import { api, priv } from "@metropolis/proto";
@@ -37,17 +38,17 @@ import { checkPublicKey } from "./management-nodes";
 export const ownerCertificateName = "owner";
 
 /**
- * The leader's etcd namespace, with every transaction guarded by leadership:
- * the PKI store writes through `if(…)`, so a deposed leader's issuance fails
- * instead of committing.
+ * The leader's etcd namespace as the PKI store's kv, with every transaction
+ * guarded by leadership: the etcd adapter starts each through `if(…)`, so a
+ * deposed leader's issuance fails instead of committing.
  */
-export function leaderGuardedKv(leadership: Leadership): EtcdKv {
+export function leaderGuardedKv(leadership: Leadership): CertificateKv {
   const kv = leadership.kv;
-  return {
+  return etcdCertificateKv({
     get: kv.get.bind(kv),
     put: kv.put.bind(kv),
     if: (key, column, cmp, value) => leadership.txn().and(key, column, cmp, value),
-  };
+  });
 }
 
 /** The initial owner's public key; FAILED_PRECONDITION when the cluster has none. */

@@ -18,6 +18,7 @@
  */
 import type { Namespace } from "etcd3";
 import { common, priv } from "@metropolis/proto";
+import { etcdCertificateKv, readAtOneRevision } from "@metropolis/consensus";
 import { nodeIdFromPublicKey, type ParsedCertificate, type SecretSealer } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
 import {
@@ -107,7 +108,7 @@ export async function bootstrapNodeFinish(
     params.configuration ?? defaultClusterConfiguration,
   );
   const ca = clusterCa(ctx.secrets);
-  const authority = await ca.authority(ctx.kv);
+  const authority = await ca.authority(etcdCertificateKv(ctx.kv));
   const entry = nodeCertificateEntry(ca, nodeId, publicKey, params.ipAddresses);
 
   const node: priv.Node = priv.Node.fromPartial({
@@ -152,7 +153,7 @@ export async function bootstrapNodeFinish(
     storedCuk !== undefined &&
     (await ctx.secrets.open(clusterUnlockKeyKey(nodeId), storedCuk)).equals(cuk);
   checkSame(nodeId, node, writes, found, sameCuk);
-  const stored = await entry.load(ctx.kv);
+  const stored = await entry.load(etcdCertificateKv(ctx.kv));
   if (stored === null) {
     throw new FailedPreconditionError(
       `cluster is bootstrapped but node ${nodeId} has no certificate in the store`,
@@ -171,17 +172,9 @@ function result(
 }
 
 async function readExisting(kv: Namespace, keys: string[]): Promise<Array<Buffer | undefined>> {
-  // One transaction so the four reads see one revision.
-  const gets = () => keys.map((key) => kv.get(key));
-  const res = await kv
-    .if(keys[0], "Create", "==", 0)
-    .then(...gets())
-    .else(...gets())
-    .commit();
-  return res.responses.map((r) => {
-    const found = r.response_range.kvs[0];
-    return found ? Buffer.from(found.value) : undefined;
-  });
+  // One revision, so that the four reads see one state.
+  const found = await readAtOneRevision(kv, keys);
+  return found.map((entry) => (entry ? Buffer.from(entry.value) : undefined));
 }
 
 /**

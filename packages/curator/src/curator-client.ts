@@ -19,9 +19,9 @@
 import type { ChannelCredentials, Client, ClientOptions, ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
+import { abortableSleep } from "@metropolis/supervisor";
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
@@ -129,7 +129,7 @@ export class CuratorConnection {
         opts.signal?.throwIfAborted();
         if (!isRetryable(e) || Date.now() + delay > deadline) throw e;
         this.dropLeader();
-        await sleep(delay, undefined, { signal: opts.signal });
+        await abortableSleep(delay, opts.signal);
         delay = Math.min(delay * 2, 1000);
       }
     }
@@ -210,7 +210,7 @@ export class CuratorConnection {
           lastError = e;
         }
       }
-      await sleep(delay, undefined, { signal });
+      await abortableSleep(delay, signal);
       delay = Math.min(delay * 2, 1000);
     }
     throw new NoLeaderError(this.endpoints, lastError);

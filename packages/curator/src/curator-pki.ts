@@ -11,6 +11,7 @@
  * comparison to its own transaction.
  */
 import type { Namespace } from "etcd3";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import {
   ConcurrentRevocationError,
   nodeTemplate,
@@ -72,7 +73,7 @@ export function guardNewCertificate(
  */
 export async function revokeNodeCertificate(ctx: LeaderContext, stored: StoredNode): Promise<void> {
   const entry = nodeCertificateEntry(ctx.clusterCa, stored.id, stored.node.publicKey);
-  const issued = await entry.load(ctx.kv);
+  const issued = await entry.load(etcdCertificateKv(ctx.kv));
   if (!issued) return;
   let crl: RevocationList;
   try {

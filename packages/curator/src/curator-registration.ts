@@ -14,6 +14,7 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { status } from "@grpc/grpc-js";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { nodeIdFromPublicKey } from "@metropolis/pki";
 import { common, curator, priv } from "@metropolis/proto";
 import {
@@ -133,7 +134,7 @@ export async function commitNode(
   const { publicKey } = requireEphemeral(caller);
   const cuk = checkKeyLength("cluster unlock key", req.clusterUnlockKey);
   const id = nodeIdFromPublicKey(publicKey);
-  const authority = await ctx.clusterCa.authority(ctx.kv);
+  const authority = await ctx.clusterCa.authority(etcdCertificateKv(ctx.kv));
   const entry = nodeCertificateEntry(ctx.clusterCa, id, publicKey);
 
   return retrying(`committing ${id}`, async () => {
@@ -151,7 +152,7 @@ export async function commitNode(
           `node ${id} is already committed with another cluster unlock key`,
         );
       }
-      const stored = await entry.load(ctx.kv);
+      const stored = await entry.load(etcdCertificateKv(ctx.kv));
       if (!stored)
         throw new FailedPreconditionError(`node ${id} is UP but has no certificate on record`);
       return { caCertificate: authority.certificate.der, nodeCertificate: stored.certificate.der };

@@ -26,7 +26,7 @@ import type { ServerCredentials } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
 import { decodePem } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
-import type { RunContext, Runnable } from "@metropolis/supervisor";
+import { logProgress, type RunContext, type Runnable } from "@metropolis/supervisor";
 import { aaaServer } from "./aaa-service";
 import { curatorServerCredentials, type TlsPem } from "./credentials";
 import { curatorLocalServer } from "./curator-local";
@@ -215,7 +215,14 @@ export class Curator {
         ],
         signal,
         "leader",
-        () => this.leader.set(this.self),
+        () => {
+          this.leader.set(this.self);
+          logProgress(ctx.logger, "serving the cluster's APIs as the leader", {
+            event: "curator.leading",
+            nodeId: this.self.nodeId,
+            address: `${this.self.host}:${this.self.port}`,
+          });
+        },
       );
     } finally {
       // Also when serving failed: the revocations and the reconciler stop with the listener.

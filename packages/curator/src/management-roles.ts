@@ -21,6 +21,7 @@
  * UNAVAILABLE; the client retries with the new leader, whose etcd stays.
  */
 import { api, common } from "@metropolis/proto";
+import { logProgress } from "@metropolis/supervisor";
 import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import type { LeaderContext } from "./leader-context";
@@ -118,7 +119,11 @@ export async function updateNodeRoles(
     checkNotLastConsensusMember(stored, await listNodes(ctx), "remove-role");
     if (stored.id === ctx.self.nodeId) {
       await ctx.leadership.handOver();
-      ctx.logger.info(`handed the leadership over: node ${stored.id} is to leave consensus`);
+      logProgress(
+        ctx.logger,
+        `handed the leadership over: node ${stored.id} is to leave consensus`,
+        { event: "curator.handed-over", nodeId: stored.id },
+      );
       throw new LeadershipHandedOverError(stored.id);
     }
     // With the address, a learner that never started (and so has no name) is found too.

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { unary } from "./grpc-handlers";
@@ -72,7 +73,7 @@ export async function registerTicket(ctx: LeaderContext): Promise<Buffer> {
 async function clusterInfo(ctx: LeaderContext): Promise<api.GetClusterInfoResponse> {
   const [nodes, ca, configuration] = await Promise.all([
     listNodes(ctx),
-    ctx.clusterCa.load(ctx.kv),
+    ctx.clusterCa.load(etcdCertificateKv(ctx.kv)),
     ctx.kv.get(clusterConfigurationKey).buffer(),
   ]);
   if (ca === null) throw new CuratorError(status.INTERNAL, "the cluster CA does not exist");

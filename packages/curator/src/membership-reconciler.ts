@@ -20,10 +20,10 @@
  * A member added here gets its join data written into the node's role, as
  * UpdateNodeRoles does: the node starts its etcd member from it.
  */
-import { setTimeout as delay } from "node:timers/promises";
 import type { IMember } from "etcd3";
 import { defaultPeerPort, MembershipError, type PeerAddress } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
+import { abortableSleep } from "@metropolis/supervisor";
 import { LostLeadershipError } from "./errors";
 import type { LeaderContext } from "./leader-context";
 import { changeNode, hasRole, listNodes } from "./management-nodes";
@@ -246,7 +246,7 @@ export async function membershipReconciler(
   const unclaimedLearners = new Set<string>();
   while (!signal.aborted) {
     try {
-      await delay(intervalMs, undefined, { signal });
+      await abortableSleep(intervalMs, signal);
     } catch {
       return; // aborted
     }

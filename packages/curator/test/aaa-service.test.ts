@@ -1,5 +1,5 @@
 /**
- * The AAA service against a real leader (test/leader-fixture.ts): the owner
+ * The AAA service against a real leader (startLeader of @metropolis/curator/testing): the owner
  * escrows a certificate with a self-signed certificate for the owner key,
  * and that certificate then works for Management.
  */
@@ -13,8 +13,8 @@ import {
   startLeader,
   type ClientIdentity,
   type LeaderFixture,
-  expectCode,
-} from "./leader-fixture";
+} from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 let leader: LeaderFixture;
 
@@ -40,7 +40,7 @@ async function escrow(
   const client = await leader.client(api.AAAClient, identity);
   return new Promise((resolve, reject) =>
     client.escrow({ publicKey: Buffer.from(publicKey) }, (err, res) =>
-      err ? reject(err) : resolve(res!),
+      err ? reject(err) : resolve(res),
     ),
   );
 }
@@ -73,7 +73,7 @@ describe("Escrow", () => {
     });
     const management = await leader.client(api.ManagementClient, { tls });
     const ticket = await new Promise<api.GetRegisterTicketResponse>((resolve, reject) =>
-      management.getRegisterTicket({}, (err, r) => (err ? reject(err) : resolve(r!))),
+      management.getRegisterTicket({}, (err, r) => (err ? reject(err) : resolve(r))),
     );
     expect(ticket.ticket).toHaveLength(32);
   });

@@ -44,8 +44,11 @@ import {
   type Identity,
   type Row,
   type Table,
-} from "./authz-table";
-import { codeName, grpcMethods, invoke, type GrpcMethod } from "./grpc-methods";
+  codeName,
+  grpcMethods,
+  invoke,
+  type GrpcMethod,
+} from "@metropolis/curator/testing";
 
 // ── The expected table ─────────────────────────────────────────────────────
 

@@ -7,7 +7,7 @@
  * same channel too.
  *
  * Against a real leader (one-member etcd, real mTLS, the servers' real
- * limits from server-limits.ts), see leader-fixture.ts.
+ * limits from server-limits.ts), see @metropolis/curator/testing (test-leader.ts).
  */
 import { randomBytes } from "node:crypto";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
@@ -19,7 +19,7 @@ import { sealRegisterTicket } from "../src/register-ticket";
 import { maxLabelKeyLength, maxLabelValueLength } from "../src/labels";
 import { managementServer } from "../src/management-service";
 import { maxRequestBytes } from "../src/server-limits";
-import { newKeyPair, startLeader, type LeaderFixture } from "./leader-fixture";
+import { newKeyPair, startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
 const { CuratorClient, CuratorService } = curator;
 

@@ -1,6 +1,6 @@
 /**
  * The Curator service against a real one-member etcd, over real gRPC on
- * loopback with the curator's mTLS (leader-fixture.ts).
+ * loopback with the curator's mTLS (startLeader of @metropolis/curator/testing).
  */
 import { randomBytes } from "node:crypto";
 import { status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";
@@ -19,7 +19,13 @@ import { nodeKey, registerTicketKey } from "../src/keys";
 import { encodeNode } from "../src/node-record";
 import { readClusterUnlockKey } from "../src/node-secrets";
 import { sealRegisterTicket } from "../src/register-ticket";
-import { newKeyPair, startLeader, type ClientIdentity, type LeaderFixture } from "./leader-fixture";
+import {
+  newKeyPair,
+  startLeader,
+  type ClientIdentity,
+  type LeaderFixture,
+} from "@metropolis/curator/testing";
+import { eventually } from "@metropolis/supervisor/testing";
 
 const { CuratorClient, CuratorService } = curator;
 type Client = InstanceType<typeof CuratorClient>;
@@ -49,14 +55,6 @@ class Collected<T> {
       await new Promise((r) => setTimeout(r, 20));
     }
     return this.messages;
-  }
-}
-
-async function pollUntil(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -447,10 +445,10 @@ describe("heartbeat", () => {
     const ended = new Promise<void>((resolve) => stream.on("status", () => resolve()));
     stream.end();
     await ended;
-    await pollUntil(
+    await eventually(
       () => heartbeats.health(node.nodeId) === common.NodeHealth.HEARTBEAT_TIMEOUT,
       "heartbeat timeout",
-      HEARTBEAT_TIMEOUT_MS * 4,
+      { timeoutMs: HEARTBEAT_TIMEOUT_MS * 4 },
     );
     await leader.deleteNode(node.nodeId);
   });

@@ -1,7 +1,8 @@
 /**
- * A real cluster control plane for tests that go through the front door: one
- * real etcd member, a cluster bootstrapped the way a first node does it
- * (`bootstrapCluster`), and two real `Curator`s (each under its own
+ * A real cluster control plane for tests that go through the front door: the
+ * bootstrapped test cluster of `@metropolis/curator/testing` (one real etcd
+ * member, the cluster bootstrapped the way a first node does it), and two
+ * real `Curator`s (each under its own
  * supervisor, with its real listener, server limits and mTLS), the first
  * leading and the second following. Everything else is done over the API:
  * the owner escrows its certificate (AAA), fetches the register ticket
@@ -16,44 +17,28 @@
 import { randomBytes } from "node:crypto";
 import { Client, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import type { Namespace } from "etcd3";
+import { freePort, type TestMember } from "@metropolis/consensus/testing";
 import {
-  freePort,
-  runTestMember,
-  testNode,
-  type TestMember,
-  type TestNode,
-} from "@metropolis/consensus/testing";
-import {
-  createEphemeralCertificate,
-  generateKeyPair,
-  nodeIdFromPublicKey,
-  parseCertificate,
-  tlsMaterial,
-} from "@metropolis/pki";
+  bootstrapTestCluster,
+  newKeyPair,
+  type KeyPair,
+  type Tls,
+} from "@metropolis/curator/testing";
+import { nodeIdFromPublicKey, tlsMaterial } from "@metropolis/pki";
 import { api, curator } from "@metropolis/proto";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import type { TestHarness } from "@metropolis/supervisor/testing";
 import { waitFor } from "@metropolis/event";
-import { bootstrapCluster } from "../src/bootstrap";
 import { curatorClientCredentials } from "../src/credentials";
 import { Curator } from "../src/curator";
 import type { CuratorEndpoint } from "../src/leadership";
 
-/** PEM client certificate and key. */
-export interface Tls {
-  cert: string;
-  key: string;
-}
+export type { Tls };
 
 /** An Ed25519 key pair: raw 32-byte seed and public key. */
-export interface Keys {
-  privateKey: Buffer;
-  publicKey: Buffer;
-}
+export type Keys = KeyPair;
 
-export function newKeys(): Keys {
-  const { privateKey, publicKey } = generateKeyPair();
-  return { privateKey: Buffer.from(privateKey), publicKey: Buffer.from(publicKey) };
-}
+/** A fresh key pair. */
+export const newKeys = newKeyPair;
 
 /** A node registered over the API (NEW, or STANDBY once approved). */
 export interface RegisteredNode {
@@ -137,62 +122,39 @@ export function unary<Res>(
 
 /** Starts the cluster; see the module comment. Without a follower when `opts.follower` is false. */
 export async function startCurators(opts: { follower?: boolean } = {}): Promise<CuratorsFixture> {
-  const cleanups: Array<() => Promise<unknown>> = [];
-  const stop = async () => {
-    for (const step of cleanups.splice(0).reverse()) await step().catch(() => undefined);
-  };
+  const cluster = await bootstrapTestCluster({ name: "authz", addressInCertificate: true });
+  const stop = cluster.stop;
   try {
-    const node: TestNode = await testNode("authz");
-    cleanups.push(() => node.remove());
-    const member = await runTestMember(node, { bootstrap: true });
-    cleanups.push(() => member.harness.cleanup());
-    const kv = member.status.client.sub("curator").kv;
-
+    const { node, member, caPem } = cluster;
+    const kv = cluster.store.kv;
     const host = node.peer.host;
     const leaderEndpoint = {
       nodeId: node.nodeId,
       host,
       port: await freePort(host),
     };
-    const firstJoin = newKeys();
-    const firstCuk = randomBytes(32);
-    const ownerKeys = newKeys();
-    const boot = await bootstrapCluster(member.status.client.sub("curator"), leaderEndpoint, {
-      nodePublicKey: node.publicKey,
-      joinPublicKey: firstJoin.publicKey,
-      clusterUnlockKey: firstCuk,
-      ownerPublicKey: ownerKeys.publicKey,
-      ipAddresses: [host],
-    });
-    const caPem = parseCertificate(boot.caCertificate).toPem();
-    const firstKeys = {
-      privateKey: Buffer.from(node.privateKey),
-      publicKey: Buffer.from(node.publicKey),
+    const ownerKeys: Keys = {
+      privateKey: cluster.owner.privateKey,
+      publicKey: cluster.owner.publicKey,
     };
-    const firstTls = tlsMaterial({
-      certificate: boot.nodeCertificate,
-      privateKey: firstKeys.privateKey,
-      ca: boot.caCertificate,
-    });
+    const firstKeys: Keys = {
+      privateKey: cluster.firstNode.privateKey,
+      publicKey: cluster.firstNode.publicKey,
+    };
+    const firstTls = cluster.tls(cluster.firstNode.certificate, firstKeys.privateKey);
 
     const startCurator = async (
       endpoint: CuratorEndpoint,
       tls: Tls,
       role: "leader" | "follower",
     ): Promise<RunningCurator> => {
-      const running = new Curator({
+      const { curator: running, harness } = cluster.runCurator({
         nodeId: endpoint.nodeId,
         tls: { ...tls, ca: caPem },
         host: endpoint.host,
         port: endpoint.port,
-        consensus: member.status,
       });
-      const harness = testHarness(async (ctx) => {
-        ctx.run("curator", running.run);
-        ctx.healthy();
-        await ctx.untilAborted();
-      });
-      cleanups.push(() => harness.cleanup({ timeoutMs: 10_000 }));
+      cluster.defer(() => harness.cleanup({ timeoutMs: 10_000 }));
       await harness.waitFor("root.curator", "healthy", { timeoutMs: 30_000 });
       // The leader announces itself once it serves; a follower once it knows the leader.
       const expected = role === "leader" ? endpoint.nodeId : leaderEndpoint.nodeId;
@@ -202,7 +164,7 @@ export async function startCurators(opts: { follower?: boolean } = {}): Promise<
     const leader = await startCurator(leaderEndpoint, firstTls, "leader");
 
     const clients: Client[] = [];
-    cleanups.push(async () => clients.forEach((c) => c.close()));
+    cluster.defer(async () => clients.forEach((c) => c.close()));
     const credentials = (tls: Tls | undefined) => curatorClientCredentials(caPem, tls);
     const client = <T extends Client>(
       ctor: new (address: string, credentials: ChannelCredentials) => T,
@@ -213,10 +175,7 @@ export async function startCurators(opts: { follower?: boolean } = {}): Promise<
       clients.push(made);
       return made;
     };
-    const ephemeralTls = async (privateKey: Uint8Array): Promise<Tls> => {
-      const certificate = await createEphemeralCertificate(privateKey);
-      return tlsMaterial({ certificate, privateKey, ca: certificate });
-    };
+    const ephemeralTls = cluster.ephemeralTls;
 
     // The owner escrows its certificate, as metroctl does.
     const escrowClient = client(
@@ -304,9 +263,9 @@ export async function startCurators(opts: { follower?: boolean } = {}): Promise<
       firstNode: {
         nodeId: node.nodeId,
         keys: firstKeys,
-        join: firstJoin,
+        join: cluster.firstNode.join,
         tls: firstTls,
-        clusterUnlockKey: firstCuk,
+        clusterUnlockKey: cluster.firstNode.clusterUnlockKey,
       },
       owner: { keys: ownerKeys, tls: ownerTls },
       ticket,

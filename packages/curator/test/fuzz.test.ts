@@ -62,7 +62,13 @@ import {
   text,
   validName,
 } from "./fuzz-arbitraries";
-import { codeName, grpcMethods, invoke, type GrpcMethod, type Outcome } from "./grpc-methods";
+import {
+  codeName,
+  grpcMethods,
+  invoke,
+  type GrpcMethod,
+  type Outcome,
+} from "@metropolis/curator/testing";
 
 const runs = Number(process.env.METROPOLIS_FUZZ_RUNS ?? 200);
 /** The seed of this run (each RPC's cases start from it and the RPC's name), and the path of one case to replay. */

@@ -12,7 +12,8 @@ import { nodeIdFromPublicKey } from "@metropolis/pki";
 import { api, common, curator } from "@metropolis/proto";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
-import { expectCode, newKeyPair, startLeader, type LeaderFixture } from "./leader-fixture";
+import { newKeyPair, startLeader, type LeaderFixture } from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 

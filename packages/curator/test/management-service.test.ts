@@ -1,6 +1,6 @@
 /**
  * The Management service against a real leader: one-member etcd, a
- * bootstrapped cluster, real mTLS (test/leader-fixture.ts).
+ * bootstrapped cluster, real mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { parseCertificate } from "@metropolis/pki";
@@ -9,7 +9,8 @@ import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
 import { managementServer } from "../src/management-service";
-import { startLeader, type ClientIdentity, type LeaderFixture, expectCode } from "./leader-fixture";
+import { startLeader, type ClientIdentity, type LeaderFixture } from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 
@@ -434,9 +435,9 @@ describe("authorization", () => {
   ];
 
   it.each([
-    ["a node certificate", "node" as ClientIdentity, status.PERMISSION_DENIED],
+    ["a node certificate", "node" as const, status.PERMISSION_DENIED],
     ["a self-signed certificate", "ephemeral" as const, status.PERMISSION_DENIED],
-    ["no certificate", "none" as ClientIdentity, status.UNAUTHENTICATED],
+    ["no certificate", "none" as const, status.UNAUTHENTICATED],
   ])("refuses every call with %s", async (_what, identity, code) => {
     const target = await leader.addNode({ state: common.NodeState.NEW });
     const client = await clientAs(

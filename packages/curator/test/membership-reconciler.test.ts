@@ -1,6 +1,6 @@
 /**
  * Membership reconciliation against a real leader (one-member etcd, a
- * bootstrapped cluster: test/leader-fixture.ts), and for the removal of a
+ * bootstrapped cluster: startLeader of @metropolis/curator/testing), and for the removal of a
  * started member, a second real etcd member joined to it.
  *
  * Learners added here for made-up addresses never start: etcd only tries to
@@ -17,7 +17,8 @@ import {
   reconcileMembership,
 } from "../src/membership-reconciler";
 import { encodeNode } from "../src/node-record";
-import { startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
+import { eventually } from "@metropolis/supervisor/testing";
 
 let leader: LeaderFixture;
 let ctx: LeaderContext;
@@ -67,15 +68,6 @@ async function roleHolder(): Promise<{ nodeId: string; host: string }> {
 const members = () => ctx.consensus.members();
 const memberAt = (ms: IMember[], host: string) =>
   ms.find((m) => m.peerURLs.includes(peerUrl(host)));
-
-/** Polls `check` until it holds, failing after `timeoutMs`. */
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("reconcileMembership", () => {
   it("does nothing when membership matches the roles", async () => {
@@ -184,8 +176,9 @@ describe("reconcileMembership", () => {
       // Its etcd exits once it is removed from the cluster.
       const second = await runTestMember(node, { join }, { expectEtcdDeath: true });
       try {
-        await eventually("the second member is a voter", async () =>
-          (await members()).some((m) => m.name === node.nodeId && !m.isLearner),
+        await eventually(
+          async () => (await members()).some((m) => m.name === node.nodeId && !m.isLearner),
+          "the second member is a voter",
         );
         // Matched by name (its peer port is not the default one the address would give).
         expect(await reconcileMembership(ctx)).toBeUndefined();
@@ -207,8 +200,14 @@ describe("reconcileMembership", () => {
 });
 
 describe("planMembershipChange", () => {
-  const member = (over: Partial<IMember>): IMember =>
-    ({ ID: "1", name: "", peerURLs: [], clientURLs: [], isLearner: false, ...over }) as IMember;
+  const member = (over: Partial<IMember>): IMember => ({
+    ID: "1",
+    name: "",
+    peerURLs: [],
+    clientURLs: [],
+    isLearner: false,
+    ...over,
+  });
 
   it("never removes the last voter, even of a node without the role", () => {
     const lone = member({ ID: "7", name: "metropolis-gone" });
@@ -233,15 +232,16 @@ describe("membershipReconciler", () => {
     const running = membershipReconciler({ ...ctx, logger }, 50, stop.signal);
     try {
       // Logged once the pass is complete, the join data written to the role.
-      await eventually("the addition is logged", async () =>
-        infos.some((m) => m.includes(`added node ${nodeId}`)),
+      await eventually(
+        () => infos.some((m) => m.includes(`added node ${nodeId}`)),
+        "the addition is logged",
       );
       expect(memberAt(await members(), host)).toMatchObject({ isLearner: true });
       await leader.deleteNode(nodeId);
       // The runner holds an unclaimed learner back for one pass, then removes it.
       await eventually(
-        "the learner is removed",
         async () => memberAt(await members(), host) === undefined,
+        "the learner is removed",
       );
     } finally {
       stop.abort();

@@ -10,11 +10,8 @@
 import { noop } from "cockatiel";
 import { type Etcd3, type Namespace } from "etcd3";
 import { ConsensusClient } from "@metropolis/consensus";
-import {
-  startEtcdCluster,
-  type EtcdCluster,
-  type EtcdMember,
-} from "../../consensus/test/etcd-cluster";
+import { eventually } from "@metropolis/supervisor/testing";
+import { startEtcdCluster, type EtcdCluster, type EtcdMember } from "@metropolis/consensus/testing";
 import { LostLeadershipError } from "../src/errors";
 import { campaign, type Candidacy, type CuratorEndpoint, type Leadership } from "../src/leadership";
 
@@ -62,22 +59,6 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | "timeout"> {
     timer = setTimeout(() => resolve("timeout"), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Polls `probe` until it returns a value, failing after `timeoutMs`. */
-async function pollUntil<T>(
-  what: string,
-  timeoutMs: number,
-  probe: () => Promise<T | undefined>,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = await probe().catch(() => undefined);
-    if (found !== undefined) return found;
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 let cluster: EtcdCluster | undefined;
@@ -168,13 +149,17 @@ async function leaderCutOff(fault: Fault): Promise<void> {
 
   // Exactly one of the others takes over within TTL + 1 s, and both agree which.
   const deadlineMs = ttlSeconds * 1000 + 1000;
-  const successor = await pollUntil("a new leader", deadlineMs, async () => {
-    for (const o of others) {
-      const view = await within(o.candidacy.leader(), 200);
-      if (view !== "timeout" && view.leading) return o;
-    }
-    return undefined;
-  });
+  const successor = await eventually(
+    async () => {
+      for (const o of others) {
+        const view = await within(o.candidacy.leader(), 200);
+        if (view !== "timeout" && view.leading) return o;
+      }
+      return undefined;
+    },
+    "a new leader",
+    { timeoutMs: deadlineMs, intervalMs: 20 },
+  );
   const tookOver = Date.now() - cutAt;
   expect(tookOver).toBeLessThan(deadlineMs);
   const otherViews = await Promise.all(others.map((o) => o.candidacy.leader()));
@@ -211,11 +196,15 @@ async function leaderCutOff(fault: Fault): Promise<void> {
   ).toEqual([]);
   // Once its member answers again, the old leadership is refused as such.
   const afterHeal: Outcome[] = [];
-  await pollUntil("the old leader's write refused for lost leadership", recoveryMs, async () => {
-    const outcome = await within(guardedWrite(oldLeadership, old.kv, "old-after"), 1000);
-    afterHeal.push(outcome);
-    return outcome === "lost" ? outcome : undefined;
-  });
+  await eventually(
+    async () => {
+      const outcome = await within(guardedWrite(oldLeadership, old.kv, "old-after"), 1000);
+      afterHeal.push(outcome);
+      return outcome === "lost" ? outcome : undefined;
+    },
+    "the old leader's write refused for lost leadership",
+    { timeoutMs: recoveryMs, intervalMs: 20 },
+  );
   expect(afterHeal).not.toContain("committed");
 
   // Read through every member: only the new leader's writes landed since the cut.

@@ -3,16 +3,17 @@
  * cluster CA's CRL, and from then on the curator refuses that certificate
  * (UNAUTHENTICATED) on every call; nodes follow the CRL through
  * WatchRevocations. Real etcd, real gRPC over loopback with the curator's
- * mTLS (leader-fixture.ts).
+ * mTLS (startLeader of @metropolis/curator/testing).
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { CertificateAuthority, parseCertificate, parseCrl } from "@metropolis/pki";
+import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, curator } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
 import { Revocations } from "../src/revocations";
-import { startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
 let leader: LeaderFixture;
 beforeAll(async () => {
@@ -44,7 +45,7 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
   try {
     await eventually(() => crls.length === 1, "the current CRL");
     const serial = parseCertificate(doomed.certificate).serial;
-    expect(parseCrl(crls[0]!).isRevoked(serial)).toBe(false);
+    expect(parseCrl(crls[0]).isRevoked(serial)).toBe(false);
 
     await unary((cb) =>
       owner.deleteNode(
@@ -60,12 +61,12 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
       }),
     );
     await eventually(() => crls.length === 2, "the new CRL streamed");
-    const newest = parseCrl(crls[1]!);
+    const newest = parseCrl(crls[1]);
     expect(newest.isRevoked(serial)).toBe(true);
     expect(await newest.isIssuedBy(leader.caCertificate)).toBe(true);
     // What etcd keeps is what was streamed.
     const stored = await leader.ctx.kv.get(leader.ctx.clusterCa.keys.crl).buffer();
-    expect(stored?.equals(crls[1]!)).toBe(true);
+    expect(stored?.equals(crls[1])).toBe(true);
   } finally {
     stream.cancel();
   }
@@ -73,7 +74,7 @@ it("refuses a deleted node's certificate on every call, and streams the CRL to n
 
 describe("Revocations", () => {
   it("takes only newer CRLs of its own CA", async () => {
-    const crl = await leader.ctx.clusterCa.crl(leader.ctx.kv);
+    const crl = await leader.ctx.clusterCa.crl(etcdCertificateKv(leader.ctx.kv));
     const revocations = new Revocations(leader.caCertificate);
     expect(await revocations.offer(crl.der)).toBe(true);
     // The same again, or an older one, changes nothing: a stale answer cannot un-revoke.

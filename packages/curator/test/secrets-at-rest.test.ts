@@ -6,13 +6,19 @@
  * every sealed value in etcd names the new key and everything still opens.
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
-import { isSealedSecret, sealedKeyId, sealedKeyUsage } from "@metropolis/consensus";
+import {
+  etcdCertificateKv,
+  isSealedSecret,
+  sealedKeyId,
+  sealedKeyUsage,
+} from "@metropolis/consensus";
 import { api, curator } from "@metropolis/proto";
 import { clusterUnlockKeyKey, registerTicketKey } from "../src/keys";
 import { curatorServer } from "../src/curator-service";
 import { managementServer } from "../src/management-service";
 import { readClusterUnlockKey } from "../src/node-secrets";
-import { expectCode, startLeader, type LeaderFixture } from "./leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
+import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
 const call = <Res>(f: (cb: Callback<Res>) => unknown) =>
@@ -51,7 +57,8 @@ describe("secrets at rest", () => {
       owner.getRegisterTicket({}, cb),
     );
     const other = await leader.addNode();
-    const caKey = (await leader.ctx.clusterCa.load(leader.ctx.kv))?.privateKey as Buffer;
+    const caKey = (await leader.ctx.clusterCa.load(etcdCertificateKv(leader.ctx.kv)))
+      ?.privateKey as Buffer;
     const stored: Array<[string, Buffer]> = [
       [registerTicketKey, Buffer.from(ticket)],
       [clusterUnlockKeyKey(leader.firstNode.nodeId), leader.firstNode.clusterUnlockKey],
@@ -103,7 +110,7 @@ describe("secrets at rest", () => {
     expect(
       await readClusterUnlockKey(leader.ctx.kv, leader.ctx.secrets, leader.firstNode.nodeId),
     ).toEqual(leader.firstNode.clusterUnlockKey);
-    expect(await leader.ctx.clusterCa.authority(leader.ctx.kv)).toBeDefined();
+    expect(await leader.ctx.clusterCa.authority(etcdCertificateKv(leader.ctx.kv))).toBeDefined();
     // New secrets are sealed under the new key.
     const added = await leader.addNode();
     expect(sealedKeyId(await raw(clusterUnlockKeyKey(added.nodeId)))).toBe(2);

@@ -38,6 +38,7 @@
  *                            (* secret: AES-256-GCM under an encrypted policy)
  * ```
  */
+export { atomicWriteFile, type AtomicWriteOptions } from "./atomic-write";
 export type { DataPolicy } from "./data-marker";
 export { dataDir } from "./data-protection";
 export {
@@ -48,7 +49,12 @@ export {
   sealEnvelope,
 } from "./envelope";
 export { defaultMemoryDir, memoryDirPrefix } from "./in-memory-placement";
-export { FileCorruptedError, DataAlreadyInitializedError, SealedCorruptedError } from "./errors";
+export {
+  FileCorruptedError,
+  FileExistsError,
+  DataAlreadyInitializedError,
+  SealedCorruptedError,
+} from "./errors";
 export { ensureMachineKey } from "./machine-key";
 export { placeNodeRoot } from "./node-root";
 export type { NodeRoot } from "./node-root";

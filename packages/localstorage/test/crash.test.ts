@@ -103,7 +103,7 @@ test("a writer killed before its rename leaves the old content, and a later writ
   // The stale temporary file is still there, recognisably not data...
   const leftovers = (await fs.readdir(tree.state.fullPath)).filter((name) => name !== "roles.pb");
   expect(leftovers).toEqual([path.basename(temporary)]);
-  expect(isTemporaryName(leftovers[0]!)).toBe(true);
+  expect(isTemporaryName(leftovers[0])).toBe(true);
   // ...it does not get in the way of the next write...
   await tree.state.roles.write(Buffer.from("newer"));
   expect((await tree.state.roles.read()).toString()).toBe("newer");

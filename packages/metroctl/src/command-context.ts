@@ -65,7 +65,7 @@ export class CommandContext {
     const stored = await this.configDir.readEndpoints().catch(() => []);
     const same =
       stored.length === this.flagEndpoints.length &&
-      stored.every((e, i) => formatEndpoint(e) === formatEndpoint(this.flagEndpoints![i]!));
+      stored.every((e, i) => formatEndpoint(e) === formatEndpoint(this.flagEndpoints![i]));
     if (!same) await this.configDir.writeEndpoints(this.flagEndpoints);
   }
 }

@@ -7,7 +7,7 @@
  *   ca.pem          the cluster CA, learned at takeownership
  *   endpoints       curator endpoints, one `host:port` a line
  *
- * Every write is atomic (temp file + rename), the directory is 0700 and the
+ * Every write is atomic (temp file, fsync, rename: localstorage's atomicWriteFile), the directory is 0700 and the
  * key 0600. A file that exists but cannot be read or parsed is an error
  * naming it, never silently replaced: the key in it may be the only way
  * into a cluster.
@@ -15,6 +15,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { atomicWriteFile, FileExistsError } from "@metropolis/localstorage";
 import {
   generateKeyPair,
   parseCertificate,
@@ -24,7 +25,6 @@ import {
   tlsMaterial,
   type ParsedCertificate,
 } from "@metropolis/pki";
-import { createFileAtomic, writeFileAtomic } from "./atomic-file";
 import { formatEndpoint, parseEndpoint, type Endpoint } from "./endpoints";
 import { ConfigFileError, describeError } from "./errors";
 
@@ -94,7 +94,7 @@ export class ConfigDir {
     await this.ensureDir();
     const path = this.path(name);
     try {
-      await writeFileAtomic(path, text, mode);
+      await atomicWriteFile(path, Buffer.from(text), { mode });
     } catch (e) {
       throw new ConfigFileError(path, `cannot be written: ${describeError(e)}`, { cause: e });
     }
@@ -124,11 +124,15 @@ export class ConfigDir {
     await this.ensureDir();
     const fresh = generateKeyPair();
     const path = this.path(configFiles.ownerKey);
-    let created: boolean;
+    let created = true;
     try {
-      created = await createFileAtomic(path, privateKeyToPem(fresh.privateKey), 0o600);
+      await atomicWriteFile(path, Buffer.from(privateKeyToPem(fresh.privateKey)), {
+        mode: 0o600,
+        exclusive: true,
+      });
     } catch (e) {
-      throw new ConfigFileError(path, `cannot be written: ${describeError(e)}`, { cause: e });
+      if (e instanceof FileExistsError) created = false;
+      else throw new ConfigFileError(path, `cannot be written: ${describeError(e)}`, { cause: e });
     }
     // Lost a race with another metroctl: the key it wrote is the owner key.
     if (!created) return { key: (await this.readOwnerKey())!, created: false };

@@ -140,7 +140,7 @@ const debugPortOption = (define: ReturnType<DefineCommand>) =>
 /** Adds `logs` and `tree`. */
 export function registerDebugCommands(define: DefineCommand): void {
   debugPortOption(
-    define<LogsOptions>("logs", (ctx, [id, dn], opts) => nodeLogs(ctx, id!, dn, opts))
+    define<LogsOptions>("logs", (ctx, [id, dn], opts) => nodeLogs(ctx, id, dn, opts))
       .description("print a node's logs (time level dn message), of one DN and below")
       .argument("<id>", "node ID")
       .argument("[dn]", "DN prefix, e.g. root.role.curator (default: everything)")
@@ -149,7 +149,7 @@ export function registerDebugCommands(define: DefineCommand): void {
   );
   debugPortOption(
     define<{ output: OutputFormat; debugPort?: string }>("tree", (ctx, [id], opts) =>
-      nodeTree(ctx, id!, opts),
+      nodeTree(ctx, id, opts),
     )
       .description("draw a node's supervision tree with states, restarts and last errors")
       .argument("<id>", "node ID")

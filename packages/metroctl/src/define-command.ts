@@ -47,7 +47,7 @@ export function commandDefiner(
       try {
         const ctx = new CommandContext(io, program.opts<GlobalOptions>());
         const args = self.processedArgs.flat().filter((a): a is string => a !== undefined);
-        outcome.exitCode = (await action(ctx, args, self.opts<Opts & object>() as Opts)) ?? 0;
+        outcome.exitCode = (await action(ctx, args, self.opts<Opts & object>())) ?? 0;
       } catch (e) {
         throw new CommandFailedError(name, e);
       }

@@ -36,11 +36,11 @@ export function parseEndpoint(input: string): Endpoint {
   if (text === "") throw new UsageError("empty endpoint");
   const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(text);
   if (bracketed) {
-    if (isIP(bracketed[1]!) !== 6) {
+    if (isIP(bracketed[1]) !== 6) {
       throw new UsageError(`endpoint "${input}": "${bracketed[1]}" is not an IPv6 address`);
     }
     return {
-      host: bracketed[1]!,
+      host: bracketed[1],
       port: bracketed[2] === undefined ? defaultCuratorPort : parsePort(bracketed[2], input),
     };
   }

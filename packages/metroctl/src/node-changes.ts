@@ -101,25 +101,25 @@ export async function deleteNode(
 
 /** Adds `approve`, `set-role`, `label` and `delete`. */
 export function registerNodeChangeCommands(define: DefineCommand): void {
-  define("approve", (ctx, [id]) => approveNode(ctx, id!))
+  define("approve", (ctx, [id]) => approveNode(ctx, id))
     .description("let a NEW node into the cluster (it becomes STANDBY and then commits)")
     .argument("<id>", "node ID");
 
   const onOff = (name: string, role: string) =>
     new Option(`--${name} <on|off>`, `give or take away the ${role} role`);
-  define<SetRoleOptions>("set-role", (ctx, [id], opts) => setRole(ctx, id!, opts))
+  define<SetRoleOptions>("set-role", (ctx, [id], opts) => setRole(ctx, id, opts))
     .description("give or take away roles of a node")
     .argument("<id>", "node ID")
     .addOption(onOff("consensus", "consensus member (etcd + curator)"))
     .addOption(onOff("controller", "Kubernetes controller"))
     .addOption(onOff("worker", "Kubernetes worker"));
 
-  define("label", (ctx, [id, ...changes]) => labelNode(ctx, id!, changes))
+  define("label", (ctx, [id, ...changes]) => labelNode(ctx, id, changes))
     .description("set (key=value) or remove (key-) labels of a node")
     .argument("<id>", "node ID")
     .argument("<changes...>", "key=value to set, key- to remove");
 
-  define<{ bypass: string[] }>("delete", (ctx, [id], opts) => deleteNode(ctx, id!, opts))
+  define<{ bypass: string[] }>("delete", (ctx, [id], opts) => deleteNode(ctx, id, opts))
     .description(
       "remove a node from the cluster (refused while it has roles or is UP, unless bypassed)",
     )

@@ -3,9 +3,9 @@
  * operator puts on a node's ESP (`parameters.pb`) to make it bootstrap a
  * new cluster, or register into an existing one.
  */
+import { atomicWriteFile } from "@metropolis/localstorage";
 import { parseCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
-import { writeFileAtomic } from "./atomic-file";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -17,7 +17,7 @@ import { collectValues, type DefineCommand } from "./define-command";
 /** Writes encoded parameters to `path` atomically; `mode` 0600 when they carry a secret. */
 async function writeParams(path: string, params: api.NodeParameters, mode: number): Promise<void> {
   try {
-    await writeFileAtomic(path, api.NodeParameters.encode(params).finish(), mode);
+    await atomicWriteFile(path, api.NodeParameters.encode(params).finish(), { mode });
   } catch (e) {
     throw new MetroctlError(`cannot write ${path}: ${describeError(e)}`, { cause: e });
   }

@@ -5,8 +5,8 @@
  * until a deadline; a node that does not exist yet is waited for too, since
  * a node's ID is known (from its key) before it registers.
  */
-import { setTimeout as sleep } from "node:timers/promises";
 import type { api, common } from "@metropolis/proto";
+import { abortableSleep } from "@metropolis/supervisor";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
 import type { DefineCommand } from "./define-command";
@@ -113,7 +113,7 @@ export async function waitForNode(
         progress.update(
           `waiting for node ${id} to be ${wanted} (it ${describeNode(node)}; ${elapsed()})`,
         );
-        await sleep(Math.min(intervalMs, remaining), undefined, { signal: ctx.signal });
+        await abortableSleep(Math.min(intervalMs, remaining), ctx.signal);
       }
     }),
   );
@@ -122,7 +122,7 @@ export async function waitForNode(
 
 /** Adds `wait`. */
 export function registerWaitCommand(define: DefineCommand): void {
-  define<WaitOptions>("wait", (ctx, [id], opts) => waitForNode(ctx, id!, opts))
+  define<WaitOptions>("wait", (ctx, [id], opts) => waitForNode(ctx, id, opts))
     .description("wait until a node is in a state and/or health")
     .argument("<id>", "node ID")
     .option("--state <state>", "NEW, STANDBY, UP or DECOMMISSIONED")

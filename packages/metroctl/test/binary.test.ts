@@ -6,21 +6,14 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { metroctl, startCluster, type MetroctlCluster } from "./cluster-fixture";
+import { metroctl, clusterPerFile, type MetroctlCluster } from "./cluster-fixture";
 
 const main = resolve(__dirname, "..", "dist", "main.js");
 
 let cluster: MetroctlCluster;
 let config: string;
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  config = await cluster.ownerConfig();
-}, 30_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
 
 function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolvePromise) => {

@@ -14,7 +14,7 @@ import { aaaServer, curatorLocalServer, managementServer } from "@metropolis/cur
 import { tlsMaterial } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
 import { ConfigDir, runMetroctl, type OutputStream } from "../src";
-import { startLeader, type LeaderFixture } from "../../curator/test/leader-fixture";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
 /** Collects what metroctl writes. */
 export class Capture implements OutputStream {
@@ -80,19 +80,6 @@ export async function metroctl(
   return { code, stdout: stdout.text, stderr: stderr.text };
 }
 
-/** Polls `condition` until it holds or `timeoutMs` passes (then throws). */
-export async function eventually(
-  condition: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 export interface MetroctlCluster {
   leader: LeaderFixture;
   /** The leader's address, for --endpoints. */
@@ -149,6 +136,26 @@ export async function startCluster(): Promise<MetroctlCluster> {
       await removeTempDirs();
     },
   };
+}
+
+/**
+ * The setup of a test file that runs metroctl as the owner: a cluster
+ * started in `beforeAll` (handed to `ready` with an owner config dir, see
+ * `ownerConfig`) and stopped in `afterAll`.
+ *
+ *   let cluster: MetroctlCluster;
+ *   let config: string;
+ *   clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
+ */
+export function clusterPerFile(ready: (cluster: MetroctlCluster, config: string) => void): void {
+  let cluster: MetroctlCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    ready(cluster, await cluster.ownerConfig());
+  }, 30_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
 }
 
 /** PEM client material of the fixture's owner, for checks outside metroctl. */

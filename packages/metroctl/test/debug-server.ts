@@ -10,7 +10,7 @@ import { freePort } from "@metropolis/consensus/testing";
 import { curatorServerCredentials, identifier, requireOwner } from "@metropolis/curator";
 import { tlsMaterial } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
-import type { LeaderFixture } from "../../curator/test/leader-fixture";
+import type { LeaderFixture } from "@metropolis/curator/testing";
 
 export interface DebugHandlers {
   logs?: (call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>) => Promise<void>;

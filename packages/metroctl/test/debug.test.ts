@@ -3,30 +3,18 @@
  * over real mTLS, with the node's address found through the real curator.
  */
 import { api, common } from "@metropolis/proto";
-import {
-  Capture,
-  eventually,
-  metroctl,
-  startCluster,
-  type MetroctlCluster,
-} from "./cluster-fixture";
+import { Capture, metroctl, clusterPerFile, type MetroctlCluster } from "./cluster-fixture";
 import { startDebugServer, type DebugServer } from "./debug-server";
+import { eventually } from "@metropolis/supervisor/testing";
 
 let cluster: MetroctlCluster;
 let config: string;
 const servers: DebugServer[] = [];
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  config = await cluster.ownerConfig();
-}, 30_000);
+clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
 
 afterEach(() => {
   for (const server of servers.splice(0)) server.stop();
-});
-
-afterAll(async () => {
-  await cluster?.stop();
 });
 
 /** Starts a Debug server and makes `nodeId`'s reported address point at it. */

@@ -274,7 +274,7 @@ describe("supervision tree drawing", () => {
   });
 
   it("keeps a runnable whose parent is missing, under its full DN", () => {
-    const tree = buildSupervisionTree([nodes[2]!]);
+    const tree = buildSupervisionTree([nodes[2]]);
     expect(tree).toEqual([
       expect.objectContaining({
         dn: "root.consensus.etcd",

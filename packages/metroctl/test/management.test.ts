@@ -7,30 +7,18 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { api, common } from "@metropolis/proto";
-import {
-  eventually,
-  metroctl,
-  startCluster,
-  TerminalCapture,
-  type MetroctlCluster,
-} from "./cluster-fixture";
+import { metroctl, clusterPerFile, TerminalCapture, type MetroctlCluster } from "./cluster-fixture";
+import { eventually } from "@metropolis/supervisor/testing";
 
 let cluster: MetroctlCluster;
 let config: string;
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  config = await cluster.ownerConfig();
-}, 30_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
 
 const oneErrorLine = (stderr: string) => {
   const lines = stderr.split("\n").filter((l) => l !== "");
   expect(lines).toHaveLength(1);
-  return lines[0]!;
+  return lines[0];
 };
 
 describe("nodes", () => {

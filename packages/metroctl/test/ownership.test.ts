@@ -25,7 +25,7 @@ afterAll(async () => {
 const oneErrorLine = (stderr: string) => {
   const lines = stderr.split("\n").filter((l) => l !== "");
   expect(lines).toHaveLength(1);
-  return lines[0]!;
+  return lines[0];
 };
 
 /** A config dir holding the fixture cluster's owner key (what bootstrap-params would have made). */

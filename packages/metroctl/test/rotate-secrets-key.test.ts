@@ -4,19 +4,12 @@
  * happened (every sealed value in etcd names the new key).
  */
 import { sealedKeyUsage } from "@metropolis/consensus";
-import { metroctl, startCluster, type MetroctlCluster } from "./cluster-fixture";
+import { metroctl, clusterPerFile, type MetroctlCluster } from "./cluster-fixture";
 
 let cluster: MetroctlCluster;
 let config: string;
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  config = await cluster.ownerConfig();
-}, 30_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+clusterPerFile((c, dir) => ((cluster = c), (config = dir)));
 
 describe("rotate-secrets-key", () => {
   it("rotates, says which key seals now and which were retired, and reseals everything", async () => {

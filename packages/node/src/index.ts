@@ -15,6 +15,7 @@ export {
   NodeConfigError,
   usage,
   type NodeConfig,
+  type NodeConfigFile,
   type NodePorts,
 } from "./node-config";
 export { debugServer, defaultDebugPort, type ConditionSource } from "./debug-service";

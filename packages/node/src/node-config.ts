@@ -54,6 +54,20 @@ export interface NodeConfig {
   ephemeralTmpfs: boolean;
 }
 
+/**
+ * The configuration file (`--config`, JSON) as written: every field
+ * optional, with the defaults `loadNodeConfig` applies; no other field is
+ * accepted.
+ */
+export interface NodeConfigFile {
+  ports?: Partial<NodePorts>;
+  workloads?: WorkloadSpec[];
+  loopbackTimings?: boolean;
+  leaderTtlSeconds?: number;
+  heartbeatTimeoutMs?: number;
+  ephemeralTmpfs?: boolean;
+}
+
 export const usage =
   "usage: metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]";
 
@@ -80,7 +94,7 @@ const configKeys = [
   "leaderTtlSeconds",
   "heartbeatTimeoutMs",
   "ephemeralTmpfs",
-] as const;
+] as const satisfies readonly (keyof NodeConfigFile)[];
 
 /** Parses the command line (without `node` and the script) and reads the configuration file. */
 export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {

@@ -67,7 +67,7 @@ export function nodeMetricsRunnable(
     /** Applies every value of `source` until the runnable stops (closing the watcher ends the loop). */
     const follow = <T>(source: Watchable<T>, apply: (v: T) => void): Promise<void> => {
       const watcher = source.watch();
-      watchers.push(watcher as Watcher<unknown>);
+      watchers.push(watcher);
       return (async () => {
         for await (const v of iterateWatcher(watcher)) apply(v);
       })();
@@ -88,7 +88,7 @@ export function nodeMetricsRunnable(
         latest.leader = false;
         if (!plane) return;
         const watcher = plane.curator.leader.watch();
-        leaders = watcher as Watcher<unknown>;
+        leaders = watcher;
         void (async () => {
           for await (const leader of iterateWatcher(watcher)) {
             latest.leader = leader !== undefined && leader.nodeId === latest.nodeId;

@@ -1,7 +1,7 @@
 /**
  * The Debug service's authorization matrix: every method of the Debug
  * service (enumerated from the generated definitions) called as every kind
- * of caller of the curator's matrix (packages/curator/test/authz-table.ts),
+ * of caller of the curator's matrix (authz-table.ts of @metropolis/curator/testing),
  * against a real Debug server over real mutual TLS with certificates of a
  * throwaway cluster CA. The node README shows the same table (checked here;
  * `METROPOLIS_WRITE_AUTHZ_README=1` rewrites it).
@@ -39,8 +39,10 @@ import {
   readmeTables,
   type Identity,
   type Table,
-} from "../../curator/test/authz-table";
-import { codeName, grpcMethods, invoke } from "../../curator/test/grpc-methods";
+  codeName,
+  grpcMethods,
+  invoke,
+} from "@metropolis/curator/testing";
 import { debugServer } from "../src/debug-service";
 
 /**

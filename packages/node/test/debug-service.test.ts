@@ -29,7 +29,7 @@ import {
 } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
 import type { RunContext, Supervisor } from "@metropolis/supervisor";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import type { Logger } from "winston";
 import {
   debugServer,
@@ -43,15 +43,8 @@ import {
 type Identity = "self" | "node" | "owner" | "ephemeral" | "foreign" | "revoked" | "none";
 
 const deadlineMs = 10_000;
-
-/** Polls `check` until it holds, failing after a deadline. */
-async function eventually(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+/** How `eventually` polls here: counts of in-process subscriptions change within a few ms. */
+const pollFast = { timeoutMs: deadlineMs, intervalMs: 5 };
 
 /** Expects `p` to fail with gRPC status `code` and a message matching `message`. */
 async function expectCode(p: Promise<unknown>, code: status, message: RegExp): Promise<void> {
@@ -90,11 +83,15 @@ function inbox(stream: ClientReadableStream<api.GetLogsResponse>) {
     messages: () => entries().map((e) => e.message),
     ended: () => ended,
     async waitForEntries(n: number) {
-      await eventually(() => entries().length >= n || ended !== undefined, `${n} entries`);
+      await eventually(
+        () => entries().length >= n || ended !== undefined,
+        `${n} entries`,
+        pollFast,
+      );
       expect(entries().length).toBeGreaterThanOrEqual(n);
     },
     async waitForEnd() {
-      await eventually(() => ended !== undefined, "the stream to end");
+      await eventually(() => ended !== undefined, "the stream to end", pollFast);
       return ended!;
     },
   };
@@ -321,7 +318,7 @@ afterEach(async () => {
     for (const c of clients) c.close();
     for (const s of servers) s.forceShutdown();
     // A server going away lets go of its follow subscriptions.
-    await eventually(() => following === 0, "every follow subscription to end");
+    await eventually(() => following === 0, "every follow subscription to end", pollFast);
   } finally {
     following = 0;
     await h.cleanup();
@@ -419,12 +416,12 @@ describe("GetLogs", () => {
     stream.cancel();
     expect((await box.waitForEnd()).code).toBe(status.CANCELLED);
     // The server lets go of the subscription.
-    await eventually(() => following === 0, "the follow subscription to end");
+    await eventually(() => following === 0, "the follow subscription to end", pollFast);
   });
 
   it("with follow, sends a burst in bounded batches, in order", async () => {
     const box = inbox(client("node").getLogs({ dnPrefix: "root.bulk", tail: 0, follow: true }));
-    await eventually(() => following === 1, "the follow subscription");
+    await eventually(() => following === 1, "the follow subscription", pollFast);
     const lines = Array.from({ length: 1100 }, (_, i) => `burst ${i}`);
     for (const line of lines) loggers.bulk.info(line);
     await box.waitForEntries(lines.length);
@@ -434,13 +431,13 @@ describe("GetLogs", () => {
 
   it("ends a follow stream with RESOURCE_EXHAUSTED when entries pile up past the limit", async () => {
     const box = inbox(client("owner").getLogs({ dnPrefix: "root.bulk", tail: 0, follow: true }));
-    await eventually(() => following === 1, "the follow subscription");
+    await eventually(() => following === 1, "the follow subscription", pollFast);
     // All logged in one tick: none can be sent before the limit is passed.
     for (let i = 0; i <= maxPendingFollowedEntries; i++) loggers.bulk.info(`flood ${i}`);
     const end = await box.waitForEnd();
     expect(status[end.code]).toBe(status[status.RESOURCE_EXHAUSTED]);
     expect(end.details).toMatch(/too slowly/);
-    await eventually(() => following === 0, "the follow subscription to end");
+    await eventually(() => following === 0, "the follow subscription to end", pollFast);
   });
 
   it("ends follow streams with OK when the service's signal aborts", async () => {
@@ -450,7 +447,7 @@ describe("GetLogs", () => {
     await box.waitForEntries(1);
     controller.abort();
     expect((await box.waitForEnd()).code).toBe(status.OK);
-    await eventually(() => following === 0, "the follow subscription to end");
+    await eventually(() => following === 0, "the follow subscription to end", pollFast);
   });
 });
 
@@ -498,7 +495,7 @@ describe("GetLogs bounds", () => {
     expect(messagesOf(await logs(a, { dnPrefix: "root.role", tail: 1 }))).toHaveLength(1);
     controller.abort();
     for (const box of [...onA, ...onB]) expect((await box.waitForEnd()).code).toBe(status.OK);
-    await eventually(() => following === 0, "every follow subscription to end");
+    await eventually(() => following === 0, "every follow subscription to end", pollFast);
     expect(followStreams.size).toBe(0);
   });
 });

@@ -14,10 +14,13 @@
  *   by revocation through the CA's CRL, which every verifier here checks.
  * - A private key is never stored in etcd as is: the store seals it with the
  *   `SecretSealer` it is made with (consensus' cluster secrets keyring).
- * - Issuing into etcd never overwrites: certificate and key are created in
- *   one transaction guarded by create_revision == 0, so of two concurrent
- *   issuers exactly one wins and the other gets a retryable
- *   `ConcurrentIssuanceError`; `ensure()` is idempotent.
+ * - Issuing never overwrites: certificate and key are created in one
+ *   compare-and-swap guarded by "neither exists yet" (etcd: create_revision
+ *   == 0), so of two concurrent issuers exactly one wins and the other gets
+ *   a retryable `ConcurrentIssuanceError`; `ensure()` is idempotent.
+ * - pki does not know etcd: the store works on the `CertificateKv` port;
+ *   @metropolis/consensus adapts etcd to it, `@metropolis/pki/testing` has
+ *   an in-memory one for tests.
  *
  * How it fits: the curator keeps the cluster CA ("Metropolis Cluster CA") in
  * its etcd namespace and issues node certificates from it for the nodes'
@@ -29,16 +32,12 @@
  */
 export { CertificateAuthority } from "./ca";
 export type { CreateAuthorityOptions } from "./ca";
-export { CaCertificate, Certificate, CertificateStore } from "./certificate-store";
-export type {
-  CaOptions,
-  CertificateKeys,
-  CertificateSpec,
-  EtcdKv,
-  IssuedCertificate,
-  Issuer,
-  SubjectKey,
-} from "./certificate-store";
+export type { CertificateKv, KvPut, SomeKeys, StoredValue } from "./certificate-kv";
+export { CertificateStore } from "./certificate-store";
+export type { CaOptions } from "./certificate-store";
+export type { CertificateKeys } from "./store-layout";
+export { CaCertificate, Certificate } from "./stored-certificate";
+export type { CertificateSpec, IssuedCertificate, Issuer, SubjectKey } from "./stored-certificate";
 export {
   caTemplate,
   CLUSTER_CA_COMMON_NAME,

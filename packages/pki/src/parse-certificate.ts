@@ -141,6 +141,17 @@ export class ParsedCertificate {
     return this.#node.checkIssued(ca.#node);
   }
 
+  /**
+   * True when `ca` issued this certificate: it is the issuer OpenSSL would
+   * pick ({@link isIssuedBy}) and its key verifies the signature
+   * ({@link isSignedBy}). The one chain check of the package: verification,
+   * the certificate store and revocation all use it. Says nothing about
+   * validity dates or revocation (see `verifyCertificate`).
+   */
+  chainsTo(ca: ParsedCertificate): boolean {
+    return this.isIssuedBy(ca) && this.isSignedBy(ca.publicKey);
+  }
+
   /** True when the certificate is valid for host name `name` (as TLS checks it). */
   matchesHost(name: string): boolean {
     return this.#node.checkHost(name) !== undefined;

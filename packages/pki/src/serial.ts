@@ -14,7 +14,7 @@ export const SERIAL_LIMIT = 1n << 127n;
 export function randomSerial(): bigint {
   for (;;) {
     const bytes = randomBytes(16);
-    bytes[0] = bytes[0]! & 0x7f;
+    bytes[0] = bytes[0] & 0x7f;
     const serial = BigInt("0x" + bytes.toString("hex"));
     // Zero is not a positive integer (RFC 5280 4.1.2.2); retrying costs one draw in 2^127.
     if (serial !== 0n) return serial;

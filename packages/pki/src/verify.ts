@@ -49,7 +49,7 @@ export async function verifyCertificate(
       `certificate ${authority.subject} cannot be used to verify others: it is not a CA`,
     );
   }
-  if (!leaf.isIssuedBy(authority) || !leaf.isSignedBy(authority.publicKey)) {
+  if (!leaf.chainsTo(authority)) {
     throw new UntrustedCertificateError(
       `certificate ${leaf.subject} (serial ${leaf.serial.toString(16)}, issuer ${leaf.issuer}) ` +
         `is not signed by CA ${authority.subject}`,

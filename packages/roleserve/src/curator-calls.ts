@@ -13,35 +13,14 @@
 import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
 import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
+import { abortable } from "@metropolis/supervisor";
 import { CuratorStreamError } from "./errors";
 
 /**
- * Settles as `promise` does, or rejects with the abort reason as soon as
+ * `connection.call(fn)` for a worker: ends with the abort reason when
  * `signal` aborts. CuratorConnection.call checks its signal only between
  * attempts, and looking for a leader can take its whole timeout.
  */
-export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => undefined); // its outcome no longer matters to anyone
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
-}
-
-/** `connection.call(fn)` for a worker: ends with the abort reason when `signal` aborts. */
 export function callCurator<T>(
   connection: CuratorConnection,
   fn: (leader: LeaderClients) => Promise<T>,

@@ -13,7 +13,7 @@
 import { combine } from "@metropolis/event";
 import { unaryCall } from "@metropolis/curator";
 import { common, type curator } from "@metropolis/proto";
-import type { Runnable } from "@metropolis/supervisor";
+import { logProgress, type Runnable } from "@metropolis/supervisor";
 import { callCurator } from "./curator-calls";
 import type { LocalControlPlane, RoleserveValues } from "./values";
 
@@ -76,10 +76,13 @@ export function statusPushWorker(values: RoleserveValues, opts: StatusPushOption
           ctx.signal,
         );
         pushed = encoded;
-        ctx.logger.info(
+        const curatorPort = status.runningCurator?.port ?? null;
+        logProgress(
+          ctx.logger,
           `pushed status: address ${status.externalAddress}, ${
-            status.runningCurator ? `curator on port ${status.runningCurator.port}` : "no curator"
+            curatorPort === null ? "no curator" : `curator on port ${curatorPort}`
           }, version ${status.version}`,
+          { event: "status.pushed", address: status.externalAddress, curatorPort },
         );
         if (!healthy) {
           healthy = true;

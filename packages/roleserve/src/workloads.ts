@@ -10,7 +10,13 @@
  * starts or stops a process by hand, so a process can never outlive the
  * decision that started it.
  */
-import { commandRunnable, type Runnable } from "@metropolis/supervisor";
+import {
+  commandRunnable,
+  isRunnableName,
+  logProgress,
+  runnableNamePattern,
+  type Runnable,
+} from "@metropolis/supervisor";
 import type { common } from "@metropolis/proto";
 import { InvalidWorkloadError, RolesChangedError } from "./errors";
 import type { RoleserveValues } from "./values";
@@ -30,17 +36,18 @@ export interface WorkloadsOptions {
   workloads: readonly WorkloadSpec[];
 }
 
-// The supervisor's rule for child names. Checked here as well so that a bad
-// spec is refused when the node is configured, not when the role arrives.
-const childName = /^[a-z0-9_-]{1,64}$/;
-
-/** Throws InvalidWorkloadError for the first spec that cannot be run. */
+/**
+ * Throws InvalidWorkloadError for the first spec that cannot be run. A
+ * workload's name is a child's name in the supervision tree, so it is checked
+ * with the supervisor's rule here, when the node is configured, and not first
+ * when the role arrives.
+ */
 export function validateWorkloads(workloads: readonly WorkloadSpec[]): void {
   const seen = new Set<string>();
   for (const spec of workloads) {
     if (spec.name === "") throw new InvalidWorkloadError(spec.name, "name is empty");
-    if (!childName.test(spec.name))
-      throw new InvalidWorkloadError(spec.name, "a name must match ^[a-z0-9_-]{1,64}$");
+    if (!isRunnableName(spec.name))
+      throw new InvalidWorkloadError(spec.name, `a name must match ${runnableNamePattern.source}`);
     if (seen.has(spec.name)) throw new InvalidWorkloadError(spec.name, "declared twice");
     seen.add(spec.name);
     if (spec.command.trim() === "") throw new InvalidWorkloadError(spec.name, "command is empty");
@@ -72,14 +79,14 @@ export function workloadsWorker(values: RoleserveValues, opts: WorkloadsOptions)
           );
         }
       }
-      values.workloadStatus.set({
-        running,
-        workloads: running ? workloads.map((w) => w.name) : [],
-      });
-      ctx.logger.info(
+      const names = running ? workloads.map((w) => w.name) : [];
+      values.workloadStatus.set({ running, workloads: names });
+      logProgress(
+        ctx.logger,
         running
           ? `kubernetes worker: running ${workloads.length} workload(s)`
           : "not a kubernetes worker: running no workloads",
+        { event: "workloads.changed", worker: running, workloads: names },
       );
       ctx.healthy();
       await roles.get({ signal: ctx.signal, filter: (r) => holdsWorker(r) !== running });

@@ -1,8 +1,9 @@
 /**
- * A real cluster control plane for the roleserve workers' tests: a
- * one-member etcd (consensus test member), a cluster bootstrapped in it as
- * the first node would (CA, first node UP, owner key), and a real `Curator`
- * leading it on a loopback address. The workers reach it as nodes do, through
+ * A real cluster control plane for the roleserve workers' tests: the
+ * bootstrapped test cluster of `@metropolis/curator/testing` (one-member
+ * etcd, cluster bootstrapped in it as the first node would: CA, first node
+ * UP, owner key and certificate), and a real `Curator` leading it on a
+ * loopback address. The workers reach it as nodes do, through
  * a CuratorConnection that finds the leader via CuratorLocal; the test acts
  * as the owner through the Management API, and adds nodes through the real
  * register → approve → commit flow.
@@ -14,22 +15,9 @@
  *   await cluster.stop();
  */
 import { randomBytes } from "node:crypto";
-import {
-  bootstrapCluster,
-  clusterCa,
-  Curator,
-  CuratorConnection,
-  ownerCommonName,
-  unaryCall,
-  type CuratorAddress,
-} from "@metropolis/curator";
-import {
-  freePort,
-  runTestMember,
-  testNode,
-  type TestMember,
-  type TestNode,
-} from "@metropolis/consensus/testing";
+import { Curator, CuratorConnection, unaryCall, type CuratorAddress } from "@metropolis/curator";
+import { bootstrapTestCluster } from "@metropolis/curator/testing";
+import { freePort, type TestMember } from "@metropolis/consensus/testing";
 import { waitFor } from "@metropolis/event";
 import {
   createEphemeralCertificate,
@@ -38,7 +26,7 @@ import {
   tlsMaterial,
 } from "@metropolis/pki";
 import { api, common, curator as curatorProto } from "@metropolis/proto";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import type { TestHarness } from "@metropolis/supervisor/testing";
 import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
 import type { CuratorConnectionValue } from "../src/values";
 
@@ -92,36 +80,16 @@ export interface TestCluster {
 
 /** Starts the control plane; see the module comment. */
 export async function startTestCluster(opts: TestClusterOptions = {}): Promise<TestCluster> {
-  const node: TestNode = await testNode("roleserve");
-  const cleanups: Array<() => Promise<unknown>> = [() => node.remove()];
-  const cleanup = async () => {
-    for (const step of cleanups.splice(0).reverse()) await step().catch(() => undefined);
-  };
+  const base = await bootstrapTestCluster({ name: "roleserve" });
+  const cleanup = base.stop;
   try {
-    const member = await runTestMember(node, { bootstrap: true });
-    cleanups.push(() => member.harness.cleanup());
-    const curatorClient = member.status.client.sub("curator");
-    const kv = curatorClient.kv;
-    const authority = await clusterCa(curatorClient.secrets).authority(kv);
-    const caPem = authority.certificate.toPem();
-
-    const owner = generateKeyPair();
-    const boot = await bootstrapCluster(
-      curatorClient,
-      { nodeId: node.nodeId, host: node.peer.host, port: 1 },
-      {
-        nodePublicKey: node.publicKey,
-        joinPublicKey: generateKeyPair().publicKey,
-        clusterUnlockKey: randomBytes(32),
-        ownerPublicKey: owner.publicKey,
-      },
-    );
+    const { node, member, authority, caPem, owner } = base;
     const firstNode: ClusterNode = {
       nodeId: node.nodeId,
       publicKey: node.publicKey,
       privateKey: node.privateKey,
-      certificate: boot.nodeCertificate,
-      caCertificate: boot.caCertificate,
+      certificate: base.firstNode.certificate,
+      caCertificate: base.caCertificate,
     };
 
     const host = node.peer.host;
@@ -130,18 +98,12 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const endpoint: CuratorAddress = { host, port, nodeId: firstNode.nodeId };
     let running: { curator: Curator; harness: TestHarness } | undefined;
     const startCurator = async () => {
-      const curator = new Curator({
+      const { curator, harness } = base.runCurator({
         nodeId: firstNode.nodeId,
         tls: credentialsPem(firstNode),
         host,
         port,
-        consensus: member.status,
         heartbeatTimeoutMs: opts.heartbeatTimeoutMs,
-      });
-      const harness = testHarness(async (ctx) => {
-        ctx.run("curator", curator.run);
-        ctx.healthy();
-        await ctx.untilAborted();
       });
       running = { curator, harness };
       // The curator announces itself as leader only once its listener serves.
@@ -156,24 +118,17 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
       running = undefined;
       await r?.harness.cleanup();
     };
-    cleanups.push(stopCurator);
+    base.defer(stopCurator);
     await startCurator();
 
     const connections: CuratorConnection[] = [];
-    cleanups.push(async () => connections.forEach((c) => c.close()));
+    base.defer(async () => connections.forEach((c) => c.close()));
     const connection = (identity?: { cert: string; key: string }) => {
       const c = new CuratorConnection({ endpoints: [endpoint], ca: caPem, identity });
       connections.push(c);
       return c;
     };
-    const ownerCertificate = await authority.issueUserCertificate(ownerCommonName, owner.publicKey);
-    const asOwner = connection(
-      tlsMaterial({
-        certificate: ownerCertificate,
-        privateKey: owner.privateKey,
-        ca: authority.certificate,
-      }),
-    );
+    const asOwner = connection(base.tls(owner.certificate, owner.privateKey));
     const management: TestCluster["management"] = (fn) =>
       asOwner.call((leader) => fn(leader.management), { timeoutMs: 20_000 });
 

@@ -168,7 +168,7 @@ describe("directoryWorker", () => {
         () => known().join() === [...both].sort().join(),
         "the connection to know both consensus members",
       );
-      expect(run.ctx.lines.map((l) => l.message).some((m) => m.includes(both[1]!))).toBe(true);
+      expect(run.ctx.lines.map((l) => l.message).some((m) => m.includes(both[1]))).toBe(true);
     } finally {
       await run.stop();
       connection.close();

@@ -1,11 +1,13 @@
 /**
  * The status push worker against a real curator: what it pushes is what the
  * cluster sees, a control plane adds its curator port, an unchanged status is
- * not pushed again, and a refused push fails the worker.
+ * not pushed again, and a refused push fails the worker. Each push is reported
+ * as a `status.pushed` progress event.
  */
 import type { ClientReadableStream, ServiceError } from "@grpc/grpc-js";
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { common, curator } from "@metropolis/proto";
+import { readProgressEvent } from "@metropolis/supervisor";
 import { MockContext, eventually } from "@metropolis/supervisor/testing";
 import { statusPushWorker } from "../src/statuspush";
 import { RoleserveValues, type LocalControlPlane } from "../src/values";
@@ -90,6 +92,11 @@ describe("statusPushWorker", () => {
         "unset", // the node before any push
         7835,
         "none",
+      ]);
+      // Each push, and only a push, was reported as a progress event.
+      expect(ctx.lines.flatMap((l) => readProgressEvent(l.meta) ?? [])).toEqual([
+        { event: "status.pushed", address: "127.0.0.77", curatorPort: 7835 },
+        { event: "status.pushed", address: "127.0.0.77", curatorPort: null },
       ]);
     } finally {
       watch.stop();

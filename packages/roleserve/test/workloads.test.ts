@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import type { common } from "@metropolis/proto";
+import { readProgressEvent } from "@metropolis/supervisor";
 import { MockContext, testHarness, eventually } from "@metropolis/supervisor/testing";
 import { InvalidWorkloadError, RolesChangedError } from "../src/errors";
 import { RoleserveValues } from "../src/values";
@@ -148,6 +149,13 @@ describe("workloadsWorker", () => {
       await waitFor(values.workloadStatus, (s) => !s.running, AbortSignal.timeout(10_000));
       await harness.waitFor("root", "healthy");
       expect(harness.supervisor.tree().map((n) => n.dn)).toEqual(["root"]);
+      // Each run reported what it runs as a progress event.
+      expect(
+        harness.supervisor.logs("root").flatMap((l) => readProgressEvent(l.meta) ?? []),
+      ).toEqual([
+        { event: "workloads.changed", worker: true, workloads: ["web", "db"] },
+        { event: "workloads.changed", worker: false, workloads: [] },
+      ]);
     } finally {
       await harness.cleanup();
       for (const pid of pids) expect(alive(pid)).toBe(false);

@@ -5,13 +5,13 @@
  */
 import type { Logger } from "winston";
 import { abortableSleep } from "./abortable-sleep";
-import { noOptions, type Tree } from "./tree";
+import { noOptions, type ContextHost } from "./context-host";
 import type { TreeNode } from "./tree-node";
 import type { ChildOptions, RunContext, Runnable } from "./types";
 
 export class RunContextImpl implements RunContext {
   constructor(
-    private readonly tree: Tree,
+    private readonly tree: ContextHost,
     private readonly node: TreeNode,
     private readonly incarnation: number,
   ) {}

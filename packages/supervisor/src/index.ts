@@ -29,6 +29,19 @@ export type * from "./types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
+export { abortable } from "./abortable";
+export { isRunnableName, runnableNamePattern } from "./names";
+export {
+  isProgressEvent,
+  logProgress,
+  nodeProgressEventNames,
+  progressField,
+  readProgressEvent,
+  type EnrolmentFlow,
+  type NodeProgressEvent,
+  type NodeProgressEventName,
+  type NodeProgressEvents,
+} from "./node-progress";
 export * from "./errors";
 export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
 export {

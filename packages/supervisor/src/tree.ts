@@ -20,6 +20,7 @@
 import type { Logger } from "winston";
 import { Backoff, resolveBackoff } from "./backoff";
 import { RunContextImpl } from "./context";
+import { noOptions, type ContextHost } from "./context-host";
 import {
   ChildStartError,
   DuplicateNameError,
@@ -50,10 +51,7 @@ import type {
 
 const defaultStopTimeoutMs = 5000;
 
-/** The options of a child started without any: shared, and known to be valid. */
-export const noOptions: ChildOptions = Object.freeze({});
-
-export class Tree implements Supervisor {
+export class Tree implements Supervisor, ContextHost {
   readonly done: Promise<void>;
   private resolveDone!: () => void;
   private rejectDone!: (e: Error) => void;
@@ -252,18 +250,20 @@ export class Tree implements Supervisor {
     const ctx = new RunContextImpl(this, node, node.incarnation);
     let result: Promise<void>;
     try {
-      result = node.runnable(ctx);
+      // Promise.resolve: a runnable from plain JavaScript may return no
+      // promise; a native one is returned as it is, allocating nothing.
+      result = Promise.resolve(node.runnable(ctx));
     } catch (e) {
       result = Promise.reject(e);
     }
-    if (!result || typeof result.then !== "function") result = Promise.resolve(result);
     // The handlers are made once per node, not per run: a group restart
     // should allocate as little as possible (see bench/, restart latency).
     node.settleHandlers ??= [
       () => this.settled(node, true, undefined),
       (e: unknown) => this.settled(node, false, e),
     ];
-    result.then(...node.settleHandlers);
+    // Both outcomes are handled: the rejection handler is the second one.
+    void result.then(...node.settleHandlers);
   }
 
   /** The runnable's promise settled: classify the ending and act on it. */

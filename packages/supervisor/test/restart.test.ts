@@ -46,9 +46,9 @@ describe("how a runnable ends", () => {
     ["a rejection", async () => Promise.reject(new Error("boom")), "boom"],
     [
       "a synchronous throw",
-      (() => {
+      () => {
         throw new Error("sync boom");
-      }) as () => Promise<void>,
+      },
       "sync boom",
     ],
     [

@@ -1,0 +1,8 @@
+/**
+ * @metropolis/pki/testing — for tests of pki and of the packages that
+ * implement its ports: an in-memory `CertificateKv` and the contract
+ * every implementation of it must pass.
+ */
+export { MemoryCertificateKv } from "./memory-certificate-kv";
+export { certificateKvContract } from "./certificate-kv-contract";
+export type { CertificateKvCheck, OpenCertificateKv } from "./certificate-kv-contract";
