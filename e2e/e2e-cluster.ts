@@ -39,7 +39,7 @@ import {
 export class E2eHarnessError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
-    this.name = "E2eHarnessError";
+    this.name = new.target.name;
   }
 }
 

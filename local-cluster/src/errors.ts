@@ -4,10 +4,17 @@
  * per way a step fails.
  */
 
-/** Base class of the launcher's errors. */
+/**
+ * Base class of the launcher's errors. Not abstract: the launcher throws it
+ * itself for misuse no subclass names (an unknown node, a node already running).
+ */
 export class LocalClusterError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }

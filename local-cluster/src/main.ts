@@ -16,13 +16,14 @@
 import { parseArgs } from "node:util";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { LocalCluster } from "./cluster-launcher";
+import { LocalClusterError } from "./errors";
 import { formatNodeLine } from "./log-format";
 import { describeExit } from "./node-process";
 
 const usage = "usage: node local-cluster/dist/main.js [--nodes N] [--state DIR] [--verbose]";
 
 /** A bad command line. */
-class UsageError extends Error {}
+class UsageError extends LocalClusterError {}
 
 interface Options {
   nodes: number;

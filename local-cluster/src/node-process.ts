@@ -30,6 +30,7 @@ import {
   type NodeProgressEvent,
   type NodeProgressEventName,
 } from "@metropolis/supervisor";
+import { LocalClusterError } from "./errors";
 
 /** Default number of output lines a NodeProcess keeps. */
 export const defaultBufferLines = 20_000;
@@ -37,12 +38,7 @@ export const defaultBufferLines = 20_000;
 export const defaultStopTimeoutMs = 30_000;
 
 /** Something went wrong with a node process; the base of this module's errors. */
-export class NodeProcessError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export class NodeProcessError extends LocalClusterError {}
 
 /** The node binary has not been built. */
 export class NodeBinaryMissingError extends NodeProcessError {

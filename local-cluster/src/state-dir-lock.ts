@@ -20,10 +20,11 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { LocalClusterError } from "./errors";
 import { processGroupMembers } from "./node-process";
 
 /** Another launcher, still running, holds the state dir. */
-export class StateDirBusyError extends Error {
+export class StateDirBusyError extends LocalClusterError {
   constructor(
     readonly stateDir: string,
     readonly pid: number,
@@ -34,7 +35,6 @@ export class StateDirBusyError extends Error {
         pid +
         "`) or pick another --state",
     );
-    this.name = "StateDirBusyError";
   }
 }
 

@@ -1,8 +1,13 @@
 /** Typed errors of cluster enrolment; each message names the problem. */
 
-export class ClusterError extends Error {
+/** Base class of every error of cluster enrolment. */
+export abstract class ClusterError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }

@@ -15,4 +15,4 @@
 export { ClusterStatus } from "./status";
 export { ClusterManager, type ClusterManagerConfig } from "./manager";
 export { readSealedConfiguration } from "./sealed-configuration";
-export { NodeDeletedError } from "./errors";
+export { ClusterError, NodeDeletedError } from "./errors";

@@ -1,9 +1,13 @@
 /** Typed errors of the consensus package; each message names what is wrong. */
 
 /** Base class of the consensus package's errors. */
-export class ConsensusError extends Error {
+export abstract class ConsensusError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }

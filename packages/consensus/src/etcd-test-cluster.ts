@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Etcd3, type IOptions } from "etcd3";
+import { ConsensusError } from "./errors";
 
 /** Options of `startEtcdCluster`. */
 export interface EtcdClusterOptions {
@@ -62,8 +63,7 @@ export interface EtcdCluster {
 }
 
 /** Thrown when a member does not start or does not become healthy in time. */
-export class EtcdStartError extends Error {
-  override readonly name = "EtcdStartError";
+export class EtcdStartError extends ConsensusError {
   constructor(
     message: string,
     /** The member exited because one of its ports was taken meanwhile: starting again on other ports may work. */

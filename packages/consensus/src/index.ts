@@ -27,7 +27,13 @@ export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./servi
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 export { ConsensusClient } from "./consensus-client";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
-export { MembershipError, KeyringNotLoadedError, RotationError, GuardLostError } from "./errors";
+export {
+  ConsensusError,
+  MembershipError,
+  KeyringNotLoadedError,
+  RotationError,
+  GuardLostError,
+} from "./errors";
 export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";
 export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";

@@ -52,6 +52,15 @@ export interface LeaderClients {
   aaa: api.AAAClient;
 }
 
+/*
+ * The two errors of the curator client below deliberately do not extend
+ * CuratorError: its `code` is the gRPC status a call is answered with, and
+ * callers read `code` off whatever a call threw (isRetryable below,
+ * @metropolis/cluster's dialling, @metropolis/roleserve's CuratorStreamError)
+ * to decide whether to retry. These are not answers of a curator, and a code
+ * on them would change what is retried. They set `name` as CuratorError does.
+ */
+
 /** No curator could say who leads before the deadline. */
 export class NoLeaderError extends Error {
   constructor(endpoints: readonly CuratorAddress[], cause: unknown) {
@@ -59,7 +68,7 @@ export class NoLeaderError extends Error {
       `no curator leader found through ${endpoints.map(formatCuratorAddress).join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
-    this.name = "NoLeaderError";
+    this.name = new.target.name;
   }
 }
 
@@ -67,7 +76,7 @@ export class NoLeaderError extends Error {
 export class UnusableLeaderAnswerError extends Error {
   constructor(address: CuratorAddress, why: string) {
     super(`curator at ${formatCuratorAddress(address)}: ${why}`);
-    this.name = "UnusableLeaderAnswerError";
+    this.name = new.target.name;
   }
 }
 

@@ -4,6 +4,12 @@
  */
 import { status } from "@grpc/grpc-js";
 
+/**
+ * Base class of every error of the curator. Not abstract: handlers throw it
+ * themselves with the status a failure is answered with when no subclass
+ * names it. (NoLeaderError and UnusableLeaderAnswerError in
+ * curator-client.ts do not extend it; see there.)
+ */
 export class CuratorError extends Error {
   constructor(
     readonly code: status,
@@ -11,6 +17,10 @@ export class CuratorError extends Error {
     options?: { cause?: unknown },
   ) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }
@@ -81,11 +91,15 @@ export class PermissionDeniedError extends CuratorError {
 /**
  * This curator's candidacy ended while it served (its lease expired or was
  * revoked, or a guarded write found its election key gone): the run fails
- * with it, and the supervisor's restart campaigns afresh.
+ * with it, and the supervisor's restart campaigns afresh. It fails the
+ * curator's run, not a call; were it ever answered, it would be as
+ * UNAVAILABLE, like LostLeadershipError.
  */
-export class CandidacyLostError extends Error {
+export class CandidacyLostError extends CuratorError {
   constructor(role: "leader" | "follower") {
-    super(`election lease lost while serving as ${role}; campaigning again on restart`);
-    this.name = new.target.name;
+    super(
+      status.UNAVAILABLE,
+      `election lease lost while serving as ${role}; campaigning again on restart`,
+    );
   }
 }

@@ -3,9 +3,20 @@
  * callers can tell them apart with `instanceof` rather than by message.
  */
 
+/** Base class of every error of the event package. */
+export abstract class EventError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
+    this.name = new.target.name;
+  }
+}
+
 /** Rejects `get()` on a watcher that was closed, including a `get()` pending at the time of `close()`. */
-export class WatcherClosedError extends Error {
-  override readonly name = "WatcherClosedError";
+export class WatcherClosedError extends EventError {
   constructor() {
     super("watcher is closed: get() cannot be called after close()");
   }
@@ -17,8 +28,7 @@ export class WatcherClosedError extends Error {
  * each see an arbitrary half of the updates, so each reader must call
  * `watch()` for a watcher of its own.
  */
-export class ConcurrentGetError extends Error {
-  override readonly name = "ConcurrentGetError";
+export class ConcurrentGetError extends EventError {
   constructor() {
     super(
       "concurrent get() on one watcher: await the pending get() first, or call watch() for a second watcher",
@@ -31,8 +41,7 @@ export class ConcurrentGetError extends Error {
  * key that existed when the watcher started has been delivered. Not a failure;
  * it is how a caller knows its local copy of a key range is complete.
  */
-export class BacklogDone extends Error {
-  override readonly name = "BacklogDone";
+export class BacklogDone extends EventError {
   constructor() {
     super("backlog done: every value that existed when the watch started has been delivered");
   }
@@ -42,8 +51,7 @@ export class BacklogDone extends Error {
  * Rejects `get()` on an etcd-backed watcher when the decoder threw for the
  * stored bytes of `key`. The watcher stays usable: later updates still arrive.
  */
-export class DecoderError extends Error {
-  override readonly name = "DecoderError";
+export class DecoderError extends EventError {
   constructor(
     /** The etcd key whose bytes could not be decoded. */
     readonly key: string,

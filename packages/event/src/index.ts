@@ -19,7 +19,13 @@
 export type { GetOptions, Value, Watchable, Watcher } from "./watcher";
 export { MemoryValue } from "./memory-value";
 export { iterateWatcher } from "./watcher-iterator";
-export { BacklogDone, ConcurrentGetError, DecoderError, WatcherClosedError } from "./errors";
+export {
+  BacklogDone,
+  ConcurrentGetError,
+  DecoderError,
+  EventError,
+  WatcherClosedError,
+} from "./errors";
 export { combine } from "./combine";
 export type { Combined } from "./combine";
 export { map } from "./map";

@@ -2,6 +2,7 @@ import {
   BacklogDone,
   ConcurrentGetError,
   DecoderError,
+  EventError,
   WatcherClosedError,
 } from "@metropolis/event";
 
@@ -19,7 +20,7 @@ describe("errors", () => {
       "BacklogDone",
       "DecoderError",
     ]);
-    for (const e of errors) expect(e).toBeInstanceOf(Error);
+    for (const e of errors) expect(e).toBeInstanceOf(EventError);
     expect(new BacklogDone()).not.toBeInstanceOf(WatcherClosedError);
   });
 

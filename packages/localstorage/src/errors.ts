@@ -6,8 +6,15 @@
  */
 
 /** Base class of every localstorage error, for callers that only need "storage failed". */
-export class LocalStorageError extends Error {
-  override readonly name: string = "LocalStorageError";
+export abstract class LocalStorageError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
+    this.name = new.target.name;
+  }
 }
 
 function describe(cause: unknown): string {
@@ -20,22 +27,17 @@ function describe(cause: unknown): string {
  * directory's own members, or one node used in two places. Thrown by `dir()`
  * and `file()`, so a bad layout fails where it is written, not on first use.
  */
-export class InvalidTreeError extends LocalStorageError {
-  override readonly name = "InvalidTreeError";
-}
+export class InvalidTreeError extends LocalStorageError {}
 
 /**
  * `place()` was misused: the tree was already placed, the node is not the root
  * of its tree, or the root path is not absolute. A tree has exactly one
  * location for its whole life so that every `fullPath` handed out stays true.
  */
-export class PlacementError extends LocalStorageError {
-  override readonly name = "PlacementError";
-}
+export class PlacementError extends LocalStorageError {}
 
 /** A node's path was needed before its tree was placed with `place()`. */
 export class NotPlacedError extends LocalStorageError {
-  override readonly name = "NotPlacedError";
   constructor(
     /** The node's path relative to the root of its (unplaced) tree. */
     readonly relativePath: string,
@@ -48,7 +50,6 @@ export class NotPlacedError extends LocalStorageError {
 
 /** A file that was read does not exist. */
 export class FileMissingError extends LocalStorageError {
-  override readonly name = "FileMissingError";
   constructor(
     /** Full path of the missing file. */
     readonly path: string,
@@ -63,7 +64,6 @@ export class FileMissingError extends LocalStorageError {
  * with, or encrypted under another key). Never returned as garbage data.
  */
 export class FileCorruptedError extends LocalStorageError {
-  override readonly name = "FileCorruptedError";
   constructor(
     /** Full path of the corrupted file. */
     readonly path: string,
@@ -80,7 +80,6 @@ export class FileCorruptedError extends LocalStorageError {
 
 /** An exclusive write found its target already there; the existing file was left untouched. */
 export class FileExistsError extends LocalStorageError {
-  override readonly name = "FileExistsError";
   constructor(
     /** Full path of the file that already exists. */
     readonly path: string,
@@ -91,7 +90,6 @@ export class FileExistsError extends LocalStorageError {
 
 /** An unlock key passed in has the wrong length. */
 export class InvalidKeyError extends LocalStorageError {
-  override readonly name = "InvalidKeyError";
   constructor(
     /** Which key: "node unlock key" or "cluster unlock key". */
     readonly key: string,
@@ -106,7 +104,6 @@ export class InvalidKeyError extends LocalStorageError {
 
 /** `mountExisting()` on a data directory that was never set up with `mountNew()`. */
 export class DataNotInitializedError extends LocalStorageError {
-  override readonly name = "DataNotInitializedError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -121,7 +118,6 @@ export class DataNotInitializedError extends LocalStorageError {
  * who means it may remove the directory.
  */
 export class DataAlreadyInitializedError extends LocalStorageError {
-  override readonly name = "DataAlreadyInitializedError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -132,7 +128,6 @@ export class DataAlreadyInitializedError extends LocalStorageError {
 
 /** A data directory was mounted twice without `unmount()` in between. */
 export class DataAlreadyMountedError extends LocalStorageError {
-  override readonly name = "DataAlreadyMountedError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -143,7 +138,6 @@ export class DataAlreadyMountedError extends LocalStorageError {
 
 /** A file under the data directory was used before the data directory was mounted. */
 export class DataNotMountedError extends LocalStorageError {
-  override readonly name = "DataNotMountedError";
   constructor(
     /** Full path of the file that was accessed. */
     readonly path: string,
@@ -160,7 +154,6 @@ export class DataNotMountedError extends LocalStorageError {
  * cannot silently downgrade a node that is meant to be encrypted.
  */
 export class DataPolicyMismatchError extends LocalStorageError {
-  override readonly name = "DataPolicyMismatchError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -175,7 +168,6 @@ export class DataPolicyMismatchError extends LocalStorageError {
 
 /** An encrypted data directory was mounted without one of the two unlock keys. */
 export class MissingUnlockKeyError extends LocalStorageError {
-  override readonly name = "MissingUnlockKeyError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -192,7 +184,6 @@ export class MissingUnlockKeyError extends LocalStorageError {
  * secret is read, so a wrong key never yields garbage credentials.
  */
 export class WrongDataKeyError extends LocalStorageError {
-  override readonly name = "WrongDataKeyError";
   constructor(
     /** Full path of the data directory. */
     readonly path: string,
@@ -208,7 +199,6 @@ export class WrongDataKeyError extends LocalStorageError {
  * from a plain missing file: this node must not trust the ESP it booted from.
  */
 export class SealedCorruptedError extends LocalStorageError {
-  override readonly name = "SealedCorruptedError";
   constructor(
     /** Full path of the sealed configuration. */
     readonly path: string,
@@ -225,7 +215,6 @@ export class SealedCorruptedError extends LocalStorageError {
  * this node's unlock key.
  */
 export class SealedConfigurationExistsError extends LocalStorageError {
-  override readonly name = "SealedConfigurationExistsError";
   constructor(
     /** Full path of the existing sealed configuration. */
     readonly path: string,
@@ -241,7 +230,6 @@ export class SealedConfigurationExistsError extends LocalStorageError {
  * to it (the etcd peer key) would outlive the node.
  */
 export class EphemeralPlacementError extends LocalStorageError {
-  override readonly name = "EphemeralPlacementError";
   constructor(
     /** Full path of the ephemeral directory. */
     readonly path: string,
@@ -258,7 +246,6 @@ export class EphemeralPlacementError extends LocalStorageError {
  * start's placement or at reboot.
  */
 export class EphemeralReleaseError extends LocalStorageError {
-  override readonly name = "EphemeralReleaseError";
   constructor(
     /** Full path of the ephemeral directory. */
     readonly path: string,

@@ -53,6 +53,7 @@ export {
   FileCorruptedError,
   FileExistsError,
   DataAlreadyInitializedError,
+  LocalStorageError,
   SealedCorruptedError,
 } from "./errors";
 export { ensureMachineKey } from "./machine-key";

@@ -4,13 +4,20 @@
  * `runMetroctl` turns it into exactly one line and an exit code.
  */
 
-/** Base class: a failure with a message meant for the operator, exit code 1. */
+/**
+ * Base class: a failure with a message meant for the operator, exit code 1.
+ * Not abstract: commands throw it themselves for failures no subclass names.
+ */
 export class MetroctlError extends Error {
   /** The process exit code this failure ends metroctl with. */
   readonly exitCode: number = 1;
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }
@@ -64,13 +71,12 @@ export class InterruptedError extends MetroctlError {
  * A command failed: carries the command's name for the one-line report
  * (`metroctl: <command>: …`) and the original error as its cause.
  */
-export class CommandFailedError extends Error {
+export class CommandFailedError extends MetroctlError {
   constructor(
     readonly command: string,
     readonly error: unknown,
   ) {
     super(`${command}: ${describeError(error)}`, { cause: error });
-    this.name = "CommandFailedError";
   }
 }
 

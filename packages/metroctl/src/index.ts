@@ -19,3 +19,4 @@ export type { MetroctlIo, OutputStream } from "./io";
 export { ConfigDir, type OwnerCredentials } from "./config-dir";
 export type { NodeView } from "./node-view";
 export type { ClusterInfoView } from "./cluster-info";
+export { MetroctlError } from "./errors";

@@ -36,6 +36,7 @@ import {
 } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
 import type { LogEntry, NodeState, NodeStatus, Supervisor } from "@metropolis/supervisor";
+import { NodeError } from "./errors";
 
 /** The TCP port a node serves its Debug service on. */
 export const defaultDebugPort = 7837;
@@ -115,11 +116,13 @@ export interface DebugServerOptions {
   followStreams?: BoundedStreams;
 }
 
-/** A followed GetLogs stream fell too far behind and was ended. */
-export class LogFollowOverflowError extends CuratorError {
+/** A followed GetLogs stream fell too far behind and was ended. Answered RESOURCE_EXHAUSTED. */
+export class LogFollowOverflowError extends NodeError {
+  /** The gRPC status it is answered with (see toStatus). */
+  readonly code = status.RESOURCE_EXHAUSTED;
+
   constructor(limit: number) {
     super(
-      status.RESOURCE_EXHAUSTED,
       `client reads logs too slowly: more than ${limit} entries were waiting; reconnect with a tail`,
     );
   }
@@ -141,7 +144,9 @@ function requireNodeOrOwner(caller: Caller): void {
 /** A gRPC status for a failed call: typed errors keep their code; anything else is INTERNAL. */
 function toStatus(e: unknown, method: string): { code: status; details: string } {
   // Clipped: a status message is an HTTP/2 header, and must stay small enough to send.
-  if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
+  if (e instanceof CuratorError || e instanceof LogFollowOverflowError) {
+    return { code: e.code, details: clipped(e.message) };
+  }
   const message = e instanceof Error ? e.message : String(e);
   return { code: status.INTERNAL, details: clipped(`${method} failed: ${message}`) };
 }

@@ -22,3 +22,4 @@ export { debugServer, defaultDebugPort, type ConditionSource } from "./debug-ser
 export { metricsRunnable, nodeMetricsRegistry, defaultMetricsPort } from "./metrics-server";
 export { nodeLogger } from "./node-logger";
 export { formatFatal } from "./boxed-error";
+export { NodeError } from "./errors";

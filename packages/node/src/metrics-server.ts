@@ -15,29 +15,28 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { RunContext, Runnable } from "@metropolis/supervisor";
+import { NodeError } from "./errors";
 
 /** The TCP port a node serves its metrics on. */
 export const defaultMetricsPort = 7838;
 
 /** The metrics server could not listen on its address. */
-export class MetricsListenError extends Error {
+export class MetricsListenError extends NodeError {
   constructor(
     readonly address: string,
     cause: Error,
   ) {
     super(`cannot serve metrics on ${address}: ${cause.message}`, { cause });
-    this.name = "MetricsListenError";
   }
 }
 
 /** The metrics server failed after it started listening. */
-export class MetricsServerError extends Error {
+export class MetricsServerError extends NodeError {
   constructor(
     readonly address: string,
     cause: Error,
   ) {
     super(`metrics server on ${address} failed: ${cause.message}`, { cause });
-    this.name = "MetricsServerError";
   }
 }
 

@@ -16,12 +16,12 @@ import { defaultPeerPort } from "@metropolis/consensus";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { validateWorkloads, type WorkloadSpec } from "@metropolis/roleserve";
 import { defaultDebugPort } from "./debug-service";
+import { NodeError } from "./errors";
 import { defaultMetricsPort } from "./metrics-server";
 
-export class NodeConfigError extends Error {
+export class NodeConfigError extends NodeError {
   constructor(message: string) {
     super(message);
-    this.name = "NodeConfigError";
   }
 }
 

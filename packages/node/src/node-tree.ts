@@ -21,15 +21,15 @@ import { credentialsPem, Roleserver } from "@metropolis/roleserve";
 import { grpcServerRunnable, type Runnable, type Supervisor } from "@metropolis/supervisor";
 import type { Registry } from "prom-client";
 import { debugServer, type ConditionSource } from "./debug-service";
+import { NodeError } from "./errors";
 import { metricsRunnable } from "./metrics-server";
 import { nodeMetricsRunnable } from "./node-metrics";
 import type { NodeConfig } from "./node-config";
 
 /** This package's package.json could not be read, or holds no version. */
-export class NodeVersionError extends Error {
+export class NodeVersionError extends NodeError {
   constructor(path: string, options?: { cause?: unknown }) {
     super(`no version in ${path}`, options);
-    this.name = new.target.name;
   }
 }
 

@@ -4,8 +4,20 @@
  * again, which is how a role change takes effect (seed 004).
  */
 
+/** Base class of every error of the roleserver. */
+export abstract class RoleserveError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
+    this.name = new.target.name;
+  }
+}
+
 /** A role flag a launcher depends on flipped; the launcher restarts to follow it. */
-export class RolesChangedError extends Error {
+export class RolesChangedError extends RoleserveError {
   constructor(
     /** What the launcher runs, e.g. "control plane", "workloads". */
     readonly launcher: string,
@@ -15,7 +27,6 @@ export class RolesChangedError extends Error {
     super(
       `${launcher}: roles changed, it should ${shouldRun ? "now run" : "no longer run"}: restarting`,
     );
-    this.name = "RolesChangedError";
   }
 }
 
@@ -24,12 +35,11 @@ export class RolesChangedError extends Error {
  * the consensus role away): the control plane restarts, and its next run
  * stands down, removing the member's data on etcd's word.
  */
-export class ConsensusRemovedError extends Error {
+export class ConsensusRemovedError extends RoleserveError {
   constructor() {
     super(
       "control plane: etcd reported that the cluster removed this node's member; restarting to stand down",
     );
-    this.name = "ConsensusRemovedError";
   }
 }
 
@@ -38,18 +48,16 @@ export class ConsensusRemovedError extends Error {
  * one with (neither bootstrap data nor node credentials): a bug upstream,
  * never a state of a real node.
  */
-export class ControlPlaneInputError extends Error {
+export class ControlPlaneInputError extends RoleserveError {
   constructor(what: string) {
     super(`control plane: ${what}`);
-    this.name = "ControlPlaneInputError";
   }
 }
 
 /** The local etcd member stopped while the curator used it; the control plane restarts whole. */
-export class ConsensusStoppedError extends Error {
+export class ConsensusStoppedError extends RoleserveError {
   constructor() {
     super("control plane: the local consensus member stopped; restarting consensus and curator");
-    this.name = "ConsensusStoppedError";
   }
 }
 
@@ -60,7 +68,7 @@ export class ConsensusStoppedError extends Error {
  * `code` carries the stream's gRPC status so that CuratorConnection.call can
  * tell a leader that went away (UNAVAILABLE) from a refusal.
  */
-export class CuratorStreamError extends Error {
+export class CuratorStreamError extends RoleserveError {
   /** The gRPC status of the failure; undefined when the curator ended the stream. */
   readonly code: number | undefined;
 
@@ -75,21 +83,19 @@ export class CuratorStreamError extends Error {
         : `${method}: stream failed: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
-    this.name = "CuratorStreamError";
     const code = (cause as { code?: unknown } | undefined)?.code;
     this.code = typeof code === "number" ? code : undefined;
   }
 }
 
 /** A declared workload cannot be run: a configuration error, found before anything starts. */
-export class InvalidWorkloadError extends Error {
+export class InvalidWorkloadError extends RoleserveError {
   constructor(
     /** The workload's name as declared (possibly the offending empty or invalid one). */
     readonly workload: string,
     why: string,
   ) {
     super(`workload ${JSON.stringify(workload)}: ${why}`);
-    this.name = "InvalidWorkloadError";
   }
 }
 
@@ -98,10 +104,9 @@ export class InvalidWorkloadError extends Error {
  * without the connection breaking); the worker restarts and finds the
  * leader again.
  */
-export class HeartbeatTimeoutError extends Error {
+export class HeartbeatTimeoutError extends RoleserveError {
   constructor(readonly timeoutMs: number) {
     super(`Curator.Heartbeat: no answer from the curator for ${timeoutMs} ms; reconnecting`);
-    this.name = "HeartbeatTimeoutError";
   }
 }
 
@@ -111,7 +116,7 @@ export class HeartbeatTimeoutError extends Error {
  * CA did not issue it. Names the directory, so the operator knows whose
  * files to look at.
  */
-export class CredentialsMismatchError extends Error {
+export class CredentialsMismatchError extends RoleserveError {
   constructor(
     /** The credentials directory (`data/node/credentials`). */
     readonly path: string,
@@ -121,6 +126,5 @@ export class CredentialsMismatchError extends Error {
       `the node credentials in ${path} do not belong together: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
-    this.name = "CredentialsMismatchError";
   }
 }

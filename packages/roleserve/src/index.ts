@@ -18,3 +18,4 @@ export {
   type NodeCredentials,
 } from "./node-credentials";
 export { validateWorkloads, type WorkloadSpec } from "./workloads";
+export { RoleserveError } from "./errors";

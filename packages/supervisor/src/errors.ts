@@ -3,10 +3,17 @@
  * so a line in a log or a test failure says where the problem is.
  */
 
-/** Base class of every error raised by the supervisor. */
+/**
+ * Base class of every error raised by the supervisor. Not abstract: the test
+ * harness throws it itself for problems no subclass names.
+ */
 export class SupervisorError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+    // Set once, here, from the class actually constructed: every subclass
+    // shows its own name in stack traces and logs, and can be told apart by
+    // `name` where `instanceof` does not work (another realm, a second copy of
+    // the package). No subclass sets `name` itself.
     this.name = new.target.name;
   }
 }

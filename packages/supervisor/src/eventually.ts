@@ -3,9 +3,10 @@
  * (state behind an RPC, a process gone), by polling it with a deadline —
  * never by sleeping for a fixed time and hoping.
  */
+import { SupervisorError } from "./errors";
 
 /** The condition did not hold before the deadline. */
-export class EventuallyTimeoutError extends Error {
+export class EventuallyTimeoutError extends SupervisorError {
   constructor(what: string, timeoutMs: number, lastError: unknown) {
     super(
       `timed out after ${timeoutMs} ms waiting for ${what}` +
@@ -14,7 +15,6 @@ export class EventuallyTimeoutError extends Error {
           : ` (last attempt failed: ${lastError instanceof Error ? lastError.message : String(lastError)})`),
       { cause: lastError },
     );
-    this.name = "EventuallyTimeoutError";
   }
 }
 
