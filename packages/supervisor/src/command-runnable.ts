@@ -8,10 +8,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { Logger } from "winston";
 import { abortableSleep } from "./abortable-sleep";
 import { SupervisorError } from "./errors";
-import type { RunContext, Runnable } from "./types";
+import type { Logger, RunContext, Runnable } from "./types";
 
 export interface CommandOptions {
   cwd?: string;
