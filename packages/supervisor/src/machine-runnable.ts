@@ -22,6 +22,7 @@ import type { RunContext, Runnable } from "./types";
 
 /** What every supervised machine gets as (part of) its input. */
 export interface SupervisedInput {
+  /** The RunContext of the run the machine's actor belongs to. */
   ctx: RunContext;
 }
 

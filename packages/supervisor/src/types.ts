@@ -15,9 +15,13 @@ export type LogMeta = Record<string, unknown>;
  * so pass pino through a small adapter that calls `pino.info(meta, message)`.
  */
 export interface Logger {
+  /** Logs a failure. */
   error(message: string, meta?: LogMeta): void;
+  /** Logs something wrong that the code recovers from. */
   warn(message: string, meta?: LogMeta): void;
+  /** Logs a milestone. */
   info(message: string, meta?: LogMeta): void;
+  /** Logs detail for debugging. */
   debug(message: string, meta?: LogMeta): void;
   /** A logger that adds `meta` to every line (winston's and pino's `child`). Optional. */
   child?(meta: LogMeta): Logger;
