@@ -12,6 +12,7 @@ export default tseslint.config(
       "coverage/**",
       ".prof/**",
       "proto/src/gen/**",
+      "docs/api/**",
     ],
   },
   js.configs.recommended,

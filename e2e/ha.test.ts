@@ -9,7 +9,7 @@
  * the owner again.
  */
 import { api } from "@metropolis/proto";
-import { isProgressEvent } from "@metropolis/supervisor";
+import { isProgressEvent } from "@metropolis/supervisor/node-progress";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import type { NodeLine } from "../local-cluster/src/node-process";

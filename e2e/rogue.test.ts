@@ -28,7 +28,7 @@ import { status } from "@grpc/grpc-js";
 import { CuratorConnection } from "@metropolis/curator";
 import { placeNodeRoot, unsealConfiguration } from "@metropolis/localstorage";
 import { api, priv } from "@metropolis/proto";
-import { isProgressEvent } from "@metropolis/supervisor";
+import { isProgressEvent } from "@metropolis/supervisor/node-progress";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { parseNodeLine, type NodeLine, type NodeProcess } from "../local-cluster/src/node-process";

@@ -1,5 +1,5 @@
 /**
- * The demo behind `npm start`: a small node-shaped supervision tree that
+ * The demo behind `npm run demo`: a small node-shaped supervision tree that
  * runs for a few seconds. One of its runnables fails every couple of seconds;
  * watch the supervisor stop its group, restart it with backoff, and keep the
  * rest of the tree running. Then the tree is stopped gracefully.
@@ -10,12 +10,8 @@
  *
  * Usage: node demo/dist/main.js [--seconds N]   (Ctrl-C stops early)
  */
-import {
-  commandRunnable,
-  supervise,
-  type NodeStatus,
-  type RunContext,
-} from "@metropolis/supervisor";
+import { type NodeStatus, type RunContext, supervise } from "@metropolis/supervisor";
+import { commandRunnable } from "@metropolis/supervisor/process";
 
 function parseSeconds(argv: readonly string[]): number {
   const i = argv.indexOf("--seconds");

@@ -11,11 +11,11 @@
  * message, and waits for them rather than sleeping. Every wait has the
  * cluster's step deadline and ends with its signal.
  */
-import {
-  abortableSleep,
-  type NodeProgressEvent,
-  type NodeProgressEventName,
-} from "@metropolis/supervisor";
+import { abortableSleep } from "@metropolis/supervisor";
+import type {
+  NodeProgressEvent,
+  NodeProgressEventName,
+} from "@metropolis/supervisor/node-progress";
 import type { ClusterNode, LocalCluster } from "./cluster-launcher";
 import { NodeIdentityError, StepTimeoutError } from "./errors";
 import { removeNodeRoot } from "./node-root-removal";

@@ -26,10 +26,10 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import {
   isProgressEvent,
-  readProgressEvent,
   type NodeProgressEvent,
   type NodeProgressEventName,
-} from "@metropolis/supervisor";
+  readProgressEvent,
+} from "@metropolis/supervisor/node-progress";
 import { LocalClusterError } from "./errors";
 
 /** Default number of output lines a NodeProcess keeps. */

@@ -18,6 +18,8 @@ import * as pki from "@metropolis/pki";
 import * as pkiTesting from "@metropolis/pki/testing";
 import * as roleserve from "@metropolis/roleserve";
 import * as supervisor from "@metropolis/supervisor";
+import * as supervisorGrpc from "@metropolis/supervisor/grpc";
+import * as supervisorProcess from "@metropolis/supervisor/process";
 import * as supervisorTesting from "@metropolis/supervisor/testing";
 import * as localCluster from "../src/index";
 
@@ -35,7 +37,7 @@ const packages: Package[] = [
   {
     name: "supervisor",
     base: supervisor.SupervisorError,
-    entryPoints: [supervisor, supervisorTesting],
+    entryPoints: [supervisor, supervisorGrpc, supervisorProcess, supervisorTesting],
   },
   { name: "event", base: event.EventError, entryPoints: [event] },
   { name: "localstorage", base: localstorage.LocalStorageError, entryPoints: [localstorage] },

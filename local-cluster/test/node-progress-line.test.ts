@@ -6,7 +6,11 @@
  */
 import { PassThrough } from "node:stream";
 import { nodeLogger } from "@metropolis/node";
-import { logProgress, readProgressEvent, type NodeProgressEvent } from "@metropolis/supervisor";
+import {
+  logProgress,
+  type NodeProgressEvent,
+  readProgressEvent,
+} from "@metropolis/supervisor/node-progress";
 import { parseNodeLine } from "../src/node-process";
 
 /** The lines `log` writes through the node's JSON logger, parsed as NodeProcess parses them. */

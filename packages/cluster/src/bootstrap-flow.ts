@@ -7,7 +7,7 @@
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 import { api, common, priv } from "@metropolis/proto";
 import { waitFor } from "@metropolis/event";
-import { logProgress } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import type { NodeCredentials } from "@metropolis/roleserve";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { writeSealedConfiguration } from "./sealed-configuration";

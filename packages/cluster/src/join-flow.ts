@@ -14,7 +14,7 @@ import { unaryCall } from "@metropolis/curator";
 import { createEphemeralCertificate } from "@metropolis/pki";
 import { common, type curator, type priv } from "@metropolis/proto";
 import { loadCredentials, type NodeCredentials } from "@metropolis/roleserve";
-import { logProgress } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCluster, dialWithEphemeral, directoryEndpoints } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { ClusterRefusedError, EnrolmentError } from "./errors";

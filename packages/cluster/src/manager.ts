@@ -18,12 +18,8 @@ import { ensureMachineKey, type NodeRoot } from "@metropolis/localstorage";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { common, type priv } from "@metropolis/proto";
 import type { LocalControlPlane, NodeCredentials, Roleserver } from "@metropolis/roleserve";
-import {
-  machineRunnable,
-  type RunContext,
-  type Runnable,
-  type SupervisedInput,
-} from "@metropolis/supervisor";
+import type { RunContext, Runnable } from "@metropolis/supervisor";
+import { machineRunnable, type SupervisedInput } from "@metropolis/supervisor/xstate";
 import { assign, fromPromise, setup } from "xstate";
 import { bootstrapCluster } from "./bootstrap-flow";
 import type { EnrolmentEnv } from "./enrolment-env";

@@ -13,7 +13,7 @@ import { checkLabelCount, validateLabels } from "@metropolis/curator";
 import type { File } from "@metropolis/localstorage";
 import { parseCertificate, verifyCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import { NodeParametersError } from "./errors";
 
 /** The enrolment flow the parameters ask for. */

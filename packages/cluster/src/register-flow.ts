@@ -15,7 +15,7 @@ import {
 } from "@metropolis/pki";
 import { type api, common, type curator, priv } from "@metropolis/proto";
 import { saveCredentials, type NodeCredentials } from "@metropolis/roleserve";
-import { logProgress } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCluster, dialWithEphemeral, directoryEndpoints, hasCode } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { ClusterRefusedError, EnrolmentError } from "./errors";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { waitFor } from "@metropolis/event";
 import { common } from "@metropolis/proto";
-import { readProgressEvent, type NodeProgressEvent } from "@metropolis/supervisor";
+import { type NodeProgressEvent, readProgressEvent } from "@metropolis/supervisor/node-progress";
 import { eventually } from "@metropolis/supervisor/testing";
 import { homeOf, loopbackNet, TestClusterNode, TestOwner, type NodeRun } from "./cluster-fixture";
 

@@ -8,7 +8,7 @@
  * only with these words, so they are read here, in the one module that
  * speaks etcd's log format, and leave it as a typed state of the service.
  */
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 
 const levels: Record<string, "debug" | "info" | "warn" | "error"> = {
   debug: "debug",
@@ -36,11 +36,11 @@ function parseEtcdLine(line: string): Record<string, unknown> | undefined {
 export function logEtcdLine(line: string, stream: "stdout" | "stderr", logger: Logger): void {
   const entry = parseEtcdLine(line);
   if (!entry) {
-    logger.log(stream === "stderr" ? "warn" : "info", line);
+    logger[stream === "stderr" ? "warn" : "info"](line);
     return;
   }
   const { level, msg, ts: _ts, ...fields } = entry;
-  logger.log(levels[String(level)] ?? "info", String(msg ?? line), fields);
+  logger[levels[String(level)] ?? "info"](String(msg ?? line), fields);
 }
 
 /**

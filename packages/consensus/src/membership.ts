@@ -7,8 +7,8 @@
  * count towards quorum, and cannot take a healthy cluster down.
  */
 import type { Etcd3, IMember } from "etcd3";
-import { abortableSleep, logProgress } from "@metropolis/supervisor";
-import type { Logger } from "winston";
+import { abortableSleep, type Logger } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import type { EtcdPeer } from "./etcd-flags";
 import { MembershipError } from "./errors";
 

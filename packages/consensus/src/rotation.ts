@@ -25,7 +25,7 @@
  * on this member (ClusterSecrets.exclusive); other members do neither.
  */
 import type { Namespace } from "etcd3";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import type { ClusterSecrets } from "./cluster-secrets";
 import { RotationError } from "./errors";
 import { guardedSwap, type WriteGuard } from "./guarded-write";

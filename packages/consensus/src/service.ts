@@ -42,15 +42,10 @@ import { delimiter, isAbsolute, join } from "node:path";
 import type { Etcd3 } from "etcd3";
 import { MemoryValue } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
-import {
-  abortableSleep,
-  commandRunnable,
-  logProgress,
-  machineRunnable,
-  type RunContext,
-  type Runnable,
-  type SupervisedInput,
-} from "@metropolis/supervisor";
+import { abortableSleep, type RunContext, type Runnable } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
+import { commandRunnable } from "@metropolis/supervisor/process";
+import { machineRunnable, type SupervisedInput } from "@metropolis/supervisor/xstate";
 import { assign, fromPromise, setup } from "xstate";
 import {
   certificatePemCodec,

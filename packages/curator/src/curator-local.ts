@@ -11,7 +11,7 @@
 import { decodePem } from "@metropolis/pki";
 import { curator } from "@metropolis/proto";
 import type { Watchable } from "@metropolis/event";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import { BoundedStreams } from "./bounded-streams";
 import { serverStream, unary } from "./grpc-handlers";
 import type { CuratorEndpoint } from "./leadership";

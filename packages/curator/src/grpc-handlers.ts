@@ -14,7 +14,7 @@ import {
   type ServerUnaryCall,
   type ServerWritableStream,
 } from "@grpc/grpc-js";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import { clipped } from "./bounded-text";
 import { CuratorError } from "./errors";
 

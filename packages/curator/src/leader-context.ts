@@ -3,7 +3,7 @@
  * curator becomes leader, and dropped when it stops leading.
  */
 import type { Namespace } from "etcd3";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import type { ConsensusStatus } from "@metropolis/consensus";
 import { CertificateStore, type CaCertificate, type SecretSealer } from "@metropolis/pki";
 import type { HeartbeatTracker } from "./heartbeat-tracker";

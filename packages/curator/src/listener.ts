@@ -9,7 +9,7 @@ import {
   type ServiceDefinition,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import type { Logger } from "winston";
+import type { Logger } from "@metropolis/supervisor";
 import { serverLimits } from "./server-limits";
 
 /** A service definition with its implementation. */

@@ -21,7 +21,7 @@
  * UNAVAILABLE; the client retries with the new leader, whose etcd stays.
  */
 import { api, common } from "@metropolis/proto";
-import { logProgress } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import type { LeaderContext } from "./leader-context";

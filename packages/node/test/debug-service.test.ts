@@ -28,9 +28,8 @@ import {
   tlsMaterial,
 } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
-import type { RunContext, Supervisor } from "@metropolis/supervisor";
+import type { Logger, RunContext, Supervisor } from "@metropolis/supervisor";
 import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import type { Logger } from "winston";
 import {
   debugServer,
   defaultDebugPort,

@@ -1,7 +1,8 @@
 import { request } from "node:http";
 import { createServer, Socket } from "node:net";
 import { freePort } from "@metropolis/consensus/testing";
-import { PrometheusSupervisorMetrics, type Runnable } from "@metropolis/supervisor";
+import type { Runnable } from "@metropolis/supervisor";
+import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import {
   defaultMetricsPort,

@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream";
-import { supervise, type Supervisor } from "@metropolis/supervisor";
+import { supervise, type Logger as TreeLogger, type Supervisor } from "@metropolis/supervisor";
 import type { Logger } from "winston";
 import { nodeLogger, type NodeLogLine } from "../src/node-logger";
 
@@ -40,7 +40,10 @@ afterEach(async () => {
 });
 
 /** Runs a tree whose child logs `lines`, then waits until the sink has seen `n` lines. */
-async function logThroughTree(l: Logger, log: (child: Logger, sub: Logger) => void): Promise<void> {
+async function logThroughTree(
+  l: Logger,
+  log: (child: TreeLogger, sub: TreeLogger) => void,
+): Promise<void> {
   let healthy!: () => void;
   const isHealthy = new Promise<void>((r) => (healthy = r));
   sup = supervise(

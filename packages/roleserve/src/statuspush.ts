@@ -13,7 +13,8 @@
 import { combine } from "@metropolis/event";
 import { unaryCall } from "@metropolis/curator";
 import { common, type curator } from "@metropolis/proto";
-import { logProgress, type Runnable } from "@metropolis/supervisor";
+import type { Runnable } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCurator } from "./curator-calls";
 import type { LocalControlPlane, RoleserveValues } from "./values";
 

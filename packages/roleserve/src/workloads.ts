@@ -10,13 +10,9 @@
  * starts or stops a process by hand, so a process can never outlive the
  * decision that started it.
  */
-import {
-  commandRunnable,
-  isRunnableName,
-  logProgress,
-  runnableNamePattern,
-  type Runnable,
-} from "@metropolis/supervisor";
+import { isRunnableName, type Runnable, runnableNamePattern } from "@metropolis/supervisor";
+import { logProgress } from "@metropolis/supervisor/node-progress";
+import { commandRunnable } from "@metropolis/supervisor/process";
 import type { common } from "@metropolis/proto";
 import { InvalidWorkloadError, RolesChangedError } from "./errors";
 import type { RoleserveValues } from "./values";

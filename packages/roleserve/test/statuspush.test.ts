@@ -7,8 +7,8 @@
 import type { ClientReadableStream, ServiceError } from "@grpc/grpc-js";
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { common, curator } from "@metropolis/proto";
-import { readProgressEvent } from "@metropolis/supervisor";
-import { MockContext, eventually } from "@metropolis/supervisor/testing";
+import { readProgressEvent } from "@metropolis/supervisor/node-progress";
+import { eventually, MockContext } from "@metropolis/supervisor/testing";
 import { statusPushWorker } from "../src/statuspush";
 import { RoleserveValues, type LocalControlPlane } from "../src/values";
 import { startTestCluster, type ClusterNode, type TestCluster } from "./curator-fixture";

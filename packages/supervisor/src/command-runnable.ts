@@ -8,25 +8,52 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { Logger } from "winston";
 import { abortableSleep } from "./abortable-sleep";
 import { SupervisorError } from "./errors";
-import type { RunContext, Runnable } from "./types";
+import type { Logger, RunContext, Runnable } from "./types";
 
+/** How {@link commandRunnable} runs its process. */
 export interface CommandOptions {
+  /**
+   * The process's working directory.
+   * @default the current directory
+   */
   cwd?: string;
+  /**
+   * The process's environment.
+   * @default `process.env`
+   */
   env?: NodeJS.ProcessEnv;
-  /** Healthy once an output line matches; without it (and without `probe`) healthy once started. */
+  /**
+   * Healthy once an output line matches; without it (and without `probe`)
+   * healthy once started.
+   * @default none: healthy once spawned
+   */
   ready?: RegExp | ((line: string) => boolean);
-  /** Healthy once this resolves true; polled every `probeIntervalMs` until it does. */
+  /**
+   * Healthy once this resolves true; polled every `probeIntervalMs` until it does.
+   * @default none
+   */
   probe?: (signal: AbortSignal) => Promise<boolean>;
-  /** Default 100 ms. */
+  /**
+   * Milliseconds between two calls of `probe`.
+   * @default 100
+   */
   probeIntervalMs?: number;
-  /** Time between SIGTERM and SIGKILL when the runnable is aborted. Default 5 s, as OTP's workers. */
+  /**
+   * Milliseconds between SIGTERM and SIGKILL when the runnable is aborted (5 s, as OTP's workers).
+   * @default 5000
+   */
   graceMs?: number;
-  /** Logs one output line; default: stdout at info, stderr at warn. */
+  /**
+   * Logs one output line.
+   * @default stdout lines at info, stderr lines at warn
+   */
   logLine?: (line: string, stream: "stdout" | "stderr", logger: Logger) => void;
-  /** Called once the process has been spawned, e.g. to learn its PID. */
+  /**
+   * Called once the process has been spawned, e.g. to learn its PID.
+   * @default none
+   */
   onSpawn?: (child: ChildProcess) => void;
 }
 

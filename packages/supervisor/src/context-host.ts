@@ -3,9 +3,8 @@
  * the context depends only on this, so context.ts and tree.ts do not import
  * each other.
  */
-import type { Logger } from "winston";
 import type { TreeNode } from "./tree-node";
-import type { ChildOptions, Runnable } from "./types";
+import type { ChildOptions, Logger, Runnable } from "./types";
 
 /** The options of a child started without any: shared, and known to be valid. */
 export const noOptions: ChildOptions = Object.freeze({});

@@ -3,11 +3,10 @@
  * state lives in the TreeNode, and every call is checked against the run it
  * was made for, so a context kept past its run cannot affect a later one.
  */
-import type { Logger } from "winston";
 import { abortableSleep } from "./abortable-sleep";
 import { noOptions, type ContextHost } from "./context-host";
 import type { TreeNode } from "./tree-node";
-import type { ChildOptions, RunContext, Runnable } from "./types";
+import type { ChildOptions, Logger, RunContext, Runnable } from "./types";
 
 export class RunContextImpl implements RunContext {
   constructor(

@@ -7,10 +7,17 @@ import type { Server, ServerCredentials } from "@grpc/grpc-js";
 import { SupervisorError } from "./errors";
 import type { RunContext, Runnable } from "./types";
 
+/** How {@link grpcServerRunnable} serves. */
 export interface GrpcServerOptions {
-  /** Time running calls get to finish after abort before they are cancelled. Default 5 s. */
+  /**
+   * Milliseconds running calls get to finish after abort before they are cancelled.
+   * @default 5000
+   */
   graceMs?: number;
-  /** Called with the bound port (useful with port 0). */
+  /**
+   * Called with the bound port (useful with port 0).
+   * @default none
+   */
   onListening?: (port: number) => void;
 }
 

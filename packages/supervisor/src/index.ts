@@ -1,8 +1,28 @@
 /**
- * @metropolis/supervisor — the Erlang-style supervision tree on which every
- * Metropolis-TS service runs.
+ * `@metropolis/supervisor`: an Erlang-style supervision tree for Node.js
+ * services.
  *
- * Every service of a node is a *runnable*: an async function of a RunContext.
+ * @example
+ * ```ts
+ * import { supervise, type RunContext } from "@metropolis/supervisor";
+ *
+ * async function worker(ctx: RunContext) {
+ *   ctx.logger.info("started");
+ *   ctx.healthy();
+ *   while (!ctx.signal.aborted) {
+ *     await ctx.sleep(1000).catch(() => undefined); // rejects when aborted
+ *   }
+ * }
+ *
+ * const sup = supervise(async (ctx) => {
+ *   ctx.run("worker", worker); // restarted with backoff whenever it fails
+ *   ctx.healthy();
+ *   await ctx.untilAborted();
+ * });
+ * process.once("SIGTERM", () => void sup.stop({ timeoutMs: 5000 }));
+ * ```
+ *
+ * Every service is a *runnable*: an async function of a {@link RunContext}.
  * It starts its children, declares itself healthy, and runs until its work is
  * done or its signal aborts. A runnable that fails in any other way is logged
  * at its DN, its subtree and its group siblings are stopped, and once all of
@@ -21,9 +41,13 @@
  * behind. Beyond Monogon's design it has OTP's restart types (permanent,
  * transient, temporary) and restart intensity with escalation to the parent.
  *
- * Helpers run child processes (commandRunnable), gRPC servers
- * (grpcServerRunnable) and XState v5 machines (machineRunnable) as supervised
- * runnables. Test helpers live in `@metropolis/supervisor/testing`.
+ * This entry loads only the tree and winston (its default logger). The
+ * helpers live in subpaths, each loading its own dependency only when
+ * imported: `/process` (child processes), `/grpc` (grpc-js servers),
+ * `/xstate` (XState v5 machines), `/prometheus` (prom-client metrics) and
+ * `/testing` (test harness, MockContext, eventually).
+ *
+ * @module
  */
 export type * from "./types";
 export { supervise } from "./supervise";
@@ -31,28 +55,4 @@ export { defaultBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
 export { abortable } from "./abortable";
 export { isRunnableName, runnableNamePattern } from "./names";
-export {
-  isProgressEvent,
-  logProgress,
-  nodeProgressEventNames,
-  progressField,
-  readProgressEvent,
-  type EnrolmentFlow,
-  type NodeProgressEvent,
-  type NodeProgressEventName,
-  type NodeProgressEvents,
-} from "./node-progress";
 export * from "./errors";
-export { PrometheusSupervisorMetrics } from "./prometheus-metrics";
-export {
-  commandRunnable,
-  CommandStartError,
-  ProcessExitedError,
-  type CommandOptions,
-} from "./command-runnable";
-export { grpcServerRunnable, GrpcBindError, type GrpcServerOptions } from "./grpc-server-runnable";
-export {
-  machineRunnable,
-  type MachineRunnableOptions,
-  type SupervisedInput,
-} from "./machine-runnable";

@@ -1,23 +1,29 @@
 /**
- * Winston loggers bound to a DN. Every line logged through one goes both to
- * the root logger's transports (with a `dn` field) and to the log tree.
+ * Loggers bound to a DN. Every line logged through one goes both to the root
+ * logger (with a `dn` field) and to the log tree. The root logger is any
+ * {@link Logger}; a winston root (the default) gets a winston logger per DN.
  */
-import winston, { type Logger } from "winston";
+import winston from "winston";
 import type { LogTree } from "./log-tree";
+import type { LogMeta, Logger } from "./types";
 
 /** Fields of a winston info object that are not structured metadata. */
 const reserved = new Set(["level", "message", "dn"]);
 
+/** The environment variable that sets the default logger's level, unless told another. */
+export const defaultLogLevelEnv = "METROPOLIS_LOG_LEVEL";
+
 /**
  * The default root logger: human-readable lines on a terminal, JSON lines
- * otherwise (so a log collector can parse them), each with its DN.
+ * otherwise (so a log collector can parse them), each with its DN, at the
+ * level named by the environment variable `levelEnv` (else `info`).
  */
-export function defaultLogger(): Logger {
+export function defaultLogger(levelEnv: string = defaultLogLevelEnv): winston.Logger {
   const human = winston.format.printf(
     ({ timestamp, level, dn, message }) => `${timestamp} ${level} ${dn ?? "-"}: ${message}`,
   );
   return winston.createLogger({
-    level: process.env.METROPOLIS_LOG_LEVEL ?? "info",
+    level: process.env[levelEnv] ?? "info",
     format: winston.format.combine(
       winston.format.timestamp(),
       process.stdout.isTTY ? human : winston.format.json(),
@@ -26,13 +32,21 @@ export function defaultLogger(): Logger {
   });
 }
 
-/**
- * A logger for `dn`. It works like winston's own `child()` (an object whose
- * prototype is the root logger, with `write` overridden), but checks the level
- * before doing any work — winston itself filters only in its transports,
- * after the whole stream machinery — and copies each line into the log tree.
- */
+/** A logger for `dn` that writes through `root` and into `tree`. */
 export function dnLogger(root: Logger, dn: string, tree: LogTree): Logger {
+  return root instanceof winston.Logger
+    ? winstonDnLogger(root, dn, tree)
+    : new ForwardingDnLogger(root, dn, tree, undefined);
+}
+
+/**
+ * A winston logger for `dn`. It works like winston's own `child()` (an object
+ * whose prototype is the root logger, with `write` overridden), but checks the
+ * level before doing any work — winston itself filters only in its
+ * transports, after the whole stream machinery — and copies each line into
+ * the log tree.
+ */
+function winstonDnLogger(root: winston.Logger, dn: string, tree: LogTree): winston.Logger {
   return Object.create(root, {
     write: {
       value(info: winston.Logform.TransformableInfo): boolean {
@@ -53,5 +67,58 @@ export function dnLogger(root: Logger, dn: string, tree: LogTree): Logger {
         return root.write(line);
       },
     },
-  }) as Logger;
+  }) as winston.Logger;
+}
+
+type Level = "error" | "warn" | "info" | "debug";
+
+/**
+ * A DN logger over a root logger that is not winston (console, an adapter for
+ * pino, …): each line goes into the log tree and on to the root as
+ * `root[level](message, { ...fields, dn })`.
+ */
+class ForwardingDnLogger implements Logger {
+  constructor(
+    private readonly root: Logger,
+    private readonly dn: string,
+    private readonly tree: LogTree,
+    private readonly fields: LogMeta | undefined,
+  ) {}
+
+  error(message: string, meta?: LogMeta): void {
+    this.write("error", message, meta);
+  }
+
+  warn(message: string, meta?: LogMeta): void {
+    this.write("warn", message, meta);
+  }
+
+  info(message: string, meta?: LogMeta): void {
+    this.write("info", message, meta);
+  }
+
+  debug(message: string, meta?: LogMeta): void {
+    this.write("debug", message, meta);
+  }
+
+  child(meta: LogMeta): Logger {
+    return new ForwardingDnLogger(this.root, this.dn, this.tree, { ...this.fields, ...meta });
+  }
+
+  isLevelEnabled(level: string): boolean {
+    return this.root.isLevelEnabled?.(level) ?? true;
+  }
+
+  private write(level: Level, message: string, meta: LogMeta | undefined): void {
+    if (!this.isLevelEnabled(level)) return;
+    const fields = this.fields || meta ? { ...this.fields, ...meta } : undefined;
+    this.tree.append({
+      dn: this.dn,
+      level,
+      message: String(message),
+      time: Date.now(),
+      ...(fields && { meta: fields }),
+    });
+    this.root[level](message, { ...fields, dn: this.dn });
+  }
 }

@@ -22,16 +22,31 @@ import type { RunContext, Runnable } from "./types";
 
 /** What every supervised machine gets as (part of) its input. */
 export interface SupervisedInput {
+  /** The RunContext of the run the machine's actor belongs to. */
   ctx: RunContext;
 }
 
+/** How {@link machineRunnable} runs a machine. */
 export interface MachineRunnableOptions<TMachine extends AnyStateMachine> {
-  /** The machine's input, apart from `ctx`, which the adapter adds. */
+  /**
+   * The machine's input, apart from `ctx`, which the adapter adds.
+   * @default just `{ ctx }`
+   */
   input?: Omit<InputFrom<TMachine>, "ctx">;
-  /** When the machine counts as healthy. Default: its state has the tag `healthy`. */
+  /**
+   * When the machine counts as healthy (it is healthy for good from the first
+   * snapshot that matches).
+   * @default its state has the tag `healthy`
+   */
   healthy?: (snapshot: SnapshotFrom<TMachine>) => boolean;
 }
 
+/**
+ * Runs `machine` (XState v5) as a supervised runnable: a fresh actor per run,
+ * with the RunContext in `input.ctx`; healthy once a state is tagged
+ * `healthy` (or `opts.healthy` says so), done at a final state, failed when
+ * the actor errors, stopped when the run is aborted.
+ */
 export function machineRunnable<TMachine extends AnyStateMachine>(
   machine: TMachine,
   opts: MachineRunnableOptions<TMachine> = {},
@@ -57,7 +72,7 @@ export function machineRunnable<TMachine extends AnyStateMachine>(
       };
       const subscription = actor.subscribe({
         next: (snapshot: AnyMachineSnapshot) => {
-          if (ctx.logger.isDebugEnabled()) {
+          if (ctx.logger.isLevelEnabled?.("debug") ?? true) {
             const value = JSON.stringify(snapshot.value);
             if (value !== lastValue) ctx.logger.debug(`state ${value}`);
             lastValue = value;

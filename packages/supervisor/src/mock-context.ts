@@ -4,12 +4,12 @@
  * children only before healthy(), signal order) and records what the
  * runnable did, so a test can assert on it.
  */
-import winston, { type Logger } from "winston";
+import winston from "winston";
 import Transport from "winston-transport";
 import { abortableSleep } from "./abortable-sleep";
 import { ChildStartError, DuplicateNameError, SignalMisuseError } from "./errors";
 import { validateName } from "./names";
-import type { ChildOptions, LogEntry, RunContext, Runnable } from "./types";
+import type { ChildOptions, LogEntry, Logger, RunContext, Runnable } from "./types";
 
 /** A child that the runnable under test started. */
 export interface RecordedChild {
@@ -47,7 +47,7 @@ export class MockContext implements RunContext {
 
   private readonly controller = new AbortController();
   private readonly subLoggerNames = new Set<string>();
-  private readonly rootLogger: Logger;
+  private readonly rootLogger: winston.Logger;
 
   constructor(dn = "root", lines: LogEntry[] = []) {
     this.dn = dn;

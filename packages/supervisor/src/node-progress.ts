@@ -14,10 +14,14 @@
  * checked against the types below, so a reader never trusts a shape it has
  * not seen.
  *
- * It lives here, in the supervisor, because the supervisor owns the log that
- * carries it and every package that emits an event sits above it.
+ * It is Metropolis's own vocabulary, not part of the generic supervisor: it
+ * lives in the subpath `@metropolis/supervisor/node-progress`, next to the
+ * log that carries it, because every package that emits an event sits above
+ * the supervisor.
+ *
+ * @module
  */
-import type { Logger } from "winston";
+import type { Logger } from "./types";
 
 /** The name of the log line field that carries a progress event. */
 export const progressField = "progress";

@@ -8,14 +8,33 @@
  */
 import winston from "winston";
 import { SupervisorError } from "./errors";
+import { defaultLogLevelEnv } from "./logger";
 import { supervise } from "./supervise";
 import type { NodeState, Runnable, Supervisor, SupervisorOptions, Transition } from "./types";
 
+/** How {@link testHarness} runs its tree; the rest are the tree's own options. */
 export interface TestHarnessOptions extends Omit<SupervisorOptions, "logger"> {
-  /** Deaths a test provokes on purpose: these DNs may die without failing it. Default: none. */
+  /**
+   * Deaths a test provokes on purpose: these DNs may die without failing it.
+   * @default none: every death fails the test
+   */
   expectDeath?: (dn: string) => boolean;
-  /** Default deadline of every wait. Default 10 s. */
+  /**
+   * Default deadline of every wait, in milliseconds.
+   * @default 10000
+   */
   timeoutMs?: number;
+  /**
+   * The environment variable that sets the harness logger's level.
+   * @default "METROPOLIS_LOG_LEVEL" (and `debug` when it is unset)
+   */
+  logLevelEnv?: string;
+  /**
+   * The environment variable that, when set to anything non-empty, prints
+   * the tree's log lines; they are silent otherwise.
+   * @default "METROPOLIS_TEST_LOGS"
+   */
+  testLogsEnv?: string;
 }
 
 /** A runnable died and the test did not say it might. */
@@ -30,7 +49,9 @@ export class UnexpectedDeathError extends SupervisorError {
 /** A wait of the harness did not see its condition before the deadline. */
 export class HarnessTimeoutError extends SupervisorError {}
 
+/** A runnable under a real tree, with waits that fail on unexpected deaths. */
 export interface TestHarness {
+  /** The tree the runnable runs in. */
   readonly supervisor: Supervisor;
   /** Every transition so far, in order. */
   readonly transitions: readonly Transition[];
@@ -47,7 +68,13 @@ export interface TestHarness {
 
 /** Runs `runnable` as the root of a fresh supervision tree with a quiet logger. */
 export function testHarness(runnable: Runnable, opts: TestHarnessOptions = {}): TestHarness {
-  const { expectDeath = () => false, timeoutMs: defaultTimeout = 10_000, ...supervisorOpts } = opts;
+  const {
+    expectDeath = () => false,
+    timeoutMs: defaultTimeout = 10_000,
+    logLevelEnv = defaultLogLevelEnv,
+    testLogsEnv = "METROPOLIS_TEST_LOGS",
+    ...supervisorOpts
+  } = opts;
   const transitions: Transition[] = [];
   const unexpected: Transition[] = [];
   const waiters = new Set<{
@@ -56,8 +83,8 @@ export function testHarness(runnable: Runnable, opts: TestHarnessOptions = {}): 
     reject: (e: Error) => void;
   }>();
   const logger = winston.createLogger({
-    level: process.env.METROPOLIS_LOG_LEVEL ?? "debug",
-    transports: [new winston.transports.Console({ silent: !process.env.METROPOLIS_TEST_LOGS })],
+    level: process.env[logLevelEnv] ?? "debug",
+    transports: [new winston.transports.Console({ silent: !process.env[testLogsEnv] })],
   });
   const supervisor = supervise(runnable, { backoff: { initialMs: 10 }, ...supervisorOpts, logger });
   supervisor.onTransition((t) => {

@@ -1,7 +1,19 @@
 /**
- * @metropolis/supervisor/testing — helpers for testing runnables:
+ * `@metropolis/supervisor/testing`: helpers for testing runnables.
  * `testHarness` runs one under a real supervisor in a jest test;
- * `MockContext` stands in for the supervisor in a unit test of one runnable.
+ * `MockContext` (and `startOnMock`) stands in for the supervisor in a unit
+ * test of one runnable; `eventually` polls a condition with a deadline.
+ *
+ * @example
+ * ```ts
+ * import { startOnMock } from "@metropolis/supervisor/testing";
+ *
+ * const run = startOnMock("root.worker", worker);
+ * expect(run.ctx.healthyCalls).toBe(1);
+ * await run.stop(); // aborts, awaits, throws if the runnable broke a rule
+ * ```
+ *
+ * @module
  */
 export { MockContext, startOnMock, type MockRun, type RecordedChild } from "./mock-context";
 export {

@@ -7,9 +7,8 @@
  * logger, children map, backoff) is created on first use: a node should cost
  * well under a kilobyte, since services run thousands of them.
  */
-import type { Logger } from "winston";
 import type { Backoff } from "./backoff";
-import type { ChildOptions, NodeState, Runnable } from "./types";
+import type { ChildOptions, Logger, NodeState, Runnable } from "./types";
 
 export class TreeNode {
   /** Children by name; undefined while there are none. */

@@ -17,7 +17,6 @@
  *   dead members: backoff, or give up and escalate to the parent
  *   aborted members: restart at once
  */
-import type { Logger } from "winston";
 import { Backoff, resolveBackoff } from "./backoff";
 import { RunContextImpl } from "./context";
 import { noOptions, type ContextHost } from "./context-host";
@@ -39,6 +38,7 @@ import type {
   BackoffOptions,
   ChildOptions,
   LogEntry,
+  Logger,
   NodeState,
   NodeStatus,
   Runnable,
@@ -78,7 +78,7 @@ export class Tree implements Supervisor, ContextHost {
     // A caller that never awaits `done` must not get an unhandled rejection.
     this.done.catch(() => undefined);
     this.backoffDefaults = resolveBackoff(opts.backoff);
-    this.rootLogger = opts.logger ?? defaultLogger();
+    this.rootLogger = opts.logger ?? defaultLogger(opts.logLevelEnv);
     this.logTree = new LogTree(opts.logBufferLines);
     this.metrics = opts.metrics;
     const rootOpts = opts.root ?? {};

@@ -3,7 +3,35 @@
  * how a child is supervised (ChildOptions), and what the owner of a tree can
  * observe (Supervisor, NodeStatus, Transition).
  */
-import type { Logger } from "winston";
+
+/** Structured fields of a log line, besides its level and message. */
+export type LogMeta = Record<string, unknown>;
+
+/**
+ * The logger the supervisor writes to and hands to runnables: four levels
+ * that take a message and optional structured fields. A winston Logger
+ * satisfies it (winston is the default), and so does `console`; pino does
+ * too, though pino reads a second argument as a format value, not as fields,
+ * so pass pino through a small adapter that calls `pino.info(meta, message)`.
+ */
+export interface Logger {
+  /** Logs a failure. */
+  error(message: string, meta?: LogMeta): void;
+  /** Logs something wrong that the code recovers from. */
+  warn(message: string, meta?: LogMeta): void;
+  /** Logs a milestone. */
+  info(message: string, meta?: LogMeta): void;
+  /** Logs detail for debugging. */
+  debug(message: string, meta?: LogMeta): void;
+  /** A logger that adds `meta` to every line (winston's and pino's `child`). Optional. */
+  child?(meta: LogMeta): Logger;
+  /**
+   * Whether lines at `level` are written. Optional: the supervisor uses it to
+   * skip work for disabled levels (winston and pino have it); without it,
+   * every line is recorded in the log tree and passed on.
+   */
+  isLevelEnabled?(level: string): boolean;
+}
 
 /**
  * A supervised unit of work. It runs until its work is done (it then calls
@@ -19,7 +47,10 @@ export interface RunContext {
   readonly signal: AbortSignal;
   /** Distinguished name of this runnable, e.g. `root.cluster.consensus`. */
   readonly dn: string;
-  /** A winston logger bound to this DN; its lines also go to the log tree. */
+  /**
+   * A logger bound to this DN; its lines also go to the log tree. With the
+   * default (winston) root logger it is a winston logger with a `dn` field.
+   */
   readonly logger: Logger;
   /** Starts a supervised child named `name`. Only legal before `healthy()`. */
   run(name: string, runnable: Runnable, opts?: ChildOptions): void;
@@ -56,13 +87,25 @@ export type RestartType = "permanent" | "transient" | "temporary";
 
 /** Exponential backoff between restarts of a failed runnable. */
 export interface BackoffOptions {
-  /** First delay. Default 500 ms. */
+  /**
+   * First delay, in milliseconds.
+   * @default 500
+   */
   initialMs?: number;
-  /** Factor applied after every restart. Default 1.5. */
+  /**
+   * Factor applied after every restart.
+   * @default 1.5
+   */
   multiplier?: number;
-  /** Randomisation factor: a delay d becomes d × (1 ± jitter). Default 0.5. */
+  /**
+   * Randomisation factor: a delay d becomes d × (1 ± jitter).
+   * @default 0.5
+   */
   jitter?: number;
-  /** Cap of the (unrandomised) delay. Default 60 s. */
+  /**
+   * Cap of the (unrandomised) delay, in milliseconds.
+   * @default 60000
+   */
   maxMs?: number;
 }
 
@@ -71,35 +114,71 @@ export interface BackoffOptions {
  * child is given up on; its failure escalates to its parent.
  */
 export interface IntensityOptions {
+  /** Restarts allowed within `periodMs`; one more and the child is given up on. */
   maxRestarts: number;
+  /** The sliding window, in milliseconds. */
   periodMs: number;
 }
 
 /** How a child is supervised. */
 export interface ChildOptions {
-  /** Default `permanent`. */
+  /**
+   * How the child is restarted.
+   * @default "permanent"
+   */
   restart?: RestartType;
-  /** Default: unlimited restarts. */
+  /**
+   * Restart intensity: how often it may restart before it is given up on.
+   * @default unlimited restarts
+   */
   intensity?: IntensityOptions;
-  /** Default: the supervisor's backoff. */
+  /**
+   * Backoff between its restarts.
+   * @default the supervisor's backoff (`SupervisorOptions.backoff`)
+   */
   backoff?: BackoffOptions;
 }
 
 /** Notified on every state transition of every node of a tree. */
 export interface SupervisorMetrics {
+  /** Called synchronously on every transition; must not throw. */
   onTransition(transition: Transition): void;
 }
 
 /** Options of a supervision tree. */
 export interface SupervisorOptions {
-  /** Default backoff of every node. */
+  /**
+   * Default backoff of every node.
+   * @default defaultBackoff: 500 ms initial, ×1.5, ±50% jitter, 60 s cap
+   */
   backoff?: BackoffOptions;
-  /** How the root runnable itself is supervised (default: permanent, unlimited). */
+  /**
+   * How the root runnable itself is supervised.
+   * @default permanent, unlimited restarts
+   */
   root?: ChildOptions;
-  /** Root winston logger; a console logger by default. */
+  /**
+   * The root logger: every DN's logger writes through it, with a `dn` field.
+   * Any {@link Logger} (winston, console, an adapter for pino).
+   * @default a winston logger to the console: human-readable lines on a terminal, JSON lines otherwise, at the level named by the {@link SupervisorOptions.logLevelEnv} variable, else `info`
+   */
   logger?: Logger;
-  /** Lines kept per DN in the log tree. Default 1000. */
+  /**
+   * The environment variable that sets the level of the default logger (it is
+   * read only when `logger` is not given).
+   * @default "METROPOLIS_LOG_LEVEL"
+   */
+  logLevelEnv?: string;
+  /**
+   * Lines kept per DN in the log tree.
+   * @default 1000
+   */
   logBufferLines?: number;
+  /**
+   * Told every state transition of every node (e.g. `PrometheusSupervisorMetrics`
+   * from `@metropolis/supervisor/prometheus`).
+   * @default none
+   */
   metrics?: SupervisorMetrics;
 }
 
@@ -114,8 +193,11 @@ export type NodeState = "new" | "healthy" | "done" | "dead" | "canceled";
 
 /** A state change of one node. */
 export interface Transition {
+  /** The node's DN. */
   dn: string;
+  /** Its state before; undefined for a node's first state. */
   from: NodeState | undefined;
+  /** Its new state. */
   to: NodeState;
   /** Milliseconds since the epoch. */
   at: number;
@@ -125,12 +207,15 @@ export interface Transition {
 
 /** A snapshot of one node of the tree. */
 export interface NodeStatus {
+  /** The node's DN. */
   dn: string;
+  /** Its current state. */
   state: NodeState;
   /** When the node entered `state` (milliseconds since the epoch). */
   since: number;
   /** How many times this node has been restarted. */
   restarts: number;
+  /** The message of its last failure. */
   lastError?: string;
   /** Set while a restart is scheduled. */
   nextRestartInMs?: number;
@@ -140,8 +225,11 @@ export interface NodeStatus {
 
 /** One line of the log tree. */
 export interface LogEntry {
+  /** The DN that logged it. */
   dn: string;
+  /** Its level (`error`, `warn`, `info`, `debug`, …). */
   level: string;
+  /** Its message. */
   message: string;
   /** Milliseconds since the epoch. */
   time: number;

@@ -2,7 +2,11 @@ import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CommandStartError, ProcessExitedError, commandRunnable } from "@metropolis/supervisor";
+import {
+  commandRunnable,
+  CommandStartError,
+  ProcessExitedError,
+} from "@metropolis/supervisor/process";
 import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { serve } from "./helpers";
 

@@ -1,5 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
-import { GrpcBindError, grpcServerRunnable } from "@metropolis/supervisor";
+import { GrpcBindError, grpcServerRunnable } from "@metropolis/supervisor/grpc";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { deferred, serve } from "./helpers";
 

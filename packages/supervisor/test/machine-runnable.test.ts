@@ -1,5 +1,5 @@
-import { machineRunnable, type SupervisedInput } from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { machineRunnable, type SupervisedInput } from "@metropolis/supervisor/xstate";
 import { fromPromise, setup } from "xstate";
 import { serve } from "./helpers";
 

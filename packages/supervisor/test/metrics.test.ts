@@ -1,6 +1,6 @@
 import type { Transition } from "@metropolis/supervisor";
+import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
-import { PrometheusSupervisorMetrics } from "@metropolis/supervisor";
 import { deferred, serve } from "./helpers";
 
 let h: TestHarness | undefined;

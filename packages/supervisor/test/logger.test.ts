@@ -1,0 +1,126 @@
+import { supervise, type LogMeta, type Logger, type Supervisor } from "@metropolis/supervisor";
+import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
+import { eventually } from "@metropolis/supervisor/testing";
+import { Registry } from "prom-client";
+import { serve } from "./helpers";
+
+/** A logger that is not winston: what a service passing console or a pino adapter looks like. */
+function recordingLogger(enabled: (level: string) => boolean = () => true) {
+  const lines: { level: string; message: string; meta?: LogMeta }[] = [];
+  const at =
+    (level: string) =>
+    (message: string, meta?: LogMeta): void => {
+      lines.push({ level, message, meta });
+    };
+  const logger: Logger = {
+    error: at("error"),
+    warn: at("warn"),
+    info: at("info"),
+    debug: at("debug"),
+    isLevelEnabled: enabled,
+  };
+  return { logger, lines };
+}
+
+let sup: Supervisor | undefined;
+afterEach(async () => {
+  await sup?.stop();
+  sup = undefined;
+});
+
+describe("a root logger that is not winston", () => {
+  it("gets every line with its dn, and the log tree keeps them", async () => {
+    const { logger, lines } = recordingLogger();
+    sup = supervise(
+      async (ctx) => {
+        ctx.run("child", async (c) => {
+          c.logger.info("hello", { port: 1 });
+          c.subLogger("sub").warn("careful");
+          c.logger.child?.({ conn: 7 }).debug("from a child logger");
+          await serve(c);
+        });
+        await serve(ctx);
+      },
+      { logger },
+    );
+    await eventually(() => lines.length >= 3, "three lines");
+    expect(lines).toEqual([
+      { level: "info", message: "hello", meta: { port: 1, dn: "root.child" } },
+      { level: "warn", message: "careful", meta: { dn: "root.child.sub" } },
+      { level: "debug", message: "from a child logger", meta: { conn: 7, dn: "root.child" } },
+    ]);
+    expect(sup.logs("root.child").map((e) => [e.dn, e.level, e.message, e.meta])).toEqual([
+      ["root.child", "info", "hello", { port: 1 }],
+      ["root.child.sub", "warn", "careful", undefined],
+      ["root.child", "debug", "from a child logger", { conn: 7 }],
+    ]);
+  });
+
+  it("skips the levels its isLevelEnabled turns off, in the log tree too", async () => {
+    const { logger, lines } = recordingLogger((level) => level !== "debug");
+    sup = supervise(
+      async (ctx) => {
+        ctx.logger.debug("hidden");
+        ctx.logger.error("shown");
+        await serve(ctx);
+      },
+      { logger },
+    );
+    await eventually(() => lines.length >= 1, "one line");
+    expect(lines.map((l) => l.message)).toEqual(["shown"]);
+    expect(sup.logs("root").map((e) => e.message)).toEqual(["shown"]);
+  });
+
+  it("may be console", async () => {
+    const info = jest.spyOn(console, "info").mockImplementation(() => undefined);
+    try {
+      sup = supervise(
+        async (ctx) => {
+          ctx.logger.info("to the console");
+          await serve(ctx);
+        },
+        { logger: console },
+      );
+      await eventually(() => info.mock.calls.length > 0, "console.info called");
+      expect(info).toHaveBeenCalledWith("to the console", { dn: "root" });
+    } finally {
+      info.mockRestore();
+    }
+  });
+});
+
+describe("PrometheusSupervisorMetrics", () => {
+  it("takes another metric name prefix", async () => {
+    const registry = new Registry();
+    sup = supervise(serve, {
+      metrics: new PrometheusSupervisorMetrics(registry, { prefix: "svc_tree" }),
+      logger: recordingLogger().logger,
+    });
+    await eventually(() => sup?.tree()[0]?.state === "healthy", "root healthy");
+    const text = await registry.metrics();
+    expect(text).toContain('svc_tree_node_state{dn="root",state="healthy"} 1');
+    expect(text).toContain('svc_tree_transitions_total{dn="root",to="healthy"} 1');
+    expect(text).not.toContain("metropolis_supervisor");
+  });
+});
+
+describe("the default logger", () => {
+  it("reads its level from the variable logLevelEnv names", async () => {
+    process.env.SUPERVISOR_TEST_LEVEL = "error";
+    const write = jest.spyOn(process.stdout, "write").mockImplementation(() => true);
+    try {
+      sup = supervise(
+        async (ctx) => {
+          ctx.logger.info("below the level");
+          await serve(ctx);
+        },
+        { logLevelEnv: "SUPERVISOR_TEST_LEVEL" },
+      );
+      await eventually(() => sup?.tree()[0]?.state === "healthy", "root healthy");
+      expect(sup.logs("root")).toEqual([]);
+    } finally {
+      write.mockRestore();
+      delete process.env.SUPERVISOR_TEST_LEVEL;
+    }
+  });
+});
