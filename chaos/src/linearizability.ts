@@ -10,7 +10,9 @@
  * effect at one instant inside its invocation–completion interval, every
  * unknown write either at one instant after its invocation or never, and
  * every read saw the value of the last write before it); `anomaly` means none
- * exists, with a small set of operations that already has none; `budget-
+ * exists, with a set of operations that already has none, shrunk until no
+ * single operation can be left out (a write leaves with the reads of its
+ * value) unless the shrinking budget ran out first, which the message says; `budget-
  * exceeded` means the search ran out of steps and proves nothing either way.
  * Operations that touch at the same instant are taken as concurrent (lenient:
  * it never invents an order the clock cannot prove).
@@ -19,8 +21,9 @@
  * value is current, and the search prunes with it: a read linearizes only
  * while its write is the state; a read that can linearize is taken at once and
  * never revisited (a read changes no state, so taking it earlier loses
- * nothing); and a write may not overwrite a value that reads not yet
- * linearized still have to see. The cache keys the linearized set by a 64-bit
+ * nothing); a write may not overwrite a value that reads not yet linearized
+ * still have to see; and an unknown write nobody read is left out (it can
+ * always be taken as never having happened). The cache keys the linearized set by a 64-bit
  * Zobrist hash (deterministic); a collision, which could only make the search
  * skip a configuration, has a probability of about steps² / 2⁶⁴.
  */
@@ -54,6 +57,8 @@ export interface LinearizabilityOptions {
 
 /** The default search budget of one register. */
 export const defaultMaxSteps = 2_000_000;
+/** How many operations of a counterexample its message lists. */
+const shownOps = 12;
 /** The default budget for shrinking one register's counterexample. */
 export const defaultMaxMinimizeSteps = 2_000_000;
 
@@ -100,7 +105,7 @@ const impossible = -2;
 /** What one run of the search found. */
 type SearchResult =
   | { kind: "ok"; steps: number }
-  | { kind: "stuck"; steps: number; deepestOp: number; latestStuckAt: number }
+  | { kind: "stuck"; steps: number; latestStuckAt: number }
   | { kind: "budget"; steps: number };
 
 /**
@@ -149,16 +154,15 @@ export function checkLinearizable(
     initialValue,
     options.maxMinimizeSteps ?? defaultMaxMinimizeSteps,
   );
-  const stuck = relevant[result.deepestOp];
-  const stuckText = stuck === undefined ? "" : `; the search got stuck at ${describe(stuck)}`;
   return {
     verdict: "anomaly",
     steps: result.steps + shrunk.steps,
     operations: shrunk.ops.map((op) => op.id).sort((a, b) => a - b),
     message:
       `no linearization of ${shrunk.ops.length} operation(s): ` +
-      shrunk.ops.map(describe).join(", ") +
-      stuckText,
+      shrunk.ops.slice(0, shownOps).map(describe).join(", ") +
+      (shrunk.ops.length > shownOps ? `, and ${shrunk.ops.length - shownOps} more` : "") +
+      (shrunk.minimal ? "" : " (shrinking ran out of budget: the set may not be minimal)"),
   };
 }
 
@@ -292,8 +296,6 @@ function search(
 
   let state = initial;
   let steps = 0;
-  let deepest = -1;
-  let deepestOp = -1;
   let latestStuckAt = -Infinity;
 
   /** Linearizes the call `e` into `newState` unless that configuration was seen; false if it was. */
@@ -355,14 +357,14 @@ function search(
         } else {
           // Seen before, and taking the read first loses nothing: this configuration is dead.
           entry = backtrack();
-          if (entry === nil) return { kind: "stuck", steps, deepestOp, latestStuckAt };
+          if (entry === nil) return { kind: "stuck", steps, latestStuckAt };
         }
         continue;
       }
     }
     if (entry === nil) {
       entry = backtrack();
-      if (entry === nil) return { kind: "stuck", steps, deepestOp, latestStuckAt };
+      if (entry === nil) return { kind: "stuck", steps, latestStuckAt };
       continue;
     }
     if (isCall[entry] === 1) {
@@ -378,13 +380,9 @@ function search(
     }
     // A return: every operation still in the list before it would have to go first.
     if (time[entry] === Infinity) break; // only unknown writes are left: they go last, or never
-    if (stackEntry.length > deepest) {
-      deepest = stackEntry.length;
-      deepestOp = entryOp[entry];
-    }
     latestStuckAt = Math.max(latestStuckAt, time[entry]);
     entry = backtrack();
-    if (entry === nil) return { kind: "stuck", steps, deepestOp, latestStuckAt };
+    if (entry === nil) return { kind: "stuck", steps, latestStuckAt };
   }
   return { kind: "ok", steps };
 }
@@ -402,14 +400,15 @@ function shrink(
   stuck: { latestStuckAt: number },
   initialValue: string | null,
   budget: number,
-): { ops: RegisterOperation[]; steps: number } {
+): { ops: RegisterOperation[]; steps: number; minimal: boolean } {
   let steps = 0;
+  let outOfBudget = false;
   const fails = (candidate: RegisterOperation[]): boolean => {
     const left = budget - steps;
-    if (left <= 0) return false;
-    const result = search(candidate, initialValue, left);
-    steps += result.steps;
-    return result.kind === "stuck";
+    const result = left > 0 ? search(candidate, initialValue, left) : undefined;
+    if (result === undefined || result.kind === "budget") outOfBudget = true;
+    steps += result?.steps ?? 0;
+    return result?.kind === "stuck";
   };
   /** `candidate` without `removed`, and without the reads of the writes removed. */
   const without = (candidate: RegisterOperation[], removed: ReadonlySet<RegisterOperation>) => {
@@ -438,7 +437,7 @@ function shrink(
   );
   if (prefix.length < current.length && fails(prefix)) current = prefix;
   let chunks = 2;
-  while (current.length >= 2 && steps < budget) {
+  while (current.length >= 2 && !outOfBudget) {
     const size = Math.ceil(current.length / chunks);
     let reduced = false;
     for (let start = 0; start < current.length; start += size) {
@@ -455,5 +454,5 @@ function shrink(
       chunks = Math.min(current.length, chunks * 2);
     }
   }
-  return { ops: current, steps };
+  return { ops: current.sort((a, b) => a.id - b.id), steps, minimal: !outOfBudget };
 }

@@ -70,6 +70,26 @@ describe("checkLinearizable", () => {
     );
   });
 
+  it("shrinks a counterexample to the operations that prove it, or says it could not", () => {
+    const ops: RegisterOperation[] = [
+      { id: 0, kind: "write", invokedAt: 0, completedAt: 10, value: "a" },
+      { id: 1, kind: "read", invokedAt: 11, completedAt: 12, value: "a" },
+      { id: 2, kind: "write", invokedAt: 20, completedAt: 30, value: "b" },
+      { id: 3, kind: "read", invokedAt: 31, completedAt: 32, value: "b" },
+      { id: 4, kind: "write", invokedAt: 40, completedAt: 50, value: "c" },
+      { id: 5, kind: "read", invokedAt: 60, completedAt: 61, value: "b" },
+      { id: 6, kind: "write", invokedAt: 70, completedAt: Infinity, value: "d" },
+    ];
+    const shrunk = checkLinearizable(ops);
+    expect(shrunk).toEqual(expect.objectContaining({ verdict: "anomaly", operations: [2, 4, 5] }));
+    expect(shrunk.verdict === "anomaly" && shrunk.message).not.toContain("may not be minimal");
+    const unshrunk = checkLinearizable(ops, { maxMinimizeSteps: 1 });
+    expect(unshrunk).toEqual(
+      expect.objectContaining({ verdict: "anomaly", operations: [0, 1, 2, 3, 4, 5] }),
+    );
+    expect(unshrunk.verdict === "anomaly" && unshrunk.message).toContain("may not be minimal");
+  });
+
   it("says when its budget ran out", () => {
     const ops: RegisterOperation[] = Array.from({ length: 12 }, (_, id) => ({
       id,
