@@ -6,7 +6,11 @@
  *   final value although no other write could have replaced it. A write could
  *   have replaced it when it is ok or unknown, was invoked before the final
  *   read, and did not definitely come first (it had not completed before the
- *   acknowledged write was invoked).
+ *   acknowledged write was invoked). It is lost too, whatever other writes
+ *   there were, when the final value is definitely older than it: the initial
+ *   value, or the value of an ok write that completed before it was invoked
+ *   (values are unique and labels are never deleted, so an older value cannot
+ *   come back).
  * - `failed-write-visible`: a definitely failed write whose value some read or
  *   the final read saw.
  * - `unknown-value`: a read (or the final read) saw a value that no write of
@@ -31,6 +35,7 @@ export function checkLostWrites(
   const byValue = new Map<string, WriteOperation>();
   for (const write of writes) byValue.set(write.value, write);
   const finalValue = final.values.get(register) ?? null;
+  const finalWrite = finalValue === null ? undefined : byValue.get(finalValue);
 
   for (const write of writes) {
     if (write.outcome !== "ok" || write.value === finalValue) continue;
@@ -41,14 +46,31 @@ export function checkLostWrites(
         other.invokedAt < final.at &&
         !(other.outcome === "ok" && other.completedAt < write.invokedAt),
     );
+    const lost = `acknowledged write #${write.id} of ${JSON.stringify(write.value)} is not in the final read`;
     if (replacer === undefined) {
       anomalies.push({
         kind: "lost-write",
         register,
-        message:
-          `acknowledged write #${write.id} of ${JSON.stringify(write.value)} is not in the final read ` +
-          `(which has ${showValue(finalValue)}), and no other write could have replaced it`,
+        message: `${lost} (which has ${showValue(finalValue)}), and no other write could have replaced it`,
         operations: [write.id],
+      });
+    } else if (finalValue === initialValue) {
+      anomalies.push({
+        kind: "lost-write",
+        register,
+        message: `${lost}, which has the register's initial value (${showValue(finalValue)}) again`,
+        operations: [write.id],
+      });
+    } else if (
+      finalWrite !== undefined &&
+      finalWrite.outcome === "ok" &&
+      finalWrite.completedAt < write.invokedAt
+    ) {
+      anomalies.push({
+        kind: "lost-write",
+        register,
+        message: `${lost}, which has ${showValue(finalValue)} of write #${finalWrite.id}, completed before write #${write.id} was invoked`,
+        operations: [finalWrite.id, write.id],
       });
     }
   }

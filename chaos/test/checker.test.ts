@@ -34,6 +34,22 @@ describe("checkHistory flags", () => {
     ]);
   });
 
+  it("an acknowledged write replaced by an older value, other writes notwithstanding", () => {
+    const h = new HistoryBuilder();
+    const a = h.write("w1", reg, "a", 0, 10);
+    const b = h.write("w1", reg, "b", 20, 30);
+    h.write("w2", reg, "c", 40, 50, "unknown");
+    const report = checkHistory(h.ops, finalRead(100, { [reg]: "a" }));
+    expect(report.anomalies).toEqual([
+      expect.objectContaining({ kind: "lost-write", operations: [a.id, b.id] }),
+    ]);
+    const absent = checkHistory(h.ops, finalRead(100, { [reg]: null }));
+    expect(absent.anomalies).toEqual([
+      expect.objectContaining({ kind: "lost-write", operations: [a.id] }),
+      expect.objectContaining({ kind: "lost-write", operations: [b.id] }),
+    ]);
+  });
+
   it("a definitely failed write that a read saw", () => {
     const h = new HistoryBuilder();
     h.write("w1", reg, "a", 0, 10);
