@@ -22,8 +22,10 @@
  * while its write is the state; a read that can linearize is taken at once and
  * never revisited (a read changes no state, so taking it earlier loses
  * nothing); a write may not overwrite a value that reads not yet linearized
- * still have to see; and an unknown write nobody read is left out (it can
- * always be taken as never having happened). The cache keys the linearized set by a 64-bit
+ * still have to see; an unknown write nobody read is left out (it can
+ * always be taken as never having happened); and the states after any ok
+ * write nobody read are one state (no read needs it, any write may overwrite
+ * it). The cache keys the linearized set by a 64-bit
  * Zobrist hash (deterministic); a collision, which could only make the search
  * skip a configuration, has a probability of about steps² / 2⁶⁴.
  */
@@ -221,7 +223,7 @@ function search(
   const writers = writerIndex(ops);
   const need = new Int32Array(n);
   // Reads not yet linearized that need each state; index = state + 1.
-  const pendingReads = new Int32Array(n + 1);
+  const pendingReads = new Int32Array(n + 2);
   ops.forEach((op, i) => {
     if (op.kind === "read") {
       const w = neededWriter(op, writers, initialValue);
@@ -229,6 +231,11 @@ function search(
       if (w !== impossible) pendingReads[w + 1] += 1;
     }
   });
+  // The state after a write nobody read: all such states behave alike (no
+  // read needs them, any write may overwrite them), so they are one state.
+  const unread = n;
+  const stateAfter = new Int32Array(n);
+  for (let i = 0; i < n; i++) stateAfter[i] = pendingReads[i + 1] > 0 ? i : unread;
 
   // Entries sorted by time; calls first at equal times; then by id.
   const order: { op: number; call: boolean; time: number }[] = [];
@@ -370,7 +377,11 @@ function search(
     if (isCall[entry] === 1) {
       const op = entryOp[entry];
       // Reads were tried above; a write may not overwrite a value reads still need.
-      if (ops[op].kind === "write" && pendingReads[state + 1] === 0 && tryPush(entry, op, false)) {
+      if (
+        ops[op].kind === "write" &&
+        pendingReads[state + 1] === 0 &&
+        tryPush(entry, stateAfter[op], false)
+      ) {
         entry = next[0];
         fresh = true;
       } else {

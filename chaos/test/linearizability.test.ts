@@ -90,6 +90,26 @@ describe("checkLinearizable", () => {
     expect(unshrunk.verdict === "anomaly" && unshrunk.message).toContain("may not be minimal");
   });
 
+  it("decides a dead end behind many concurrent writes nobody read", () => {
+    // The search must try every subset of the 12 writes before it gives up.
+    const ops: RegisterOperation[] = Array.from({ length: 12 }, (_, id) => ({
+      id,
+      kind: "write",
+      invokedAt: 20,
+      completedAt: 100,
+      value: `u${id}`,
+    }));
+    ops.push(
+      { id: 12, kind: "write", invokedAt: 20, completedAt: 100, value: "b" },
+      { id: 13, kind: "read", invokedAt: 50, completedAt: 60, value: "b" },
+      { id: 14, kind: "write", invokedAt: 150, completedAt: 160, value: "c" },
+      { id: 15, kind: "read", invokedAt: 200, completedAt: 201, value: "b" },
+    );
+    expect(checkLinearizable(ops)).toEqual(
+      expect.objectContaining({ verdict: "anomaly", operations: [12, 14, 15] }),
+    );
+  });
+
   it("says when its budget ran out", () => {
     const ops: RegisterOperation[] = Array.from({ length: 12 }, (_, id) => ({
       id,
