@@ -64,6 +64,9 @@ const faultColours: Record<string, string> = {
   partition: "#9334e6",
 };
 
+/** A white outline that keeps a label legible over bars and lines. */
+const halo = ' stroke="#fff" stroke-width="3" paint-order="stroke"';
+
 /** Escapes text for SVG content and attributes. */
 function escape(text: string): string {
   return text
@@ -119,7 +122,9 @@ export function renderTimeline(input: TimelineInput): string {
   const laneCount = Math.min(Math.max(1, ...faultLanes.map((l) => l + 1)), 6);
   const faultsTop = top;
   const faultsBottom = faultsTop + laneCount * laneHeight;
-  const barsTop = faultsBottom + 24;
+  // A strip for the leader changes' names, in two rows, above the bars.
+  const leadersTop = faultsBottom + 4;
+  const barsTop = leadersTop + 2 * 14 + 8;
   const barsBottom = height - bottom;
   const maxOk = Math.max(1, ...input.okPerSecond.filter((v) => Number.isFinite(v)));
   const yStep = tickStep(maxOk, 4);
@@ -157,7 +162,10 @@ export function renderTimeline(input: TimelineInput): string {
     const label = `${fault.kind} ${fault.node}`;
     out.push(
       `<rect x="${n(x0)}" y="${n(yTop)}" width="${n(x1 - x0)}" height="${laneHeight - 4}" rx="3" fill="${colour}" fill-opacity="0.8"><title>${escape(`${label}: ${fault.start.toFixed(1)}–${fault.end === undefined ? "end" : fault.end.toFixed(1)} s`)}</title></rect>`,
-      `<text x="${n(x0 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#000">${escape(label)}</text>`,
+      // Inside the band when it fits (about 7 px a character), else just after it.
+      label.length * 7 + 6 <= x1 - x0
+        ? `<text x="${n(x0 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#fff" font-weight="bold">${escape(label)}</text>`
+        : `<text x="${n(x1 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#000"${halo}>${escape(label)}</text>`,
     );
   });
   out.push(`<text x="8" y="${n(faultsTop + 14)}" fill="#444">faults</text>`);
@@ -181,10 +189,10 @@ export function renderTimeline(input: TimelineInput): string {
   // Leader changes.
   input.leaderChanges.forEach((change, i) => {
     const at = x(change.at);
-    const labelY = barsTop + 12 + (i % 3) * 14;
+    const labelY = leadersTop + 11 + (i % 2) * 14;
     out.push(
-      `<line x1="${n(at)}" x2="${n(at)}" y1="${n(barsTop)}" y2="${n(barsBottom)}" stroke="#188038" stroke-width="1.5" stroke-dasharray="4 3"/>`,
-      `<text x="${n(at + 3)}" y="${n(labelY)}" fill="#188038">${escape(`leader ${change.leader}`)}</text>`,
+      `<line x1="${n(at)}" x2="${n(at)}" y1="${n(labelY - 10)}" y2="${n(barsBottom)}" stroke="#188038" stroke-width="1.5" stroke-dasharray="4 3"/>`,
+      `<text x="${n(at + 3)}" y="${n(labelY)}" fill="#188038"${halo}>${escape(`leader ${change.leader}`)}</text>`,
     );
   });
 
@@ -196,7 +204,7 @@ export function renderTimeline(input: TimelineInput): string {
     const dx = anchor === "end" ? -4 : 4;
     out.push(
       `<line x1="${n(at)}" x2="${n(at)}" y1="${top - 12}" y2="${barsBottom}" stroke="${colour}" stroke-width="2"/>`,
-      `<text x="${n(at + dx)}" y="${n(barsBottom - 8 - row * 14)}" text-anchor="${anchor}" fill="${colour}" font-weight="bold">${escape(`${label} ${t.toFixed(1)} s`)}</text>`,
+      `<text x="${n(at + dx)}" y="${n(barsBottom - 8 - row * 14)}" text-anchor="${anchor}" fill="${colour}" font-weight="bold"${halo}>${escape(`${label} ${t.toFixed(1)} s`)}</text>`,
     );
   };
   moment(input.lastFaultAt, "last fault", "#b31412", 1);
