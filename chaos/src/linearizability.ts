@@ -252,15 +252,13 @@ function search(
   const entryOp = new Int32Array(size);
   const isCall = new Uint8Array(size);
   const time = new Float64Array(size);
-  const callEntry = new Int32Array(n);
   const returnEntry = new Int32Array(n);
   order.forEach((entry, k) => {
     const e = k + 1;
     entryOp[e] = entry.op;
     isCall[e] = entry.call ? 1 : 0;
     time[e] = entry.time;
-    if (entry.call) callEntry[entry.op] = e;
-    else returnEntry[entry.op] = e;
+    if (!entry.call) returnEntry[entry.op] = e;
   });
   const nil = -1;
   for (let e = 0; e < size; e++) {
