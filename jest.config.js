@@ -9,6 +9,7 @@ module.exports = {
     "<rootDir>/packages/*/test/**/*.test.ts",
     "<rootDir>/proto/test/**/*.test.ts",
     "<rootDir>/local-cluster/test/**/*.test.ts",
+    "<rootDir>/chaos/test/**/*.test.ts",
     "<rootDir>/e2e/**/*.test.ts",
   ],
   moduleNameMapper: {

@@ -1,0 +1,30 @@
+/**
+ * @metropolis/chaos — a bounded fault-injection run against a local cluster
+ * of real metropolis-node processes, and the checker of its history.
+ */
+export type * from "./history";
+export {
+  checkHistory,
+  type CheckOptions,
+  type CheckReport,
+  type OutcomeCounts,
+  type RegisterVerdict,
+} from "./checker";
+export {
+  checkLinearizable,
+  defaultMaxMinimizeSteps,
+  defaultMaxSteps,
+  registerOperations,
+  type LinearizabilityOptions,
+  type LinearizabilityResult,
+  type RegisterOperation,
+} from "./linearizability";
+export { checkLostWrites } from "./lost-writes";
+export { checkStaleReads } from "./stale-reads";
+export {
+  renderTimeline,
+  type TimelineFault,
+  type TimelineInput,
+  type TimelinePhase,
+  type TimelineLeaderChange,
+} from "./timeline-svg";
