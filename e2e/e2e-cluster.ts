@@ -12,7 +12,6 @@
  * in ../local-cluster's cluster-view.ts — and the unboxing of a node's fatal
  * error.
  */
-import { randomInt } from "node:crypto";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,6 +27,7 @@ import {
   type LocalClusterOptions,
 } from "../local-cluster/src/cluster-launcher";
 import { ClusterView, type EtcdMemberView } from "../local-cluster/src/cluster-view";
+import { randomLoopbackNet } from "../local-cluster/src/loopback-net";
 import {
   nodeBinaryPath,
   NodeProcess,
@@ -44,12 +44,6 @@ export class E2eHarnessError extends Error {
 
 /** Ports every node uses (the defaults): the Debug service and the curator. */
 export { curatorPort, debugPort } from "../local-cluster/src/cluster-view";
-
-/** A random 127.X.Y.0/24 for one test file; node `i` (1-based) gets 127.X.Y.(i+1). */
-export function randomLoopbackNet(): (index: number) => string {
-  const prefix = `127.${randomInt(100, 250)}.${randomInt(1, 250)}`;
-  return (index) => `${prefix}.${index + 1}`;
-}
 
 /** The packages the node binary is built from. */
 const nodePackages = [

@@ -54,3 +54,4 @@ export {
   ownerTowardsNode,
   type EtcdMemberView,
 } from "./cluster-view";
+export { randomLoopbackNet } from "./loopback-net";

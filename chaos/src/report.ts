@@ -1,0 +1,129 @@
+/**
+ * The report of a chaos run: every figure in one JSON file
+ * (`reports/chaos-<seed>.json` unless `--out` says otherwise), the timeline
+ * as SVG next to it, and a short table on the terminal.
+ *
+ * Figures: operations ok / failed / unknown by type, the checker's anomalies
+ * (lost writes among them), the longest time in phase A without any
+ * acknowledged write, the time from the last fault until every node was UP
+ * and HEALTHY, leader changes, every fault, and the final invariants.
+ */
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import type { Anomaly, Operation, Outcome } from "./history";
+import type { InvariantResult } from "./invariants";
+import type { LeaderChange } from "./leader-watch";
+import type { FaultRecord } from "./nemesis";
+
+/** Counts by outcome. */
+export type OutcomeCounts = Record<Outcome, number>;
+
+/** A phase of the run (run clock, ms). */
+export interface Phase {
+  name: string;
+  start: number;
+  end: number;
+}
+
+/** Everything a run measured and found; see the module comment. */
+export interface ChaosReport {
+  seed: number;
+  minutes: number;
+  nodes: number;
+  phaseB: boolean;
+  /** Whether the run passed: no anomaly and every invariant held. */
+  passed: boolean;
+  phases: Phase[];
+  ops: { write: OutcomeCounts; read: OutcomeCounts; other: OutcomeCounts };
+  /** GetNodes calls that did not answer (not in the history). */
+  readsWithoutAnswer: number;
+  lostWrites: number;
+  anomalies: Anomaly[];
+  /** The longest time in phase A without any acknowledged write, ms. */
+  longestUnavailabilityPhaseAMs: number;
+  /** When the last fault was healed (run clock, ms). */
+  lastFaultAt: number;
+  /** When every node was UP and HEALTHY again (run clock, ms), if it was within 60 s. */
+  allHealthyAt: number | null;
+  /** allHealthyAt − lastFaultAt, ms. */
+  recoveryMs: number | null;
+  leaderChanges: LeaderChange[];
+  faults: FaultRecord[];
+  invariants: InvariantResult[];
+  okPerSecond: number[];
+  /** PIDs the run started that were still alive at its end (must be none). */
+  leftoverPids: number[];
+  /** Where the JSON and the SVG were written. */
+  files: { json: string; svg: string };
+}
+
+/** Operations by type and outcome. */
+export function countOps(history: readonly Operation[]): ChaosReport["ops"] {
+  const zero = (): OutcomeCounts => ({ ok: 0, failed: 0, unknown: 0 });
+  const ops = { write: zero(), read: zero(), other: zero() };
+  for (const op of history) ops[op.type][op.outcome]++;
+  return ops;
+}
+
+/** Acknowledged operations completed in each second of the run. */
+export function okPerSecond(history: readonly Operation[], endMs: number): number[] {
+  const buckets = new Array<number>(Math.ceil(endMs / 1000)).fill(0);
+  for (const op of history) {
+    const i = Math.floor(op.completedAt / 1000);
+    if (op.outcome === "ok" && i >= 0 && i < buckets.length) buckets[i]++;
+  }
+  return buckets;
+}
+
+/** The longest time within [from, to] without an acknowledged write completing, ms. */
+export function longestWriteGap(history: readonly Operation[], from: number, to: number): number {
+  const acks = history
+    .filter((op) => op.type === "write" && op.outcome === "ok")
+    .map((op) => op.completedAt)
+    .filter((t) => t >= from && t <= to)
+    .sort((a, b) => a - b);
+  let longest = 0;
+  let last = from;
+  for (const t of [...acks, to]) {
+    longest = Math.max(longest, t - last);
+    last = t;
+  }
+  return Math.round(longest);
+}
+
+/** Writes the JSON report and the SVG timeline. */
+export async function writeReport(report: ChaosReport, svg: string): Promise<void> {
+  await mkdir(dirname(report.files.json), { recursive: true });
+  await writeFile(report.files.json, JSON.stringify(report, null, 2) + "\n");
+  await writeFile(report.files.svg, svg);
+}
+
+const s = (ms: number | null) => (ms === null ? "—" : `${(ms / 1000).toFixed(1)} s`);
+
+/** The short table printed at the end of a run. */
+export function formatReport(r: ChaosReport): string {
+  const row = (name: string, c: OutcomeCounts) =>
+    `  ${name.padEnd(8)} ${String(c.ok).padStart(7)} ${String(c.failed).padStart(7)} ${String(c.unknown).padStart(8)}`;
+  const faultKinds = new Map<string, number>();
+  for (const f of r.faults) faultKinds.set(f.kind, (faultKinds.get(f.kind) ?? 0) + 1);
+  return [
+    `chaos run, seed ${r.seed}: ${r.minutes} min, ${r.nodes} nodes, phase B ${r.phaseB ? "on" : "off"}: ${r.passed ? "PASSED" : "FAILED"}`,
+    `  ops           ok  failed  unknown`,
+    row("write", r.ops.write),
+    row("read", r.ops.read),
+    row("other", r.ops.other),
+    `  faults: ${r.faults.length} (${[...faultKinds].map(([k, n]) => `${k} ${n}`).join(", ")})`,
+    `  leader changes: ${Math.max(0, r.leaderChanges.length - 1)}`,
+    `  longest unavailability in phase A: ${s(r.longestUnavailabilityPhaseAMs)}`,
+    `  last fault → all HEALTHY: ${s(r.recoveryMs)}`,
+    `  lost writes: ${r.lostWrites}, anomalies: ${r.anomalies.length}`,
+    ...r.anomalies.slice(0, 10).map((a) => `    ${a.kind} ${a.register}: ${a.message}`),
+    ...r.invariants.map(
+      (i) => `  ${i.ok ? "ok  " : "FAIL"} ${i.name}${i.ok ? "" : `: ${i.detail}`}`,
+    ),
+    ...(r.leftoverPids.length > 0
+      ? [`  FAIL processes left behind: ${r.leftoverPids.join(", ")}`]
+      : []),
+    `  report: ${r.files.json}, timeline: ${r.files.svg}`,
+  ].join("\n");
+}
