@@ -78,6 +78,20 @@ const notCommitted = [
   /^No connection established/,
 ];
 
+/** Refusals of the request by a serving leader: it still leads, keep talking to it. */
+const leaderRefusals = new Set<number>([
+  status.INVALID_ARGUMENT,
+  status.PERMISSION_DENIED,
+  status.FAILED_PRECONDITION,
+  status.NOT_FOUND,
+  status.ALREADY_EXISTS,
+  status.ABORTED,
+]);
+
+function isLeaderRefusal(e: unknown): boolean {
+  return isServiceError(e) && leaderRefusals.has(e.code);
+}
+
 function isServiceError(e: unknown): e is ServiceError {
   return e instanceof Error && "code" in e && typeof e.code === "number";
 }
@@ -140,8 +154,15 @@ export class OwnerClient {
       );
     } catch (e) {
       const error = classify(e);
-      // Not a serving leader's definite answer: look for the leader again next time.
-      if (error.outcome === "unknown" || !sent) this.connection.close();
+      // Anything but a serving leader's refusal of the request itself (a follower's
+      // UNIMPLEMENTED, a refused connection, a timeout): look for the leader again next time.
+      if (!isLeaderRefusal(error.cause)) {
+        this.connection.close();
+        // CuratorConnection asks the curators one after the other, each for up to the whole
+        // deadline: a frozen one first in line would make every attempt time out. Rotate.
+        const [first, ...rest] = this.connection.knownEndpoints;
+        if (first) this.connection.setEndpoints([...rest, first]);
+      }
       if (!sent && error.outcome === "unknown") {
         return Promise.reject(new AttemptError("failed", `no request sent: ${error.detail}`));
       }

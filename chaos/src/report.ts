@@ -53,8 +53,24 @@ export interface ChaosReport {
   okPerSecond: number[];
   /** PIDs the run started that were still alive at its end (must be none). */
   leftoverPids: number[];
-  /** Where the JSON and the SVG were written. */
-  files: { json: string; svg: string };
+  /** The most frequent errors of operations that were not ok: message → count. */
+  errors: Record<string, number>;
+  /** Where the JSON, the SVG and the history (one operation per line) were written. */
+  files: { json: string; svg: string; history: string };
+}
+
+/** The `limit` most frequent errors (digits and IDs blurred, so that alike ones add up). */
+export function countErrors(history: readonly Operation[], limit = 12): Record<string, number> {
+  const counts = new Map<string, number>();
+  for (const op of history) {
+    if (op.error === undefined) continue;
+    const key = `${op.type}: ${op.error
+      .replace(/metropolis-[0-9a-f]+/g, "<node>")
+      .replace(/\d+/g, "N")
+      .slice(0, 160)}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, limit));
 }
 
 /** Operations by type and outcome. */
@@ -91,11 +107,19 @@ export function longestWriteGap(history: readonly Operation[], from: number, to:
   return Math.round(longest);
 }
 
-/** Writes the JSON report and the SVG timeline. */
-export async function writeReport(report: ChaosReport, svg: string): Promise<void> {
+/** Writes the JSON report, the SVG timeline and the history (JSON lines; maps as objects). */
+export async function writeReport(
+  report: ChaosReport,
+  svg: string,
+  history: readonly Operation[],
+): Promise<void> {
   await mkdir(dirname(report.files.json), { recursive: true });
   await writeFile(report.files.json, JSON.stringify(report, null, 2) + "\n");
   await writeFile(report.files.svg, svg);
+  const lines = history.map((op) =>
+    JSON.stringify(op.type === "read" ? { ...op, values: Object.fromEntries(op.values) } : op),
+  );
+  await writeFile(report.files.history, lines.join("\n") + "\n");
 }
 
 const s = (ms: number | null) => (ms === null ? "—" : `${(ms / 1000).toFixed(1)} s`);
@@ -112,6 +136,10 @@ export function formatReport(r: ChaosReport): string {
     row("write", r.ops.write),
     row("read", r.ops.read),
     row("other", r.ops.other),
+    `  most frequent errors:`,
+    ...Object.entries(r.errors)
+      .slice(0, 5)
+      .map(([e, n]) => `    ${String(n).padStart(6)} × ${e}`),
     `  faults: ${r.faults.length} (${[...faultKinds].map(([k, n]) => `${k} ${n}`).join(", ")})`,
     `  leader changes: ${Math.max(0, r.leaderChanges.length - 1)}`,
     `  longest unavailability in phase A: ${s(r.longestUnavailabilityPhaseAMs)}`,

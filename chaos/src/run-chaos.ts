@@ -33,7 +33,7 @@ import type { api } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
 import { checkHistory, renderTimeline } from "./checker-stub";
 import { ChaosRunError } from "./errors";
-import type { FinalRead, RegisterId } from "./history";
+import type { FinalRead, Operation, RegisterId } from "./history";
 import { HistoryRecorder } from "./history-recorder";
 import { checkInvariants, etcdDataMarkers, waitAllHealthy } from "./invariants";
 import { LeaderWatch } from "./leader-watch";
@@ -41,6 +41,7 @@ import { Nemesis } from "./nemesis";
 import { OwnerClient } from "./owner-client";
 import { Prng } from "./prng";
 import {
+  countErrors,
   countOps,
   formatReport,
   longestWriteGap,
@@ -99,14 +100,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await cluster.up();
     const members = cluster.nodes.slice(0, memberCount);
     for (const m of members.slice(1)) await cluster.setConsensus(m, true);
-    const { report, svg } = await runOnCluster(cluster, members, {
+    const { report, svg, history } = await runOnCluster(cluster, members, {
       ...options,
       minutes,
       nodeCount,
       phaseB,
       log,
     });
-    return await finish(report, svg, cluster, log);
+    return await finish(report, svg, history, cluster, log);
   } finally {
     await stopAll(cluster);
     cluster.release();
@@ -125,7 +126,7 @@ async function runOnCluster(
     phaseB: boolean;
     log: (l: string) => void;
   },
-): Promise<{ report: ChaosReport; svg: string }> {
+): Promise<{ report: ChaosReport; svg: string; history: Operation[] }> {
   const view = new ClusterView(cluster);
   const owner = await view.owner();
   const prng = new Prng(opts.seed);
@@ -219,7 +220,12 @@ async function runOnCluster(
     invariants,
     okPerSecond: perSecond,
     leftoverPids: [],
-    files: { json: out, svg: out.replace(/\.json$/, "") + ".svg" },
+    errors: countErrors(history),
+    files: {
+      json: out,
+      svg: out.replace(/\.json$/, "") + ".svg",
+      history: out.replace(/\.json$/, "") + ".history.jsonl",
+    },
   };
   const svg = renderTimeline({
     faults: report.faults,
@@ -229,7 +235,7 @@ async function runOnCluster(
     lastFaultAt: report.lastFaultAt,
     allHealthyAt: report.allHealthyAt ?? endMs,
   });
-  return { report, svg };
+  return { report, svg, history };
 }
 
 /**
@@ -280,13 +286,14 @@ async function finalRead(
 async function finish(
   report: ChaosReport,
   svg: string,
+  history: readonly Operation[],
   cluster: LocalCluster,
   log: (line: string) => void,
 ): Promise<ChaosReport> {
   await stopAll(cluster);
   const leftoverPids = aliveGroups(cluster.started);
   const final = { ...report, leftoverPids, passed: report.passed && leftoverPids.length === 0 };
-  await writeReport(final, svg);
+  await writeReport(final, svg, history);
   log(formatReport(final));
   return final;
 }
