@@ -6,12 +6,15 @@
  * its etcd data (the inode of its `data/etcd/data/member` directory is the
  * same as at the start, and its log never says it removed etcd data).
  *
+ * Also: every node process runs at the end (the nemesis starts again every
+ * node it stopped, so one that is not running stopped on its own).
+ *
  * Guarantees: each check is a result, never an exception: a check that
  * could not be done failed, with the reason in `detail`.
  */
 import { stat, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ClusterNode, ClusterView } from "@metropolis/local-cluster";
+import { describeExit, type ClusterNode, type ClusterView } from "@metropolis/local-cluster";
 import { InvariantFailure } from "./errors";
 
 /** One final invariant and whether it held. */
@@ -41,6 +44,16 @@ export async function etcdDataMarkers(
     );
   }
   return markers;
+}
+
+/** A node's stderr (a boxed fatal error) on one line, cut short. */
+function oneLine(stderr: string): string {
+  return stderr
+    .split("\n")
+    .map((l) => l.replace(/[│┌┐└┘├┤─]/g, "").trim())
+    .filter((l) => l !== "")
+    .join(" ")
+    .slice(0, 400);
 }
 
 /** What a node logs when it drops its etcd data (see e2e/rogue.test.ts). */
@@ -74,6 +87,22 @@ export async function checkInvariants(args: {
 }): Promise<InvariantResult[]> {
   const { view, members } = args;
   const results: InvariantResult[] = [];
+  // The nemesis starts every node it stopped again: a node not running now stopped on its own.
+  const gone = view.cluster.nodes.filter((n) => !n.process?.running);
+  results.push({
+    name: "every node process running (none exited on its own)",
+    ok: gone.length === 0,
+    detail:
+      gone.length === 0
+        ? "yes"
+        : gone
+            .map((n) => {
+              const exit = n.process?.exit;
+              const why = exit ? describeExit(exit) : "never started";
+              return `${n.name} ${why}: ${oneLine(n.process?.stderr() ?? "")}`;
+            })
+            .join("; "),
+  });
   const check = async (name: string, fn: () => Promise<string>) => {
     try {
       results.push({ name, ok: true, detail: await fn() });

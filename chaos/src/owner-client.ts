@@ -113,6 +113,11 @@ export function classify(e: unknown): AttemptError {
     if (e.code === status.UNAVAILABLE && notCommitted.some((re) => re.test(e.details))) {
       return new AttemptError("failed", detail, { cause: e });
     }
+    // grpc-js names the peer (remote_addr) once the call was started on a connection; a
+    // deadline that passed before (resolving, waiting for an LB pick) sent nothing.
+    if (e.code === status.DEADLINE_EXCEEDED && !e.details.includes("remote_addr=")) {
+      return new AttemptError("failed", detail, { cause: e });
+    }
     return new AttemptError("unknown", detail, { cause: e });
   }
   return new AttemptError("unknown", e instanceof Error ? e.message : String(e), { cause: e });

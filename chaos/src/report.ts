@@ -51,7 +51,9 @@ export interface ChaosReport {
   faults: FaultRecord[];
   invariants: InvariantResult[];
   okPerSecond: number[];
-  /** PIDs the run started that were still alive at its end (must be none). */
+  /** The PID of every node process the run started. */
+  startedPids: number[];
+  /** PIDs of the run's process groups still alive at its end (must be none). */
   leftoverPids: number[];
   /** The most frequent errors of operations that were not ok: message → count. */
   errors: Record<string, number>;

@@ -219,6 +219,7 @@ async function runOnCluster(
     })),
     invariants,
     okPerSecond: perSecond,
+    startedPids: [],
     leftoverPids: [],
     errors: countErrors(history),
     files: {
@@ -292,7 +293,12 @@ async function finish(
 ): Promise<ChaosReport> {
   await stopAll(cluster);
   const leftoverPids = aliveGroups(cluster.started);
-  const final = { ...report, leftoverPids, passed: report.passed && leftoverPids.length === 0 };
+  const final = {
+    ...report,
+    startedPids: cluster.started.map((p) => p.pid),
+    leftoverPids,
+    passed: report.passed && leftoverPids.length === 0,
+  };
   await writeReport(final, svg, history);
   log(formatReport(final));
   return final;
