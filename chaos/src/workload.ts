@@ -24,8 +24,8 @@ import type { OwnerCredentials } from "@metropolis/metroctl";
 import { abortableSleep } from "@metropolis/supervisor";
 import type { api } from "@metropolis/proto";
 import type { RegisterId } from "./history";
-import type { HistoryRecorder } from "./history-recorder";
-import { classify, OwnerClient } from "./owner-client";
+import type { HistoryRecorder, PendingOperation } from "./history-recorder";
+import { classify, OwnerClient, type Invoke } from "./owner-client";
 import type { Prng } from "./prng";
 
 /** The label keys of each register node. */
@@ -112,24 +112,14 @@ export class Workload {
       register: registerId(node.id, key),
       value,
     });
-    try {
-      await client.api.attempt(
-        (l, m, o, cb) =>
-          l.management.updateNodeLabels(
-            { node: { $case: "id", id: node.id }, add: new Map([[key, value]]), remove: [] },
-            m,
-            o,
-            cb,
-          ),
-        this.deadlineMs,
-      );
-      op.ok();
-      return true;
-    } catch (e) {
-      const error = classify(e);
-      op.end(error.outcome, error.detail);
-      return false;
-    }
+    return this.recorded(op, client.api, (l, m, o, cb) =>
+      l.management.updateNodeLabels(
+        { node: { $case: "id", id: node.id }, add: new Map([[key, value]]), remove: [] },
+        m,
+        o,
+        cb,
+      ),
+    );
   }
 
   private async read(client: { name: string; api: OwnerClient }): Promise<boolean> {
@@ -167,17 +157,24 @@ export class Workload {
       type: "other",
       what: `set-roles ${node.name} worker=${worker}`,
     });
+    return this.recorded(op, client.api, (l, m, o, cb) =>
+      l.management.updateNodeRoles(
+        { node: { $case: "id", id: node.id }, kubernetesWorker: worker },
+        m,
+        o,
+        cb,
+      ),
+    );
+  }
+
+  /** One attempt of a call whose answer carries nothing, its outcome recorded on `op`. */
+  private async recorded(
+    op: PendingOperation,
+    client: OwnerClient,
+    invoke: Invoke<unknown>,
+  ): Promise<boolean> {
     try {
-      await client.api.attempt(
-        (l, m, o, cb) =>
-          l.management.updateNodeRoles(
-            { node: { $case: "id", id: node.id }, kubernetesWorker: worker },
-            m,
-            o,
-            cb,
-          ),
-        this.deadlineMs,
-      );
+      await client.attempt(invoke, this.deadlineMs);
       op.ok();
       return true;
     } catch (e) {
