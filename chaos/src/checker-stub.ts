@@ -30,8 +30,12 @@ export function checkHistory(
   for (const w of writes) byRegister.set(w.register, [...(byRegister.get(w.register) ?? []), w]);
   for (const w of writes) {
     if (w.outcome !== "ok") continue;
+    // Another write may have taken effect after `w` unless it completed before `w` began.
     const later = (byRegister.get(w.register) ?? []).some(
-      (o) => o !== w && o.invokedAt > w.invokedAt && o.outcome !== "failed",
+      (o) =>
+        o !== w &&
+        o.outcome !== "failed" &&
+        (o.outcome === "unknown" || o.completedAt > w.invokedAt),
     );
     if (!later && final.values.get(w.register) !== w.value) {
       anomalies.push({

@@ -113,9 +113,15 @@ export function classify(e: unknown): AttemptError {
     if (e.code === status.UNAVAILABLE && notCommitted.some((re) => re.test(e.details))) {
       return new AttemptError("failed", detail, { cause: e });
     }
-    // grpc-js names the peer (remote_addr) once the call was started on a connection; a
-    // deadline that passed before (resolving, waiting for an LB pick) sent nothing.
-    if (e.code === status.DEADLINE_EXCEEDED && !e.details.includes("remote_addr=")) {
+    // grpc-js's own deadline message says where the call was when it passed: still resolving
+    // the name or waiting for an LB pick means it never had a connection, so nothing was sent.
+    // A bare "Deadline exceeded" is the server's answer: the handler may still have committed
+    // (a chaos run saw such a write become visible).
+    if (
+      e.code === status.DEADLINE_EXCEEDED &&
+      /Waiting for LB pick|waiting for name resolution/.test(e.details) &&
+      !e.details.includes("remote_addr=")
+    ) {
       return new AttemptError("failed", detail, { cause: e });
     }
     return new AttemptError("unknown", detail, { cause: e });
