@@ -41,6 +41,8 @@ export interface ChaosReport {
   anomalies: Anomaly[];
   /** The longest time in phase A without any acknowledged write, ms. */
   longestUnavailabilityPhaseAMs: number;
+  /** The same in phase B (a majority of members down for a while), ms; null without phase B. */
+  longestUnavailabilityPhaseBMs: number | null;
   /** When the last fault was healed (run clock, ms). */
   lastFaultAt: number;
   /** When every node was UP and HEALTHY again (run clock, ms), if it was within 60 s. */
@@ -67,7 +69,7 @@ export function countErrors(history: readonly Operation[], limit = 12): Record<s
   for (const op of history) {
     if (op.error === undefined) continue;
     const key = `${op.type}: ${op.error
-      .replace(/metropolis-[0-9a-f]+/g, "<node>")
+      .replace(/metropolis-[0-9a-f]{32}/g, "<node>")
       .replace(/\d+/g, "N")
       .slice(0, 160)}`;
     counts.set(key, (counts.get(key) ?? 0) + 1);
@@ -144,7 +146,8 @@ export function formatReport(r: ChaosReport): string {
       .map(([e, n]) => `    ${String(n).padStart(6)} × ${e}`),
     `  faults: ${r.faults.length} (${[...faultKinds].map(([k, n]) => `${k} ${n}`).join(", ")})`,
     `  leader changes: ${Math.max(0, r.leaderChanges.length - 1)}`,
-    `  longest unavailability in phase A: ${s(r.longestUnavailabilityPhaseAMs)}`,
+    `  longest unavailability in phase A: ${s(r.longestUnavailabilityPhaseAMs)}` +
+      (r.phaseB ? `, in phase B: ${s(r.longestUnavailabilityPhaseBMs)}` : ""),
     `  last fault → all HEALTHY: ${s(r.recoveryMs)}`,
     `  lost writes: ${r.lostWrites}, anomalies: ${r.anomalies.length}`,
     ...r.anomalies.slice(0, 10).map((a) => `    ${a.kind} ${a.register}: ${a.message}`),

@@ -206,7 +206,14 @@ async function runOnCluster(
     readsWithoutAnswer: workload.failedReads,
     lostWrites,
     anomalies: checked.anomalies,
-    longestUnavailabilityPhaseAMs: longestWriteGap(history, 0, phaseAEndsAt),
+    longestUnavailabilityPhaseAMs: longestWriteGap(
+      history,
+      0,
+      opts.phaseB ? phaseAEndsAt : faultsEndAt,
+    ),
+    longestUnavailabilityPhaseBMs: opts.phaseB
+      ? longestWriteGap(history, phaseAEndsAt, faultsEndAt)
+      : null,
     lastFaultAt: Math.round(lastFaultAt),
     allHealthyAt: allHealthyAt === undefined ? null : Math.round(allHealthyAt),
     recoveryMs:
