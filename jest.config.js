@@ -14,6 +14,8 @@ module.exports = {
   ],
   moduleNameMapper: {
     "^@metropolis/proto$": "<rootDir>/proto/src/index.ts",
+    "^@metropolis/local-cluster$": "<rootDir>/local-cluster/src/index.ts",
+    "^@metropolis/chaos$": "<rootDir>/chaos/src/index.ts",
     "^@metropolis/([a-z-]+)$": "<rootDir>/packages/$1/src/index.ts",
     "^@metropolis/([a-z-]+)/([a-z-]+)$": "<rootDir>/packages/$1/src/$2.ts",
   },

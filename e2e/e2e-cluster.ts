@@ -8,27 +8,26 @@
  *
  * Also here: the owner's view of a node from outside metroctl — the node's
  * Debug service (GetCondition), a curator's CuratorLocal (GetCurrentLeader)
- * and the node's own etcd member (its membership) — and the unboxing of a
- * node's fatal error.
+ * and the node's own etcd member (its membership), shared with the chaos run
+ * in ../local-cluster's cluster-view.ts — and the unboxing of a node's fatal
+ * error.
  */
-import { randomInt } from "node:crypto";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Metadata, type ChannelCredentials } from "@grpc/grpc-js";
-import { curatorClientCredentials, silenceIpServerNameWarning } from "@metropolis/curator";
+import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { placeNodeRoot } from "@metropolis/localstorage";
-import { ConfigDir, type OwnerCredentials } from "@metropolis/metroctl";
+import type { OwnerCredentials } from "@metropolis/metroctl";
 import type { NodeConfigFile } from "@metropolis/node";
-import { eventually } from "@metropolis/supervisor/testing";
-import { api, curator } from "@metropolis/proto";
-import { Etcd3 } from "etcd3";
+import type { api, curator } from "@metropolis/proto";
 import {
   LocalCluster,
   type ClusterNode,
   type LocalClusterOptions,
 } from "../local-cluster/src/cluster-launcher";
+import { ClusterView, type EtcdMemberView } from "../local-cluster/src/cluster-view";
+import { randomLoopbackNet } from "../local-cluster/src/loopback-net";
 import {
   nodeBinaryPath,
   NodeProcess,
@@ -44,14 +43,7 @@ export class E2eHarnessError extends Error {
 }
 
 /** Ports every node uses (the defaults): the Debug service and the curator. */
-export const debugPort = 7837;
-export const curatorPort = 7835;
-
-/** A random 127.X.Y.0/24 for one test file; node `i` (1-based) gets 127.X.Y.(i+1). */
-export function randomLoopbackNet(): (index: number) => string {
-  const prefix = `127.${randomInt(100, 250)}.${randomInt(1, 250)}`;
-  return (index) => `${prefix}.${index + 1}`;
-}
+export { curatorPort, debugPort } from "../local-cluster/src/cluster-view";
 
 /** The packages the node binary is built from. */
 const nodePackages = [
@@ -107,6 +99,8 @@ export interface E2eClusterOptions {
 /** A test file's cluster; see the module comment. */
 export class E2eCluster {
   readonly cluster: LocalCluster;
+  /** The owner's view of the nodes (Debug, CuratorLocal, etcd membership, health). */
+  readonly view: ClusterView;
   /** Address of node `index` (1-based) in this file's /24. */
   readonly address: (index: number) => string;
   private readonly extra: NodeProcess[] = [];
@@ -127,6 +121,7 @@ export class E2eCluster {
       stepTimeoutMs: 90_000,
     };
     this.cluster = new LocalCluster(clusterOptions);
+    this.view = new ClusterView(this.cluster);
   }
 
   /** Creates the temp dir and the (not yet running) cluster of test file `name`. */
@@ -168,121 +163,38 @@ export class E2eCluster {
   }
 
   /** The owner's certificate, key and the cluster CA, from the metroctl config dir. */
-  async owner(): Promise<OwnerCredentials> {
-    const owner = await new ConfigDir(this.cluster.metroctlDir).readOwnerCredentials();
-    if (!owner) throw new E2eHarnessError("no owner credentials: takeownership did not run");
-    return owner;
+  owner(): Promise<OwnerCredentials> {
+    return this.view.owner();
   }
 
-  /** Whether condition `condition` holds on `node`, asked over its Debug service as the owner. */
-  async condition(node: ClusterNode, condition: api.Condition): Promise<api.GetConditionResponse> {
-    const client = new api.DebugClient(
-      `${node.address}:${debugPort}`,
-      ownerTowardsNode(await this.owner(), node.id),
-    );
-    try {
-      return await new Promise<api.GetConditionResponse>((resolve, reject) =>
-        client.getCondition(
-          { condition },
-          new Metadata(),
-          { deadline: Date.now() + 5000 },
-          (e, r) => (e ? reject(e) : resolve(r)),
-        ),
-      );
-    } finally {
-      client.close();
-    }
+  /** Whether condition `condition` holds on `node` (Debug service, as the owner). */
+  condition(node: ClusterNode, condition: api.Condition): Promise<api.GetConditionResponse> {
+    return this.view.condition(node, condition);
   }
 
   /** Who the curator on `node` says leads: its first GetCurrentLeader answer. */
-  async currentLeader(node: ClusterNode): Promise<curator.GetCurrentLeaderResponse> {
-    const client = new curator.CuratorLocalClient(
-      `${node.address}:${curatorPort}`,
-      ownerTowardsNode(await this.owner(), node.id),
-    );
-    try {
-      return await new Promise<curator.GetCurrentLeaderResponse>((resolve, reject) => {
-        const call = client.getCurrentLeader({}, new Metadata(), { deadline: Date.now() + 5000 });
-        call.once("data", (response: curator.GetCurrentLeaderResponse) => {
-          resolve(response);
-          call.cancel();
-        });
-        call.once("error", reject);
-        call.once("end", () => reject(new E2eHarnessError("GetCurrentLeader ended")));
-      });
-    } finally {
-      client.close();
-    }
+  currentLeader(node: ClusterNode): Promise<curator.GetCurrentLeaderResponse> {
+    return this.view.currentLeader(node);
   }
 
-  /**
-   * The leader every curator on `nodes` names, once they all answer and
-   * agree. A curator rebuilds its listener when it becomes the leader, and
-   * a cluster that just came up may still be electing, so one round of
-   * answers right after "all healthy" can be a refused connection or a
-   * split view; only agreement within the deadline counts.
-   */
-  async agreedLeader(nodes: readonly ClusterNode[], timeoutMs = 30_000): Promise<string> {
-    return eventually(
-      async () => {
-        const ids = await Promise.all(
-          nodes.map(async (n) => (await this.currentLeader(n)).leaderNodeId),
-        );
-        return ids.every((id) => id !== "" && id === ids[0]) && ids[0];
-      },
-      `${nodes.map((n) => n.name).join(", ")} to name one curator leader`,
-      { timeoutMs, intervalMs: 200 },
-    );
+  /** The leader every curator on `nodes` names, once they all answer and agree. */
+  agreedLeader(nodes: readonly ClusterNode[], timeoutMs = 30_000): Promise<string> {
+    return this.view.agreedLeader(nodes, timeoutMs);
   }
 
   /** The etcd membership as `node`'s own etcd member reports it (over its unix socket). */
-  async etcdMembers(node: ClusterNode): Promise<{ name: string; isLearner: boolean }[]> {
-    const socket = join(node.root, "ephemeral", "consensus", "client.sock:0");
-    const client = new Etcd3({ hosts: `unix://${socket}`, dialTimeout: 3000 });
-    try {
-      const { members } = await client.cluster.memberList({});
-      return members.map((m) => ({ name: m.name, isLearner: m.isLearner }));
-    } finally {
-      client.close();
-    }
+  etcdMembers(node: ClusterNode): Promise<EtcdMemberView[]> {
+    return this.view.etcdMembers(node);
   }
 
-  /**
-   * Waits until every node of `nodes` runs consensus and its own etcd member
-   * lists the nodes of `nodes` as voting members, no more and no fewer;
-   * returns the member names each reported, sorted.
-   */
-  async votingMembers(nodes: readonly ClusterNode[]): Promise<string[][]> {
-    const ids = nodes.map((n) => n.id).sort();
-    const seen: string[][] = [];
-    for (const node of nodes) {
-      const members = await eventually(
-        async () => {
-          const m = await this.etcdMembers(node);
-          const running = (await this.condition(node, api.Condition.CONSENSUS_RUNNING)).ok;
-          return running && m.length === ids.length && m.every((x) => !x.isLearner) && m;
-        },
-        `${node.name} to run consensus, its etcd member listing ${ids.length} voting members`,
-        { timeoutMs: 30_000, intervalMs: 200 },
-      );
-      seen.push(members.map((m) => m.name).sort());
-    }
-    return seen;
+  /** Waits until every node of `nodes` runs consensus, each listing exactly them as voters. */
+  votingMembers(nodes: readonly ClusterNode[]): Promise<string[][]> {
+    return this.view.votingMembers(nodes);
   }
 
   /** Waits until the curator leader sees every node of `some` UP and HEALTHY. */
-  async allHealthy(some: readonly ClusterNode[]): Promise<void> {
-    await eventually(
-      async () => {
-        const views = await this.cluster.listNodes();
-        return some.every((n) => {
-          const view = views.find((v) => v.id === n.id);
-          return view?.state === "UP" && view.health === "HEALTHY";
-        });
-      },
-      `${some.map((n) => n.name).join(", ")} UP and HEALTHY`,
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
+  allHealthy(some: readonly ClusterNode[]): Promise<void> {
+    return this.view.allHealthy(some);
   }
 
   /**
@@ -327,9 +239,4 @@ export function unboxed(stderr: string): string {
     .map((l) => l.replace(/^│ ?/, "").replace(/ *│$/, "").trim())
     .filter((l) => l !== "")
     .join(" ");
-}
-
-/** TLS as the owner towards node `nodeId` (its certificate must name it). */
-function ownerTowardsNode(owner: OwnerCredentials, nodeId: string): ChannelCredentials {
-  return curatorClientCredentials(owner.ca, owner, { nodeId });
 }

@@ -1,6 +1,11 @@
 /**
  * @metropolis/chaos — a bounded fault-injection run against a local cluster
  * of real metropolis-node processes, and the checker of its history.
+ *
+ * ```ts
+ * const report = await runChaos({ minutes: 2, seed: 7, nodes: 5, phaseB: true });
+ * if (!report.passed) console.error(report.anomalies);
+ * ```
  */
 export type * from "./history";
 export {
@@ -28,3 +33,5 @@ export {
   type TimelinePhase,
   type TimelineLeaderChange,
 } from "./timeline-svg";
+export { runChaos, type ChaosOptions } from "./run-chaos";
+export type { ChaosReport, Phase } from "./report";

@@ -47,3 +47,11 @@ export {
 export { formatNodeLine } from "./log-format";
 export type { NodeConfigFile } from "@metropolis/node";
 export { orphanStopTimeoutMs, StateDirBusyError, StateDirLock } from "./state-dir-lock";
+export {
+  ClusterView,
+  curatorPort,
+  debugPort,
+  ownerTowardsNode,
+  type EtcdMemberView,
+} from "./cluster-view";
+export { randomLoopbackNet } from "./loopback-net";

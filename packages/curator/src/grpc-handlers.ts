@@ -1,8 +1,10 @@
 /**
  * Adapters from async handlers to grpc-js callbacks, mapping errors to gRPC
  * statuses in one place: a CuratorError is answered with its code and
- * message; anything else is a bug, logged, and answered INTERNAL without its
- * details. Nothing a client sends can crash the process.
+ * message; the etcd client's "unavailable" and "deadline exceeded" (this
+ * curator's etcd member is down or without quorum) are answered UNAVAILABLE,
+ * so that clients retry; anything else is a bug, logged, and answered
+ * INTERNAL without its details. Nothing a client sends can crash the process.
  *
  * A status message is an HTTP/2 header: messages quote client values cut
  * short (bounded-text.ts), and as a last line of defence every message is
@@ -14,6 +16,7 @@ import {
   type ServerUnaryCall,
   type ServerWritableStream,
 } from "@grpc/grpc-js";
+import { GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
 import type { Logger } from "@metropolis/supervisor";
 import { clipped } from "./bounded-text";
 import { CuratorError } from "./errors";
@@ -25,6 +28,16 @@ export interface GrpcError {
 
 export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcError {
   if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
+  if (e instanceof GRPCUnavailableError || e instanceof GRPCDeadlineExceededError) {
+    // This curator's etcd member is down or cut off (killed, restarting, no quorum): not a
+    // bug, and not a refusal — the client should try again, likely with another leader.
+    // (Answered INTERNAL before, a rejoining node took it as the cluster disowning it.)
+    logger.warn(`${method}: etcd unavailable: ${e.message}`);
+    return {
+      code: status.UNAVAILABLE,
+      details: clipped(`consensus unavailable on this curator (${e.message}); retry`),
+    };
+  }
   logger.error(`${method} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   return { code: status.INTERNAL, details: `internal error in ${method}` };
 }
