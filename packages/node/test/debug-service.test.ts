@@ -186,6 +186,11 @@ function counting(sup: Supervisor): Supervisor {
     tree: () => sup.tree(),
     onTransition: (cb) => sup.onTransition(cb),
     logs: (prefix, o) => sup.logs(prefix, o),
+    reports: (o) => sup.reports(o),
+    onReport: (cb) => sup.onReport(cb),
+    recentReports: (o) => sup.recentReports(o),
+    watchTree: () => sup.watchTree(),
+    topRestarts: (o) => sup.topRestarts(o),
     onLog: (cb) => {
       following++;
       const off = sup.onLog(cb);

@@ -26,6 +26,7 @@
  * runnables. Test helpers live in `@metropolis/supervisor/testing`.
  */
 export type * from "./types";
+export * from "./report-types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";

@@ -35,6 +35,10 @@ import { LogTree } from "./log-tree";
 import { defaultLogger, dnLogger } from "./logger";
 import { validateName } from "./names";
 import { TreeNode } from "./tree-node";
+import { ReportHub, reportError } from "./reports";
+import { RestartWindow } from "./restart-window";
+import { TreeWatch } from "./tree-watch";
+import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
 import type {
   BackoffOptions,
   ChildOptions,
@@ -62,6 +66,9 @@ export class Tree implements Supervisor, ContextHost {
   private readonly backoffDefaults: Readonly<Required<BackoffOptions>>;
   private readonly metrics: SupervisorMetrics | undefined;
   private readonly listeners = new Set<(t: Transition) => void>();
+  /** Reports: history, subscribers, and the watchers of the live tree. */
+  private readonly hub: ReportHub;
+  private readonly restartWindow = new RestartWindow();
 
   /** Restart timers pending anywhere in the tree. */
   private pendingTimers = 0;
@@ -81,6 +88,7 @@ export class Tree implements Supervisor, ContextHost {
     this.rootLogger = opts.logger ?? defaultLogger();
     this.logTree = new LogTree(opts.logBufferLines);
     this.metrics = opts.metrics;
+    this.hub = new ReportHub(opts.reportHistory);
     const rootOpts = opts.root ?? {};
     validateChildOptions("root", rootOpts);
     this.root = new TreeNode("root", "root", undefined, runnable, rootOpts);
@@ -146,6 +154,33 @@ export class Tree implements Supervisor, ContextHost {
 
   onLog(cb: (entry: LogEntry) => void): () => void {
     return this.logTree.subscribe(cb);
+  }
+
+  reports(opts?: ReportsOptions): AsyncIterableIterator<SupervisorReport> {
+    return this.hub.reader(opts);
+  }
+
+  onReport(cb: (report: SupervisorReport) => void): () => void {
+    return this.hub.subscribe(cb);
+  }
+
+  recentReports(opts?: { dnPrefix?: string; tail?: number }): SupervisorReport[] {
+    return this.hub.recent(opts);
+  }
+
+  watchTree(): AsyncIterableIterator<NodeStatus[]> {
+    const hub = this.hub;
+    return new TreeWatch({
+      tree: () => this.tree(),
+      onChange: (cb) => this.hub.onChange(cb),
+      get hasEnded() {
+        return hub.hasEnded;
+      },
+    });
+  }
+
+  topRestarts(opts: { windowMs: number; limit?: number }): RestartCount[] {
+    return this.restartWindow.top(opts);
   }
 
   // ── Called by RunContextImpl ──────────────────────────────────────────
@@ -382,6 +417,20 @@ export class Tree implements Supervisor, ContextHost {
           node.lastError,
         );
         this.loggerOf(node).error(`not restarting: ${error.message}`);
+        if (this.hub.wanted) {
+          const { maxRestarts, periodMs } = intensity;
+          const report = {
+            kind: "givenUp",
+            dn: node.dn,
+            time: now,
+            maxRestarts,
+            periodMs,
+          } as const;
+          this.hub.emit(
+            node.lastError ? { ...report, error: reportError(node.lastError) } : report,
+          );
+        }
+        this.hub.changed();
         this.escalate(node, error);
         return;
       }
@@ -389,6 +438,16 @@ export class Tree implements Supervisor, ContextHost {
     node.backoff ??= new Backoff(resolveBackoff(node.opts.backoff, this.backoffDefaults));
     const delay = node.backoff.next();
     this.loggerOf(node).info(`restarting in ${delay} ms`);
+    if (this.hub.wanted) {
+      const attempt = node.backoff.attempts;
+      this.hub.emit({
+        kind: "restartScheduled",
+        dn: node.dn,
+        time: Date.now(),
+        delayMs: delay,
+        attempt,
+      });
+    }
     if (delay === 0) return this.respawn(node);
     this.pendingTimers++;
     node.restartAt = Date.now() + delay;
@@ -396,12 +455,22 @@ export class Tree implements Supervisor, ContextHost {
       this.clearRestartTimer(node);
       this.respawn(node);
     }, delay);
+    this.hub.changed();
   }
 
   private escalate(node: TreeNode, error: EscalationError): void {
     const parent = node.parent;
+    if (parent && (parent.state === "dead" || parent.aborted)) return; // already going down; it restarts us fresh
+    if (this.hub.wanted) {
+      const report = {
+        kind: "escalated",
+        dn: node.dn,
+        time: Date.now(),
+        error: reportError(error),
+      } as const;
+      this.hub.emit(parent ? { ...report, to: parent.dn } : report);
+    }
     if (!parent) return this.failTree(error);
-    if (parent.state === "dead" || parent.aborted) return; // already going down; it restarts us fresh
     this.fail(parent, error);
     this.checkRestart(parent);
   }
@@ -415,6 +484,7 @@ export class Tree implements Supervisor, ContextHost {
   private respawn(node: TreeNode): void {
     node.restarts++;
     node.incarnation++;
+    this.restartWindow.record(node.dn, Date.now());
     node.children = undefined;
     node.reservedNames = undefined;
     node.aborted = false;
@@ -436,6 +506,7 @@ export class Tree implements Supervisor, ContextHost {
     if (this.ended || this.root.live > 0 || this.pendingTimers > 0) return;
     if (!this.stopping && this.needsRestart(this.root)) return;
     this.ended = true;
+    this.hub.end();
     if (this.failure) return this.rejectDone(this.failure);
     if (this.root.state === "dead" && !this.stopping) {
       // A temporary root that failed: nothing will ever restart it.
@@ -456,6 +527,7 @@ export class Tree implements Supervisor, ContextHost {
     const from = node.incarnation === 0 && to === "new" ? undefined : node.state;
     node.state = to;
     node.since = Date.now();
+    this.hub.transition(node, to, error);
     if (!this.metrics && this.listeners.size === 0) return;
     const t: Transition = { dn: node.dn, from, to, at: node.since };
     if (error) t.error = error;

@@ -4,6 +4,7 @@
  * observe (Supervisor, NodeStatus, Transition).
  */
 import type { Logger } from "winston";
+import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
 
 /**
  * A supervised unit of work. It runs until its work is done (it then calls
@@ -101,6 +102,12 @@ export interface SupervisorOptions {
   /** Lines kept per DN in the log tree. Default 1000. */
   logBufferLines?: number;
   metrics?: SupervisorMetrics;
+  /**
+   * Reports kept per tree for late readers (`recentReports()`,
+   * `reports({ history: true })`); 0 keeps none.
+   * @default 1000
+   */
+  reportHistory?: number;
 }
 
 /**
@@ -175,4 +182,31 @@ export interface Supervisor {
    * synchronously inside the logging call: it must not throw or log.
    */
   onLog(cb: (entry: LogEntry) => void): () => void;
+  /**
+   * Reports (started, healthy, done, died, restartScheduled, givenUp,
+   * escalated) as an async iterator: with `history`, the recent ones first,
+   * then live ones, until the tree has ended or the reader stops (`break`).
+   * A reader that falls `bufferSize` behind loses the oldest waiting reports;
+   * the next one it reads counts them in `dropped`.
+   */
+  reports(opts?: ReportsOptions): AsyncIterableIterator<SupervisorReport>;
+  /**
+   * Subscribes to reports as they are made; returns the unsubscribe
+   * function. `cb` runs synchronously inside the tree: it must not throw,
+   * block, or modify the report.
+   */
+  onReport(cb: (report: SupervisorReport) => void): () => void;
+  /** The kept reports of `dnPrefix` and its subtree (default: all), oldest first; `tail` keeps the newest N. */
+  recentReports(opts?: { dnPrefix?: string; tail?: number }): SupervisorReport[];
+  /**
+   * The tree (as `tree()` gives it) now, and again after every change,
+   * coalesced: a burst of changes in one turn of the event loop yields one
+   * snapshot. Ends once the tree has ended, or when the reader stops.
+   */
+  watchTree(): AsyncIterableIterator<NodeStatus[]>;
+  /**
+   * The runnables restarted most within the last `windowMs`, most first, at
+   * most `limit` (default 10) of them.
+   */
+  topRestarts(opts: { windowMs: number; limit?: number }): RestartCount[];
 }
