@@ -5,9 +5,10 @@
  * on and its failure escalated), and the hub keeps the last reports in a
  * bounded history and hands them to subscribers.
  *
- * Costs: with no subscriber and a history of 0, a report is not even made.
- * Otherwise one small record per report, written into a fixed ring; a
- * subscriber's queue is bounded too (drop oldest, counted in `dropped`).
+ * Costs: with no subscriber, recording a report allocates nothing (the
+ * history is a ring of columns, materialised only when read); with a history
+ * of 0 too, nothing is recorded at all. A subscriber gets one record per
+ * report, and its queue is bounded (drop oldest, counted in `dropped`).
  */
 import {
   maxReportErrorMessageChars,
@@ -24,13 +25,6 @@ import type { NodeState } from "./types";
 export const defaultReportHistory = 1000;
 /** Default of `ReportsOptions.bufferSize`. */
 export const defaultReportBufferSize = 1000;
-
-/** A report before the hub numbers it. */
-export type ReportBody = SupervisorReport extends infer R
-  ? R extends SupervisorReport
-    ? Omit<R, "seq">
-    : never
-  : never;
 
 /** True when `dn` is `prefix` or below it. */
 export function dnCovers(prefix: string, dn: string): boolean {
@@ -51,32 +45,133 @@ export function reportError(e: Error): ReportError {
   return out;
 }
 
-/** A fixed-capacity ring, oldest overwritten first. */
-class Ring<T> {
-  private readonly items: T[] = [];
-  private head = 0;
+/** Report kinds by their code in the history's columns. */
+const enum Kind {
+  Started = 0,
+  Healthy = 1,
+  Done = 2,
+  Died = 3,
+  RestartScheduled = 4,
+  GivenUp = 5,
+  Escalated = 6,
+}
 
-  constructor(readonly capacity: number) {}
+/** What only rare reports carry. */
+interface Extra {
+  error?: ReportError;
+  to?: string;
+}
 
-  get length(): number {
-    return this.items.length;
-  }
-
-  /** Adds `item`; returns true when it pushed the oldest out. */
-  push(item: T): boolean {
-    if (this.items.length < this.capacity) {
-      this.items.push(item);
-      return false;
+/** A report from its columns: what the hub records, made into a record only when read. */
+function materialise(
+  seq: number,
+  kind: Kind,
+  dn: string,
+  time: number,
+  a: number,
+  b: number,
+  extra: Extra | undefined,
+): SupervisorReport {
+  switch (kind) {
+    case Kind.Started:
+      return { kind: "started", seq, dn, time, restarts: a };
+    case Kind.Healthy:
+      return { kind: "healthy", seq, dn, time };
+    case Kind.Done:
+      return { kind: "done", seq, dn, time };
+    case Kind.Died:
+      return { kind: "died", seq, dn, time, error: { ...extra!.error! } };
+    case Kind.RestartScheduled:
+      return { kind: "restartScheduled", seq, dn, time, delayMs: a, attempt: b };
+    case Kind.GivenUp: {
+      const r: SupervisorReport = { kind: "givenUp", seq, dn, time, maxRestarts: a, periodMs: b };
+      if (extra?.error) r.error = { ...extra.error };
+      return r;
     }
-    this.items[this.head] = item;
-    this.head = (this.head + 1) % this.capacity;
-    return true;
+    case Kind.Escalated: {
+      const r: SupervisorReport = { kind: "escalated", seq, dn, time, error: { ...extra!.error! } };
+      if (extra?.to !== undefined) r.to = extra.to;
+      return r;
+    }
+  }
+}
+
+/**
+ * The history: a fixed-capacity ring kept as columns (typed arrays and an
+ * array of DNs), so that recording a report allocates nothing; the oldest is
+ * overwritten first. Reports are numbered one apart, so a slot's `seq`
+ * follows from its position.
+ */
+class ReportRing {
+  private readonly kinds: Uint8Array;
+  private readonly times: Float64Array;
+  private readonly as: Float64Array;
+  private readonly bs: Float64Array;
+  private readonly dns: string[];
+  /** Only the slots of rare reports (died, givenUp, escalated) hold anything. */
+  private readonly extras: (Extra | undefined)[];
+  private next = 0;
+  private size = 0;
+  /** `seq` of the newest report recorded. */
+  private lastSeq = 0;
+
+  constructor(readonly capacity: number) {
+    this.kinds = new Uint8Array(capacity);
+    this.times = new Float64Array(capacity);
+    this.as = new Float64Array(capacity);
+    this.bs = new Float64Array(capacity);
+    this.dns = new Array<string>(capacity).fill("");
+    this.extras = new Array<Extra | undefined>(capacity).fill(undefined);
   }
 
-  toArray(): T[] {
-    return this.head === 0
-      ? this.items.slice()
-      : this.items.slice(this.head).concat(this.items.slice(0, this.head));
+  push(
+    seq: number,
+    kind: Kind,
+    dn: string,
+    time: number,
+    a: number,
+    b: number,
+    extra: Extra | undefined,
+  ): void {
+    const i = this.next;
+    this.kinds[i] = kind;
+    this.dns[i] = dn;
+    this.times[i] = time;
+    this.as[i] = a;
+    this.bs[i] = b;
+    if (extra !== undefined || this.extras[i] !== undefined) this.extras[i] = extra;
+    this.next = i + 1 === this.capacity ? 0 : i + 1;
+    if (this.size < this.capacity) this.size++;
+    this.lastSeq = seq;
+  }
+
+  /** The reports oldest first, of `prefix`'s subtree only, the newest `tail` of them. */
+  toArray(prefix: string, tail: number | undefined): SupervisorReport[] {
+    const first = (this.next - this.size + this.capacity) % this.capacity;
+    const matching: number[] = [];
+    for (let k = 0; k < this.size; k++) {
+      if (prefix === "" || dnCovers(prefix, this.dns[(first + k) % this.capacity]))
+        matching.push(k);
+    }
+    const from = tail !== undefined && tail >= 0 ? Math.max(0, matching.length - tail) : 0;
+    const firstSeq = this.lastSeq - this.size + 1;
+    const out: SupervisorReport[] = [];
+    for (let j = from; j < matching.length; j++) {
+      const k = matching[j];
+      const i = (first + k) % this.capacity;
+      out.push(
+        materialise(
+          firstSeq + k,
+          this.kinds[i],
+          this.dns[i],
+          this.times[i],
+          this.as[i],
+          this.bs[i],
+          this.extras[i],
+        ),
+      );
+    }
+    return out;
   }
 }
 
@@ -124,7 +219,7 @@ interface Subscriber {
 /** The tree's reports: numbered, kept in a bounded history, handed to subscribers. */
 export class ReportHub {
   private seq = 0;
-  private readonly history: Ring<SupervisorReport> | undefined;
+  private readonly history: ReportRing | undefined;
   private readonly subscribers = new Set<Subscriber>();
   private readonly changeListeners = new Set<() => void>();
   private ended = false;
@@ -133,7 +228,7 @@ export class ReportHub {
     if (!Number.isInteger(historySize) || historySize < 0) {
       throw new RangeError(`reportHistory must be an integer >= 0, got ${historySize}`);
     }
-    if (historySize > 0) this.history = new Ring(historySize);
+    if (historySize > 0) this.history = new ReportRing(historySize);
   }
 
   /** Whether a report made now would go anywhere: the tree asks before making one. */
@@ -147,10 +242,18 @@ export class ReportHub {
   }
 
   /** Numbers, keeps and hands out one report. */
-  emit(body: ReportBody): void {
-    const r = body as SupervisorReport;
-    r.seq = ++this.seq;
-    this.history?.push(r);
+  private record(
+    kind: Kind,
+    dn: string,
+    time: number,
+    a: number,
+    b: number,
+    extra: Extra | undefined,
+  ): void {
+    const seq = ++this.seq;
+    this.history?.push(seq, kind, dn, time, a, b, extra);
+    if (this.subscribers.size === 0) return;
+    const r = materialise(seq, kind, dn, time, a, b, extra);
     for (const s of this.subscribers) s.report(r);
   }
 
@@ -160,25 +263,51 @@ export class ReportHub {
    */
   transition(node: TreeNode, to: NodeState, error: Error | undefined): void {
     if (this.history !== undefined || this.subscribers.size > 0) {
-      const base = { dn: node.dn, time: node.since };
       switch (to) {
         case "new":
-          this.emit({ kind: "started", ...base, restarts: node.restarts });
+          this.record(Kind.Started, node.dn, node.since, node.restarts, 0, undefined);
           break;
         case "healthy":
-          this.emit({ kind: "healthy", ...base });
+          this.record(Kind.Healthy, node.dn, node.since, 0, 0, undefined);
           break;
         case "done":
-          this.emit({ kind: "done", ...base });
+          this.record(Kind.Done, node.dn, node.since, 0, 0, undefined);
           break;
         case "dead":
-          this.emit({ kind: "died", ...base, error: reportError(error ?? new Error("died")) });
+          this.record(Kind.Died, node.dn, node.since, 0, 0, {
+            error: reportError(error ?? new Error("died")),
+          });
           break;
         default:
           break;
       }
     }
     if (this.changeListeners.size > 0) this.changed();
+  }
+
+  /** A restart of the failed `dn` was scheduled in `delayMs`; `attempt` as its backoff counts. */
+  restartScheduled(dn: string, delayMs: number, attempt: number): void {
+    if (this.wanted) {
+      this.record(Kind.RestartScheduled, dn, Date.now(), delayMs, attempt, undefined);
+    }
+    if (this.changeListeners.size > 0) this.changed();
+  }
+
+  /** `dn` failed more often than its intensity allows; `error` is its last failure. */
+  givenUp(dn: string, maxRestarts: number, periodMs: number, error: Error | undefined): void {
+    if (this.wanted) {
+      const extra = error ? { error: reportError(error) } : undefined;
+      this.record(Kind.GivenUp, dn, Date.now(), maxRestarts, periodMs, extra);
+    }
+    if (this.changeListeners.size > 0) this.changed();
+  }
+
+  /** `dn`'s failure was propagated to `to` (undefined past the root) as `error`. */
+  escalated(dn: string, to: string | undefined, error: Error): void {
+    if (!this.wanted) return;
+    const extra: Extra = { error: reportError(error) };
+    if (to !== undefined) extra.to = to;
+    this.record(Kind.Escalated, dn, Date.now(), 0, 0, extra);
   }
 
   /** Something in the tree changed (a transition, a scheduled restart, a give-up). */
@@ -207,12 +336,7 @@ export class ReportHub {
 
   /** The history of `dnPrefix`'s subtree, oldest first; `tail` keeps the newest N. */
   recent(opts: { dnPrefix?: string; tail?: number } = {}): SupervisorReport[] {
-    const prefix = opts.dnPrefix ?? "";
-    let out = this.history?.toArray() ?? [];
-    if (prefix !== "") out = out.filter((r) => dnCovers(prefix, r.dn));
-    if (opts.tail !== undefined && opts.tail >= 0)
-      out = out.slice(Math.max(0, out.length - opts.tail));
-    return out.map((r) => ({ ...r }));
+    return this.history?.toArray(opts.dnPrefix ?? "", opts.tail) ?? [];
   }
 
   /** Calls `cb` with every report from now on; returns the unsubscribe function. */

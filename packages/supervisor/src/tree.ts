@@ -35,7 +35,7 @@ import { LogTree } from "./log-tree";
 import { defaultLogger, dnLogger } from "./logger";
 import { validateName } from "./names";
 import { TreeNode } from "./tree-node";
-import { ReportHub, reportError } from "./reports";
+import { ReportHub } from "./reports";
 import { RestartWindow } from "./restart-window";
 import { TreeWatch } from "./tree-watch";
 import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
@@ -417,20 +417,7 @@ export class Tree implements Supervisor, ContextHost {
           node.lastError,
         );
         this.loggerOf(node).error(`not restarting: ${error.message}`);
-        if (this.hub.wanted) {
-          const { maxRestarts, periodMs } = intensity;
-          const report = {
-            kind: "givenUp",
-            dn: node.dn,
-            time: now,
-            maxRestarts,
-            periodMs,
-          } as const;
-          this.hub.emit(
-            node.lastError ? { ...report, error: reportError(node.lastError) } : report,
-          );
-        }
-        this.hub.changed();
+        this.hub.givenUp(node.dn, intensity.maxRestarts, intensity.periodMs, node.lastError);
         this.escalate(node, error);
         return;
       }
@@ -438,16 +425,7 @@ export class Tree implements Supervisor, ContextHost {
     node.backoff ??= new Backoff(resolveBackoff(node.opts.backoff, this.backoffDefaults));
     const delay = node.backoff.next();
     this.loggerOf(node).info(`restarting in ${delay} ms`);
-    if (this.hub.wanted) {
-      const attempt = node.backoff.attempts;
-      this.hub.emit({
-        kind: "restartScheduled",
-        dn: node.dn,
-        time: Date.now(),
-        delayMs: delay,
-        attempt,
-      });
-    }
+    this.hub.restartScheduled(node.dn, delay, node.backoff.attempts);
     if (delay === 0) return this.respawn(node);
     this.pendingTimers++;
     node.restartAt = Date.now() + delay;
@@ -455,21 +433,12 @@ export class Tree implements Supervisor, ContextHost {
       this.clearRestartTimer(node);
       this.respawn(node);
     }, delay);
-    this.hub.changed();
   }
 
   private escalate(node: TreeNode, error: EscalationError): void {
     const parent = node.parent;
     if (parent && (parent.state === "dead" || parent.aborted)) return; // already going down; it restarts us fresh
-    if (this.hub.wanted) {
-      const report = {
-        kind: "escalated",
-        dn: node.dn,
-        time: Date.now(),
-        error: reportError(error),
-      } as const;
-      this.hub.emit(parent ? { ...report, to: parent.dn } : report);
-    }
+    this.hub.escalated(node.dn, parent?.dn, error);
     if (!parent) return this.failTree(error);
     this.fail(parent, error);
     this.checkRestart(parent);
