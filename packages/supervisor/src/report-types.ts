@@ -120,7 +120,10 @@ export interface ReportsOptions {
 /** One line of `Supervisor.topRestarts()`. */
 export interface RestartCount {
   dn: string;
-  /** Restarts within the window; saturates at {@link restartWindowCapacity}. */
+  /**
+   * Restarts after failures within the window (not restarts along with a
+   * failed group sibling or parent); saturates at {@link restartWindowCapacity}.
+   */
   restarts: number;
 }
 

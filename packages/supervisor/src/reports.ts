@@ -285,11 +285,9 @@ export class ReportHub {
     if (this.changeListeners.size > 0) this.changed();
   }
 
-  /** A restart of the failed `dn` was scheduled in `delayMs`; `attempt` as its backoff counts. */
-  restartScheduled(dn: string, delayMs: number, attempt: number): void {
-    if (this.wanted) {
-      this.record(Kind.RestartScheduled, dn, Date.now(), delayMs, attempt, undefined);
-    }
+  /** At `time`, a restart of the failed `dn` was scheduled in `delayMs`; `attempt` as its backoff counts. */
+  restartScheduled(dn: string, time: number, delayMs: number, attempt: number): void {
+    if (this.wanted) this.record(Kind.RestartScheduled, dn, time, delayMs, attempt, undefined);
     if (this.changeListeners.size > 0) this.changed();
   }
 

@@ -1,9 +1,10 @@
 /**
  * `Supervisor.topRestarts()`, as recon's `proc_window`: which runnables
- * restarted most within the last `windowMs`. Per DN that ever restarted, a
+ * were restarted most after failures within the last `windowMs` (the tree
+ * records a restart when it schedules one for a runnable that died). Per DN that ever restarted, a
  * small ring of its last restart times ({@link restartWindowCapacity}); the
- * DNs are kept least recently restarted first and capped
- * ({@link maxRestartWindowDns}), so memory is bounded however the tree churns.
+ * DNs are capped ({@link maxRestartWindowDns}: past it, the least recently
+ * restarted is forgotten), so memory is bounded however the tree churns.
  */
 import { restartWindowCapacity, type RestartCount } from "./report-types";
 
@@ -13,8 +14,11 @@ export const maxRestartWindowDns = 10_000;
 class TimeRing {
   readonly times: number[] = [];
   private head = 0;
+  /** The newest time. */
+  last = 0;
 
   push(t: number): void {
+    this.last = t;
     if (this.times.length < restartWindowCapacity) this.times.push(t);
     else {
       this.times[this.head] = t;
@@ -36,16 +40,25 @@ export class RestartWindow {
 
   /** `dn` was restarted at `time`. */
   record(dn: string, time: number): void {
-    let ring = this.byDn.get(dn);
-    if (ring)
-      this.byDn.delete(dn); // re-inserted last: the map stays in restart order
-    else ring = new TimeRing();
-    ring.push(time);
-    this.byDn.set(dn, ring);
-    if (this.byDn.size > this.maxDns) {
-      const oldest = this.byDn.keys().next().value;
-      if (oldest !== undefined) this.byDn.delete(oldest);
+    const ring = this.byDn.get(dn);
+    if (ring) return ring.push(time);
+    if (this.byDn.size >= this.maxDns) this.forgetLeastRecent();
+    const fresh = new TimeRing();
+    fresh.push(time);
+    this.byDn.set(dn, fresh);
+  }
+
+  /** Forgets the DN whose last restart is the oldest (only when a new DN comes past the cap). */
+  private forgetLeastRecent(): void {
+    let oldest: string | undefined;
+    let oldestTime = Infinity;
+    for (const [dn, ring] of this.byDn) {
+      if (ring.last < oldestTime) {
+        oldestTime = ring.last;
+        oldest = dn;
+      }
     }
+    if (oldest !== undefined) this.byDn.delete(oldest);
   }
 
   /** DNs with restarts in the last `windowMs` before `now`, most first (then by DN); at most `limit`. */

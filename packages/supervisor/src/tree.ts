@@ -425,7 +425,9 @@ export class Tree implements Supervisor, ContextHost {
     node.backoff ??= new Backoff(resolveBackoff(node.opts.backoff, this.backoffDefaults));
     const delay = node.backoff.next();
     this.loggerOf(node).info(`restarting in ${delay} ms`);
-    this.hub.restartScheduled(node.dn, delay, node.backoff.attempts);
+    const scheduledAt = Date.now();
+    this.restartWindow.record(node.dn, scheduledAt);
+    this.hub.restartScheduled(node.dn, scheduledAt, delay, node.backoff.attempts);
     if (delay === 0) return this.respawn(node);
     this.pendingTimers++;
     node.restartAt = Date.now() + delay;
@@ -453,7 +455,6 @@ export class Tree implements Supervisor, ContextHost {
   private respawn(node: TreeNode): void {
     node.restarts++;
     node.incarnation++;
-    this.restartWindow.record(node.dn, Date.now());
     node.children = undefined;
     node.reservedNames = undefined;
     node.aborted = false;

@@ -205,8 +205,9 @@ export interface Supervisor {
    */
   watchTree(): AsyncIterableIterator<NodeStatus[]>;
   /**
-   * The runnables restarted most within the last `windowMs`, most first, at
-   * most `limit` (default 10) of them.
+   * The runnables restarted most after failures within the last `windowMs`
+   * (restarts along with a failed group sibling or parent do not count),
+   * most first, at most `limit` (default 10) of them.
    */
   topRestarts(opts: { windowMs: number; limit?: number }): RestartCount[];
 }

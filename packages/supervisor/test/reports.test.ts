@@ -375,20 +375,22 @@ describe("watchTree", () => {
 });
 
 describe("topRestarts", () => {
-  it("ranks the runnables of a real tree by restarts", async () => {
+  it("ranks the runnables of a real tree by their restarts after failures", async () => {
     let a = 0;
     let b = 0;
     h = testHarness(
       async (ctx) => {
-        ctx.run("a", async (c) => {
-          if (++a <= 3) throw new Error("a fails");
-          await serve(c);
+        ctx.runGroup({
+          a: async (c) => {
+            if (++a <= 3) throw new Error("a fails");
+            await serve(c);
+          },
+          calm: serve, // restarted along with a, three times: not a failure of its own
         });
         ctx.run("b", async (c) => {
           if (++b <= 1) throw new Error("b fails");
           await serve(c);
         });
-        ctx.run("calm", serve);
         await serve(ctx);
       },
       { expectDeath: (dn) => dn === "root.a" || dn === "root.b", backoff: { initialMs: 1 } },
@@ -402,6 +404,7 @@ describe("topRestarts", () => {
     expect(h.supervisor.topRestarts({ windowMs: 60_000, limit: 1 })).toEqual([
       { dn: "root.a", restarts: 3 },
     ]);
+    expect(h.supervisor.tree().find((n) => n.dn === "root.calm")?.restarts).toBe(3);
   });
 
   it("drops restarts older than the window", () => {
