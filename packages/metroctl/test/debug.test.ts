@@ -279,6 +279,44 @@ describe("tree --watch", () => {
     ]);
     await eventually(() => cancelled, "the server to see the watch cancelled");
   });
+
+  it("on a terminal, clears the screen before each frame; with -o json, one document per line", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, {
+      watch: async (call) => {
+        call.write({ nodes: [node("root", api.RunnableState.NEW)] });
+        call.write({ nodes: [node("root", api.RunnableState.HEALTHY)] });
+        await new Promise<void>((resolve) => call.once("cancelled", resolve));
+      },
+    });
+    const watch = async (stdout: Capture, extra: string[] = []) => {
+      const interrupt = new AbortController();
+      const running = metroctl(
+        config,
+        ["tree", id, "--watch", ...extra, "--debug-port", String(server.port)],
+        { stdout, signal: interrupt.signal },
+      );
+      await eventually(() => stdout.text.includes("HEALTHY"), "the second frame");
+      interrupt.abort();
+      expect(await running).toMatchObject({ code: 0, stderr: "" });
+    };
+    const terminal = new Capture();
+    terminal.isTTY = true;
+    await watch(terminal);
+    const frames = terminal.text.split("\x1b[H\x1b[2J");
+    expect(frames[0]).toBe("");
+    expect(frames.slice(1).map((f) => f.split("\n")[1])).toEqual([
+      "root      NEW    0",
+      "root      HEALTHY  0",
+    ]);
+    const json = new Capture();
+    await watch(json, ["-o", "json"]);
+    const docs = json.text
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { state: string }[]);
+    expect(docs.map((d) => d.map((n) => n.state))).toEqual([["NEW"], ["HEALTHY"]]);
+  });
 });
 
 describe("reports", () => {
