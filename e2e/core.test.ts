@@ -7,7 +7,7 @@
  * back with it), and a rebooted node rejoins from its sealed configuration as
  * the same node.
  */
-import type { ClusterInfoView, NodeView } from "@metropolis/metroctl";
+import { runMetroctl, type ClusterInfoView, type NodeView } from "@metropolis/metroctl";
 import { eventually } from "@metropolis/supervisor/testing";
 import { E2eCluster } from "./e2e-cluster";
 
@@ -83,6 +83,51 @@ describe("core: a bootstrapped and a registered node", () => {
     ]);
     expect(logs).toMatch(/root\.roleserver\.heartbeat heartbeats answered by the curator/);
     expect(logs).not.toMatch(/root\.roleserver\.rolefetch/);
+  });
+
+  it("metroctl watches a node's tree redrawn live and prints its supervisor reports", async () => {
+    const node = e2e.node(2);
+    const stdout = { text: "", write: (s: string) => void (stdout.text += s) };
+    const stderr = { text: "", write: (s: string) => void (stderr.text += s) };
+    const interrupt = new AbortController();
+    // In-process, with the cluster's metroctl config dir (its endpoints are remembered there).
+    const watching = runMetroctl(
+      ["--config", e2e.cluster.metroctlDir, "tree", node.id, "--watch"],
+      { stdout, stderr, signal: interrupt.signal },
+    );
+    try {
+      await eventually(() => /workloads\s+HEALTHY\s+0/.test(stdout.text), "the first frame", {
+        timeoutMs: 30_000,
+      });
+      // Giving the worker role restarts the node's workloads launcher (RolesChangedError).
+      await e2e.cluster.metroctlOk(["set-role", node.id, "--worker", "on"]);
+      await eventually(
+        () => /workloads\s+HEALTHY\s+1/.test(stdout.text),
+        "the restarted workloads launcher in a redrawn frame",
+        { timeoutMs: 30_000 },
+      );
+    } finally {
+      interrupt.abort();
+    }
+    expect(await watching).toBe(0);
+    expect(stderr.text).toBe("");
+    // Frames a blank line apart (not a terminal): the first showed it unrestarted.
+    expect(stdout.text.split("\n\n").length).toBeGreaterThanOrEqual(2);
+
+    const reports = await e2e.cluster.metroctlOk([
+      "reports",
+      node.id,
+      "--dn",
+      "root.roleserver.workloads",
+    ]);
+    expect(reports).toMatch(/ started root\.roleserver\.workloads\n/);
+    expect(reports).toMatch(/ died root\.roleserver\.workloads RolesChangedError: /);
+    expect(reports).toMatch(
+      / restart-scheduled root\.roleserver\.workloads in \d+ ms \(attempt 1\)/,
+    );
+    expect(reports).toMatch(/ started root\.roleserver\.workloads restart 1\n/);
+    expect(reports).not.toMatch(/root\.roleserver\.heartbeat/);
+    await e2e.cluster.metroctlOk(["set-role", node.id, "--worker", "off"]);
   });
 
   it("a rebooted node loses its health while down, then rejoins as itself and is HEALTHY", async () => {

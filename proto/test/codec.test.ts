@@ -151,7 +151,13 @@ describe("grpc-js service definitions", () => {
     [
       "metropolis.proto.api.Debug",
       api.DebugService,
-      { GetLogs: "server-stream", GetSupervisionTree: "unary", GetCondition: "unary" },
+      {
+        GetLogs: "server-stream",
+        GetSupervisionTree: "unary",
+        GetCondition: "unary",
+        WatchSupervisionTree: "server-stream",
+        GetSupervisorReports: "server-stream",
+      },
     ],
     [
       "metropolis.proto.curator.Curator",

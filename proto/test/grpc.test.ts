@@ -41,6 +41,12 @@ const debug: api.DebugServer = {
   getCondition(_call, callback) {
     callback({ code: grpc.status.UNIMPLEMENTED });
   },
+  watchSupervisionTree(call) {
+    call.emit("error", { code: grpc.status.UNIMPLEMENTED });
+  },
+  getSupervisorReports(call) {
+    call.emit("error", { code: grpc.status.UNIMPLEMENTED });
+  },
 };
 
 let server: grpc.Server;

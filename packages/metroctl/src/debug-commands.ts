@@ -1,5 +1,5 @@
 /**
- * `logs` and `tree`: a node's own view of itself, from the Debug service
+ * `logs`, `tree` and `reports`: a node's own view of itself, from the Debug service
  * every node serves (default port 7837) at the address it reported to the
  * cluster. The node is verified by its certificate from the cluster CA,
  * naming the node asked for; metroctl presents the owner certificate.
@@ -98,15 +98,75 @@ export async function nodeLogs(
   }
 }
 
-/** `tree ID [-o json]` */
-export async function nodeTree(
+/** Flags of `tree`, as given. */
+export interface TreeOptions {
+  output: OutputFormat;
+  watch?: boolean;
+  debugPort?: string;
+}
+
+/** Clears a terminal and puts the cursor top left: the next frame replaces the last. */
+const clearScreen = "\x1b[H\x1b[2J";
+
+/**
+ * Reads a server stream until it ends, or until the operator interrupts
+ * (Ctrl-C cancels the stream; for a stream that only ends that way,
+ * `endless`, that is success).
+ */
+async function readStream<T>(
   ctx: CommandContext,
-  id: string,
-  opts: { output: OutputFormat; debugPort?: string },
+  stream: AsyncIterable<T> & { cancel(): void },
+  endless: boolean,
+  onMessage: (message: T) => void,
 ): Promise<void> {
+  const signal = ctx.signal;
+  const cancel = () => stream.cancel();
+  signal?.addEventListener("abort", cancel, { once: true });
+  if (signal?.aborted) cancel();
+  try {
+    for await (const message of stream) onMessage(message);
+  } catch (e) {
+    if (!(endless && signal?.aborted && isCancelled(e))) throw e;
+  } finally {
+    signal?.removeEventListener("abort", cancel);
+  }
+}
+
+/**
+ * `tree ID --watch`: the tree again after every change until interrupted.
+ * On a terminal each frame replaces the last; otherwise frames follow each
+ * other, a blank line apart (`-o json`: one JSON document per line).
+ */
+async function watchTree(ctx: CommandContext, client: api.DebugClient, output: OutputFormat) {
+  const out = ctx.io.stdout;
+  let frames = 0;
+  await readStream(
+    ctx,
+    client.watchSupervisionTree({}, new Metadata(), {}),
+    true,
+    (res: api.WatchSupervisionTreeResponse) => {
+      const tree = buildSupervisionTree(res.nodes);
+      if (output === "json") return writeLine(out, JSON.stringify(tree));
+      const frame = renderSupervisionTree(tree);
+      if (out.isTTY) out.write(clearScreen + frame + "\n");
+      else writeLine(out, (frames > 0 ? "\n" : "") + frame);
+      frames++;
+    },
+  );
+}
+
+/** `tree ID [-o json] [--watch]` */
+export async function nodeTree(ctx: CommandContext, id: string, opts: TreeOptions): Promise<void> {
   const port =
     opts.debugPort === undefined ? defaultDebugPort : parsePortFlag(opts.debugPort, "--debug-port");
   const client = await debugClient(ctx, id, port);
+  if (opts.watch === true) {
+    try {
+      return await watchTree(ctx, client, opts.output);
+    } finally {
+      client.close();
+    }
+  }
   let res: api.GetSupervisionTreeResponse;
   try {
     res = await new Promise((resolve, reject) => {
@@ -131,13 +191,123 @@ export async function nodeTree(
   else writeLine(ctx.io.stdout, renderSupervisionTree(tree));
 }
 
+/** Flags of `reports`, as given. */
+export interface ReportsOptions {
+  dn?: string;
+  backlog?: string;
+  follow?: boolean;
+  output: OutputFormat;
+  debugPort?: string;
+}
+
+/** Report kinds as `reports` prints them. */
+const reportKindNames: Record<number, string> = {
+  [api.SupervisorReportKind.STARTED]: "started",
+  [api.SupervisorReportKind.HEALTHY]: "healthy",
+  [api.SupervisorReportKind.DONE]: "done",
+  [api.SupervisorReportKind.DIED]: "died",
+  [api.SupervisorReportKind.RESTART_SCHEDULED]: "restart-scheduled",
+  [api.SupervisorReportKind.GIVEN_UP]: "given-up",
+  [api.SupervisorReportKind.ESCALATED]: "escalated",
+};
+
+/**
+ * One report line: `time kind dn detail`, e.g.
+ * `2024-05-01T12:00:01.000Z died root.network ProcessExitedError: exited with 1`.
+ * Only the first line of an error message; no stack (`-o json` has it).
+ */
+export function formatReport(r: api.SupervisorReport): string {
+  const time = r.time ? r.time.toISOString() : "-";
+  const kind = reportKindNames[r.kind] ?? `kind-${r.kind}`;
+  const error = r.error ? `${r.error.name}: ${r.error.message.split("\n")[0]}` : "";
+  const parts: string[] = [];
+  switch (r.kind) {
+    case api.SupervisorReportKind.STARTED:
+      if (r.restarts > 0) parts.push(`restart ${r.restarts}`);
+      break;
+    case api.SupervisorReportKind.RESTART_SCHEDULED:
+      parts.push(`in ${r.delayMs} ms (attempt ${r.attempt})`);
+      break;
+    case api.SupervisorReportKind.GIVEN_UP:
+      parts.push(`more than ${r.maxRestarts} restarts in ${r.periodMs} ms`);
+      if (error) parts.push(`last error ${error}`);
+      break;
+    case api.SupervisorReportKind.ESCALATED:
+      parts.push(`to ${r.escalatedTo || "the tree (past the root)"}`);
+      if (error) parts.push(error);
+      break;
+    default:
+      if (error) parts.push(error);
+  }
+  const dropped = r.dropped > 0 ? `(${r.dropped} reports dropped before this one) ` : "";
+  const detail = parts.join("; ");
+  return `${time} ${kind} ${r.dn}${detail ? " " + detail : ""}${dropped ? " " + dropped.trim() : ""}`;
+}
+
+/** A report as `reports -o json` prints it: one JSON object per line. */
+function reportJson(r: api.SupervisorReport): Record<string, unknown> {
+  return {
+    seq: r.seq,
+    time: r.time ? r.time.toISOString() : null,
+    kind: reportKindNames[r.kind] ?? `kind-${r.kind}`,
+    dn: r.dn,
+    ...(r.kind === api.SupervisorReportKind.STARTED && { restarts: r.restarts }),
+    ...(r.kind === api.SupervisorReportKind.RESTART_SCHEDULED && {
+      delayMs: r.delayMs,
+      attempt: r.attempt,
+    }),
+    ...(r.kind === api.SupervisorReportKind.GIVEN_UP && {
+      maxRestarts: r.maxRestarts,
+      periodMs: r.periodMs,
+    }),
+    ...(r.kind === api.SupervisorReportKind.ESCALATED && { escalatedTo: r.escalatedTo || null }),
+    ...(r.error && { error: r.error }),
+    ...(r.dropped > 0 && { dropped: r.dropped }),
+  };
+}
+
+/** `reports ID [--dn PREFIX] [--backlog N] [-f] [-o json]` */
+export async function nodeReports(
+  ctx: CommandContext,
+  id: string,
+  opts: ReportsOptions,
+): Promise<void> {
+  const backlog = opts.backlog === undefined ? undefined : parseCount(opts.backlog, "--backlog");
+  const port =
+    opts.debugPort === undefined ? defaultDebugPort : parsePortFlag(opts.debugPort, "--debug-port");
+  const follow = opts.follow === true;
+  const client = await debugClient(ctx, id, port);
+  try {
+    await readStream(
+      ctx,
+      client.getSupervisorReports(
+        { dnPrefix: opts.dn ?? "", backlog, follow },
+        new Metadata(),
+        // The kept reports have a deadline; a followed stream runs until the operator stops it.
+        follow ? {} : { deadline: Date.now() + ctx.dialTimeoutMs },
+      ),
+      follow,
+      (res: api.GetSupervisorReportsResponse) => {
+        for (const r of res.reports) {
+          writeLine(
+            ctx.io.stdout,
+            opts.output === "json" ? JSON.stringify(reportJson(r)) : formatReport(r),
+          );
+        }
+      },
+    );
+  } finally {
+    client.close();
+  }
+}
+
 const debugPortOption = (define: ReturnType<DefineCommand>) =>
   define.option(
     "--debug-port <port>",
     `port of the node's Debug service (default ${defaultDebugPort})`,
   );
 
-/** Adds `logs` and `tree`. */
+/** Adds `logs`, `tree` and `reports`. */
 export function registerDebugCommands(define: DefineCommand): void {
   debugPortOption(
     define<LogsOptions>("logs", (ctx, [id, dn], opts) => nodeLogs(ctx, id, dn, opts))
@@ -148,11 +318,21 @@ export function registerDebugCommands(define: DefineCommand): void {
       .option("-f, --follow", "keep printing new lines until interrupted"),
   );
   debugPortOption(
-    define<{ output: OutputFormat; debugPort?: string }>("tree", (ctx, [id], opts) =>
-      nodeTree(ctx, id, opts),
-    )
+    define<TreeOptions>("tree", (ctx, [id], opts) => nodeTree(ctx, id, opts))
       .description("draw a node's supervision tree with states, restarts and last errors")
       .argument("<id>", "node ID")
+      .option("-w, --watch", "redraw it after every change until interrupted")
+      .addOption(outputFormatOption()),
+  );
+  debugPortOption(
+    define<ReportsOptions>("reports", (ctx, [id], opts) => nodeReports(ctx, id, opts))
+      .description(
+        "print a node's supervisor reports (time kind dn detail): started, healthy, done, died, restart-scheduled, given-up, escalated",
+      )
+      .argument("<id>", "node ID")
+      .option("--dn <prefix>", "only reports of this DN and below, e.g. root.roleserver")
+      .option("--backlog <n>", "only the last n kept reports (default: all the node keeps)")
+      .option("-f, --follow", "keep printing new reports until interrupted")
       .addOption(outputFormatOption()),
   );
 }

@@ -1,5 +1,5 @@
 /**
- * A node's Debug service for metroctl's tests of `logs` and `tree`. The real
+ * A node's Debug service for metroctl's tests of `logs`, `tree` and `reports`. The real
  * one belongs to packages/node; this one serves the same gRPC service over
  * the same real mTLS — a node certificate from the cluster CA, the owner
  * certificate required of callers — with handlers each test writes, so the
@@ -15,6 +15,12 @@ import type { LeaderFixture } from "@metropolis/curator/testing";
 export interface DebugHandlers {
   logs?: (call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>) => Promise<void>;
   tree?: () => api.GetSupervisionTreeResponse;
+  watch?: (
+    call: ServerWritableStream<api.WatchSupervisionTreeRequest, api.WatchSupervisionTreeResponse>,
+  ) => Promise<void>;
+  reports?: (
+    call: ServerWritableStream<api.GetSupervisorReportsRequest, api.GetSupervisorReportsResponse>,
+  ) => Promise<void>;
 }
 
 export interface DebugServer {
@@ -22,6 +28,8 @@ export interface DebugServer {
   port: number;
   /** Requests of GetLogs, in order. */
   logRequests: api.GetLogsRequest[];
+  /** Requests of GetSupervisorReports, in order. */
+  reportRequests: api.GetSupervisorReportsRequest[];
   /** Kinds of callers seen ("owner", …). */
   callers: string[];
   stop(): void;
@@ -40,6 +48,7 @@ export async function startDebugServer(
   const port = await freePort(host);
   const identify = identifier(leader.caCertificate);
   const logRequests: api.GetLogsRequest[] = [];
+  const reportRequests: api.GetSupervisorReportsRequest[] = [];
   const callers: string[] = [];
   const checkOwner = async (call: Parameters<typeof identify>[0]) => {
     const caller = await identify(call);
@@ -67,6 +76,23 @@ export async function startDebugServer(
       );
     },
     getCondition: (_call, callback) => callback({ code: status.UNIMPLEMENTED }),
+    watchSupervisionTree: (call) => {
+      checkOwner(call)
+        .then(() => handlers.watch?.(call))
+        .then(
+          () => call.end(),
+          (e: unknown) => call.emit("error", denied(e)),
+        );
+    },
+    getSupervisorReports: (call) => {
+      reportRequests.push(call.request);
+      checkOwner(call)
+        .then(() => handlers.reports?.(call))
+        .then(
+          () => call.end(),
+          (e: unknown) => call.emit("error", denied(e)),
+        );
+    },
   };
   const server = new Server();
   server.addService(api.DebugService, impl);
@@ -80,5 +106,5 @@ export async function startDebugServer(
       err ? reject(err) : resolve(p),
     ),
   );
-  return { host, port, logRequests, callers, stop: () => server.forceShutdown() };
+  return { host, port, logRequests, reportRequests, callers, stop: () => server.forceShutdown() };
 }

@@ -223,3 +223,251 @@ describe("tree", () => {
     ]);
   });
 });
+
+describe("tree --watch", () => {
+  const node = (dn: string, state: api.RunnableState, restarts = 0): api.SupervisionNode => ({
+    dn,
+    state,
+    restarts,
+    lastError: "",
+    givenUp: false,
+  });
+
+  it("draws the tree, then again after each change, until interrupted (exit 0)", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    let change!: () => void;
+    let cancelled = false;
+    const server = await serveDebug(id, {
+      watch: async (call) => {
+        call.write({
+          nodes: [node("root", api.RunnableState.HEALTHY), node("root.net", api.RunnableState.NEW)],
+        });
+        await new Promise<void>((resolve) => (change = resolve));
+        call.write({
+          nodes: [
+            node("root", api.RunnableState.HEALTHY),
+            node("root.net", api.RunnableState.HEALTHY, 1),
+          ],
+        });
+        await new Promise<void>((resolve) => call.once("cancelled", resolve));
+        cancelled = true;
+      },
+    });
+    const stdout = new Capture();
+    const interrupt = new AbortController();
+    const running = metroctl(config, ["tree", id, "--watch", "--debug-port", String(server.port)], {
+      stdout,
+      signal: interrupt.signal,
+    });
+    await eventually(() => /net\s+NEW/.test(stdout.text), "the first frame");
+    expect(stdout.text).not.toMatch(/HEALTHY\s+1/);
+    change();
+    await eventually(() => /net\s+HEALTHY\s+1/.test(stdout.text), "the redrawn frame");
+    interrupt.abort();
+    const res = await running;
+    expect(res).toMatchObject({ code: 0, stderr: "" });
+    // Not a terminal: frames follow each other, a blank line apart.
+    expect(stdout.text.split("\n")).toEqual([
+      "RUNNABLE  STATE    RESTARTS  DETAIL",
+      "root      HEALTHY  0",
+      "└─ net    NEW      0",
+      "",
+      "RUNNABLE  STATE    RESTARTS  DETAIL",
+      "root      HEALTHY  0",
+      "└─ net    HEALTHY  1",
+      "",
+    ]);
+    await eventually(() => cancelled, "the server to see the watch cancelled");
+  });
+
+  it("on a terminal, clears the screen before each frame; with -o json, one document per line", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, {
+      watch: async (call) => {
+        call.write({ nodes: [node("root", api.RunnableState.NEW)] });
+        call.write({ nodes: [node("root", api.RunnableState.HEALTHY)] });
+        await new Promise<void>((resolve) => call.once("cancelled", resolve));
+      },
+    });
+    const watch = async (stdout: Capture, extra: string[] = []) => {
+      const interrupt = new AbortController();
+      const running = metroctl(
+        config,
+        ["tree", id, "--watch", ...extra, "--debug-port", String(server.port)],
+        { stdout, signal: interrupt.signal },
+      );
+      await eventually(() => stdout.text.includes("HEALTHY"), "the second frame");
+      interrupt.abort();
+      expect(await running).toMatchObject({ code: 0, stderr: "" });
+    };
+    const terminal = new Capture();
+    terminal.isTTY = true;
+    await watch(terminal);
+    const frames = terminal.text.split("\x1b[H\x1b[2J");
+    expect(frames[0]).toBe("");
+    expect(frames.slice(1).map((f) => f.split("\n")[1])).toEqual([
+      "root      NEW    0",
+      "root      HEALTHY  0",
+    ]);
+    const json = new Capture();
+    await watch(json, ["-o", "json"]);
+    const docs = json.text
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { state: string }[]);
+    expect(docs.map((d) => d.map((n) => n.state))).toEqual([["NEW"], ["HEALTHY"]]);
+  });
+});
+
+describe("reports", () => {
+  const at = (seconds: number) => new Date(Date.UTC(2024, 4, 1, 12, 0, seconds));
+  const report = (r: Partial<api.SupervisorReport>): api.SupervisorReport => ({
+    ...api.SupervisorReport.fromPartial({
+      seq: 1,
+      dn: "root",
+      kind: api.SupervisorReportKind.STARTED,
+    }),
+    ...r,
+  });
+  const backlog: api.SupervisorReport[] = [
+    report({
+      seq: 7,
+      time: at(1),
+      dn: "root.net",
+      kind: api.SupervisorReportKind.STARTED,
+      restarts: 2,
+    }),
+    report({
+      seq: 8,
+      time: at(2),
+      dn: "root.net",
+      kind: api.SupervisorReportKind.DIED,
+      error: {
+        name: "ProcessExitedError",
+        message: "exited with 1\nmore",
+        stack: "ProcessExitedError: …",
+      },
+    }),
+    report({
+      seq: 9,
+      time: at(2),
+      dn: "root.net",
+      kind: api.SupervisorReportKind.RESTART_SCHEDULED,
+      delayMs: 750,
+      attempt: 3,
+      dropped: 4,
+    }),
+    report({
+      seq: 10,
+      time: at(3),
+      dn: "root.net.dhcp",
+      kind: api.SupervisorReportKind.GIVEN_UP,
+      maxRestarts: 5,
+      periodMs: 10_000,
+      error: { name: "Error", message: "no lease", stack: "" },
+    }),
+    report({
+      seq: 11,
+      time: at(3),
+      dn: "root.net.dhcp",
+      kind: api.SupervisorReportKind.ESCALATED,
+      escalatedTo: "root.net",
+      error: { name: "EscalationError", message: "gave up", stack: "" },
+    }),
+  ];
+
+  it("prints the kept reports as `time kind dn detail`, asking for the DN and backlog given", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, {
+      reports: async (call) => {
+        call.write({ reports: backlog.slice(0, 2) });
+        call.write({ reports: backlog.slice(2) });
+      },
+    });
+    const res = await metroctl(config, [
+      "reports",
+      id,
+      "--dn",
+      "root.net",
+      "--backlog",
+      "20",
+      "--debug-port",
+      String(server.port),
+    ]);
+    expect(res).toEqual({
+      code: 0,
+      stderr: "",
+      stdout:
+        "2024-05-01T12:00:01.000Z started root.net restart 2\n" +
+        "2024-05-01T12:00:02.000Z died root.net ProcessExitedError: exited with 1\n" +
+        "2024-05-01T12:00:02.000Z restart-scheduled root.net in 750 ms (attempt 3) (4 reports dropped before this one)\n" +
+        "2024-05-01T12:00:03.000Z given-up root.net.dhcp more than 5 restarts in 10000 ms; last error Error: no lease\n" +
+        "2024-05-01T12:00:03.000Z escalated root.net.dhcp to root.net; EscalationError: gave up\n",
+    });
+    expect(server.reportRequests).toEqual([{ dnPrefix: "root.net", backlog: 20, follow: false }]);
+    expect(server.callers).toEqual(["owner"]);
+  });
+
+  it("prints JSON lines with -o json, the error's stack included", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const server = await serveDebug(id, {
+      reports: async (call) => void call.write({ reports: backlog.slice(1, 2) }),
+    });
+    const res = await metroctl(config, [
+      "reports",
+      id,
+      "-o",
+      "json",
+      "--debug-port",
+      String(server.port),
+    ]);
+    expect(res.code).toBe(0);
+    expect(
+      res.stdout
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l) as unknown),
+    ).toEqual([
+      {
+        seq: 8,
+        time: "2024-05-01T12:00:02.000Z",
+        kind: "died",
+        dn: "root.net",
+        error: {
+          name: "ProcessExitedError",
+          message: "exited with 1\nmore",
+          stack: "ProcessExitedError: …",
+        },
+      },
+    ]);
+    expect(server.reportRequests).toEqual([{ dnPrefix: "", backlog: undefined, follow: false }]);
+  });
+
+  it("follows new reports with -f until interrupted, then ends the stream and exits 0", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    let next!: () => void;
+    let cancelled = false;
+    const server = await serveDebug(id, {
+      reports: async (call) => {
+        call.write({ reports: backlog.slice(0, 1) });
+        await new Promise<void>((resolve) => (next = resolve));
+        call.write({ reports: backlog.slice(1, 2) });
+        await new Promise<void>((resolve) => call.once("cancelled", resolve));
+        cancelled = true;
+      },
+    });
+    const stdout = new Capture();
+    const interrupt = new AbortController();
+    const running = metroctl(config, ["reports", id, "-f", "--debug-port", String(server.port)], {
+      stdout,
+      signal: interrupt.signal,
+    });
+    await eventually(() => stdout.text.includes(" started root.net"), "the backlog");
+    next();
+    await eventually(() => stdout.text.includes(" died root.net"), "the followed report");
+    interrupt.abort();
+    expect(await running).toMatchObject({ code: 0, stderr: "" });
+    expect(server.reportRequests[0]?.follow).toBe(true);
+    await eventually(() => cancelled, "the server to see the stream cancelled");
+  });
+});

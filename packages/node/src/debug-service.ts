@@ -1,8 +1,9 @@
 /**
  * The node's Debug service (metropolis.proto.api.Debug): what a test or an
  * operator asks a running node to find out what it is doing without a log
- * collector — its log tree (backlog, then followed live), a snapshot of its
- * supervision tree, and whether its startup conditions hold.
+ * collector — its log tree (backlog, then followed live), its supervision
+ * tree (a snapshot, or watched live), its supervisor reports (kept ones,
+ * then followed live), and whether its startup conditions hold.
  *
  * It is served with the node's own certificate over the same
  * "request, don't verify" mutual TLS as the curator (`curatorServerCredentials`),
@@ -14,7 +15,8 @@
  * Bounded like every server of the node core (server-limits.ts in
  * @metropolis/curator): a DN prefix longer than {@link maxDnPrefixLength} is
  * refused before it is used, errors quote client values cut short, and
- * followed GetLogs streams are capped ({@link maxFollowStreamsPerConnection},
+ * long-lived streams (followed GetLogs and GetSupervisorReports,
+ * WatchSupervisionTree) are capped together ({@link maxFollowStreamsPerConnection},
  * {@link maxFollowStreams}) and ended through one listener on the service's
  * signal, not one each.
  */
@@ -35,7 +37,15 @@ import {
   type Caller,
 } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
-import type { LogEntry, NodeState, NodeStatus, Supervisor } from "@metropolis/supervisor";
+import type {
+  LogEntry,
+  NodeState,
+  NodeStatus,
+  ReportError,
+  Supervisor,
+  SupervisorReport,
+  SupervisorReportKind,
+} from "@metropolis/supervisor";
 import { NodeError } from "./errors";
 
 /** The TCP port a node serves its Debug service on. */
@@ -76,6 +86,13 @@ export const maxFollowStreamsPerConnection = 16;
 /** Followed GetLogs streams the service may have open at once, from everyone. */
 export const maxFollowStreams = 64;
 
+/**
+ * Most reports that wait for a slow GetSupervisorReports reader (with
+ * follow). Past it the oldest waiting one is dropped, and the next report
+ * sent says in `dropped` how many were.
+ */
+export const maxPendingFollowedReports = 1000;
+
 /** Whether a startup condition holds, and optionally why not. */
 export interface ConditionResult {
   ok: boolean;
@@ -104,12 +121,14 @@ export interface DebugServerOptions {
   /** Who is calling; see `identifier` in @metropolis/curator. */
   identify: IdentifyCaller;
   /**
-   * When it aborts, open GetLogs follow streams end (status OK), so that a
-   * graceful server shutdown is not held up by a client that follows logs.
+   * When it aborts, open long-lived streams (followed GetLogs and
+   * GetSupervisorReports, WatchSupervisionTree) end (status OK), so that a
+   * graceful server shutdown is not held up by a client that follows.
    */
   signal?: AbortSignal;
   /**
-   * The followed GetLogs streams. Default: capped at
+   * The long-lived streams (followed GetLogs and GetSupervisorReports,
+   * WatchSupervisionTree), capped together. Default: capped at
    * {@link maxFollowStreamsPerConnection} and {@link maxFollowStreams},
    * ended by `signal`. A test passes its own to set other caps.
    */
@@ -378,6 +397,166 @@ async function followLogs(
   await writer.written();
 }
 
+const reportKinds: Record<SupervisorReportKind, api.SupervisorReportKind> = {
+  started: api.SupervisorReportKind.STARTED,
+  healthy: api.SupervisorReportKind.HEALTHY,
+  done: api.SupervisorReportKind.DONE,
+  died: api.SupervisorReportKind.DIED,
+  restartScheduled: api.SupervisorReportKind.RESTART_SCHEDULED,
+  givenUp: api.SupervisorReportKind.GIVEN_UP,
+  escalated: api.SupervisorReportKind.ESCALATED,
+};
+
+function toApiReportError(e: ReportError | undefined): api.ReportError | undefined {
+  return e && { name: e.name, message: e.message, stack: e.stack ?? "" };
+}
+
+/** One supervisor report as the wire's SupervisorReport. */
+export function toApiReport(r: SupervisorReport): api.SupervisorReport {
+  return {
+    seq: r.seq,
+    dn: r.dn,
+    time: new Date(r.time),
+    kind: reportKinds[r.kind] ?? api.SupervisorReportKind.UNSPECIFIED,
+    restarts: r.kind === "started" ? r.restarts : 0,
+    error: "error" in r ? toApiReportError(r.error) : undefined,
+    delayMs: r.kind === "restartScheduled" ? r.delayMs : 0,
+    attempt: r.kind === "restartScheduled" ? r.attempt : 0,
+    maxRestarts: r.kind === "givenUp" ? r.maxRestarts : 0,
+    periodMs: r.kind === "givenUp" ? r.periodMs : 0,
+    escalatedTo: r.kind === "escalated" ? (r.to ?? "") : "",
+    dropped: r.dropped ?? 0,
+  };
+}
+
+/** A server stream that can be written to with backpressure. */
+type WritableCall<T> = ServerWritableStream<unknown, T>;
+
+/**
+ * Writes `message`; when the stream refuses more (backpressure), resolves
+ * only once it drained, the client is gone, or `ended` aborted.
+ */
+function writeAndWait<T>(call: WritableCall<T>, message: T, ended?: AbortSignal): Promise<void> {
+  if (call.cancelled || call.writableEnded) return Promise.resolve();
+  if (call.write(message)) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      call.removeListener("drain", done);
+      call.removeListener("cancelled", done);
+      ended?.removeEventListener("abort", done);
+      resolve();
+    };
+    call.once("drain", done);
+    call.once("cancelled", done);
+    ended?.addEventListener("abort", done, { once: true });
+    if (ended?.aborted) done();
+  });
+}
+
+/**
+ * Writes what `it` yields (each mapped by `toMessage`) until it ends, the
+ * client is gone or `ended` aborts; the iterator waits while the stream
+ * drains (it is bounded itself: it drops or coalesces).
+ */
+async function pump<T, M>(
+  it: AsyncIterableIterator<T>,
+  call: WritableCall<M>,
+  ended: AbortSignal,
+  toMessage: (item: T) => M,
+): Promise<void> {
+  const stop = () => void it.return?.();
+  ended.addEventListener("abort", stop, { once: true });
+  if (ended.aborted) stop();
+  try {
+    for (;;) {
+      const next = await it.next();
+      if (next.done || ended.aborted || call.cancelled) break;
+      await writeAndWait(call, toMessage(next.value), ended);
+    }
+  } finally {
+    ended.removeEventListener("abort", stop);
+    await it.return?.();
+  }
+}
+
+function checkDnPrefix(dnPrefix: string): void {
+  if (dnPrefix.length > maxDnPrefixLength) {
+    throw new InvalidArgumentError(
+      `dn_prefix ${quoted(dnPrefix)} is longer than ${maxDnPrefixLength} characters`,
+    );
+  }
+}
+
+/**
+ * GetSupervisorReports: the kept reports of the DN prefix's subtree (its
+ * last `backlog`), then, with `follow`, every new matching report until the
+ * client cancels, the tree ends, or the long-lived streams end.
+ */
+async function getSupervisorReports(
+  opts: DebugServerOptions,
+  streams: BoundedStreams,
+  call: ServerWritableStream<api.GetSupervisorReportsRequest, api.GetSupervisorReportsResponse>,
+): Promise<void> {
+  requireNodeOrOwner(await opts.identify(call));
+  if (call.cancelled) return;
+  const { dnPrefix, backlog, follow } = call.request;
+  checkDnPrefix(dnPrefix);
+  const wcall = call as WritableCall<api.GetSupervisorReportsResponse>;
+  if (!follow) {
+    const reports = opts.supervisor.recentReports({ dnPrefix, tail: backlog }).map(toApiReport);
+    for (let i = 0; i < reports.length && !call.cancelled; i += maxLogEntriesPerResponse) {
+      await writeAndWait(wcall, { reports: reports.slice(i, i + maxLogEntriesPerResponse) });
+    }
+    return;
+  }
+  await streams.serve(call, (ended) =>
+    pump(
+      opts.supervisor.reports({
+        history: backlog ?? true,
+        dnPrefix,
+        bufferSize: maxPendingFollowedReports,
+      }),
+      wcall,
+      ended,
+      (r) => ({ reports: [toApiReport(r)] }),
+    ),
+  );
+}
+
+/** WatchSupervisionTree: the tree now, then after every change (coalesced), until it ends. */
+async function watchSupervisionTree(
+  opts: DebugServerOptions,
+  streams: BoundedStreams,
+  call: ServerWritableStream<api.WatchSupervisionTreeRequest, api.WatchSupervisionTreeResponse>,
+): Promise<void> {
+  requireNodeOrOwner(await opts.identify(call));
+  if (call.cancelled) return;
+  await streams.serve(call, (ended) =>
+    pump(
+      opts.supervisor.watchTree(),
+      call as WritableCall<api.WatchSupervisionTreeResponse>,
+      ended,
+      (nodes) => ({ nodes: nodes.map(toSupervisionNode) }),
+    ),
+  );
+}
+
+/** Runs a server-stream handler: ends the call on success, answers a status on failure. */
+function serverStream<Req, Res>(
+  method: string,
+  handle: (call: ServerWritableStream<Req, Res>) => Promise<void>,
+): (call: ServerWritableStream<Req, Res>) => void {
+  return (call) => {
+    handle(call).then(
+      () => {
+        if (!call.cancelled && !call.writableEnded) call.end();
+      },
+      // grpc-js answers a server stream with the status of an emitted error.
+      (e: unknown) => call.emit("error", toStatus(e, method)),
+    );
+  };
+}
+
 /**
  * The Debug service's grpc-js handlers. Every call first checks that its
  * caller presented a node or owner certificate of this cluster
@@ -393,7 +572,7 @@ export function debugServer(opts: DebugServerOptions): api.DebugServer {
   const followStreams =
     opts.followStreams ??
     new BoundedStreams(
-      "followed GetLogs",
+      "long-lived Debug",
       { perConnection: maxFollowStreamsPerConnection, total: maxFollowStreams },
       opts.signal,
     );
@@ -447,5 +626,13 @@ export function debugServer(opts: DebugServerOptions): api.DebugServer {
         (e: unknown) => callback(toStatus(e, "GetCondition")),
       );
     },
+
+    watchSupervisionTree: serverStream("WatchSupervisionTree", (call) =>
+      watchSupervisionTree(opts, followStreams, call),
+    ),
+
+    getSupervisorReports: serverStream("GetSupervisorReports", (call) =>
+      getSupervisorReports(opts, followStreams, call),
+    ),
   };
 }

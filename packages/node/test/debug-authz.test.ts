@@ -54,6 +54,8 @@ const expected: Table = {
   "Debug.GetCondition": nodeOrOwner,
   "Debug.GetLogs": nodeOrOwner,
   "Debug.GetSupervisionTree": nodeOrOwner,
+  "Debug.GetSupervisorReports": nodeOrOwner,
+  "Debug.WatchSupervisionTree": nodeOrOwner,
 };
 
 /** A request per method that succeeds when its caller is authorized. */
@@ -61,6 +63,8 @@ const requests: Record<string, unknown> = {
   "Debug.GetCondition": { condition: api.Condition.STORAGE_MOUNTED },
   "Debug.GetLogs": { dnPrefix: "", follow: false },
   "Debug.GetSupervisionTree": {},
+  "Debug.GetSupervisorReports": { dnPrefix: "", follow: true },
+  "Debug.WatchSupervisionTree": {},
 };
 
 const debugMethods = grpcMethods().filter((m) => m.service === "Debug");

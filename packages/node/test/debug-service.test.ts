@@ -175,7 +175,26 @@ async function serve(ctx: RunContext): Promise<void> {
   await ctx.untilAborted();
 }
 
-/** The supervisor, counting the log subscriptions it hands out. */
+/** Report and tree iterators the supervisor handed out and that were not returned yet. */
+let iterating = 0;
+
+/** `it`, counted in `iterating` until its return() is called. */
+function tracked<T>(it: AsyncIterableIterator<T>): AsyncIterableIterator<T> {
+  iterating++;
+  let on = true;
+  const wrapped: AsyncIterableIterator<T> = {
+    next: () => it.next(),
+    return: () => {
+      if (on) iterating--;
+      on = false;
+      return it.return?.() ?? Promise.resolve({ value: undefined, done: true });
+    },
+    [Symbol.asyncIterator]: () => wrapped,
+  };
+  return wrapped;
+}
+
+/** The supervisor, counting the log subscriptions and iterators it hands out. */
 function counting(sup: Supervisor): Supervisor {
   return {
     get done() {
@@ -185,6 +204,11 @@ function counting(sup: Supervisor): Supervisor {
     tree: () => sup.tree(),
     onTransition: (cb) => sup.onTransition(cb),
     logs: (prefix, o) => sup.logs(prefix, o),
+    reports: (o) => tracked(sup.reports(o)),
+    onReport: (cb) => sup.onReport(cb),
+    recentReports: (o) => sup.recentReports(o),
+    watchTree: () => tracked(sup.watchTree()),
+    topRestarts: (o) => sup.topRestarts(o),
     onLog: (cb) => {
       following++;
       const off = sup.onLog(cb);
@@ -318,8 +342,10 @@ afterEach(async () => {
     for (const s of servers) s.forceShutdown();
     // A server going away lets go of its follow subscriptions.
     await eventually(() => following === 0, "every follow subscription to end", pollFast);
+    await eventually(() => iterating === 0, "every report and tree iterator to end", pollFast);
   } finally {
     following = 0;
+    iterating = 0;
     await h.cleanup();
   }
 });
@@ -550,6 +576,158 @@ describe("GetSupervisionTree", () => {
     }
     const flakySince = h.supervisor.tree().find((n) => n.dn === "root.flaky")!.since;
     expect(byDn.get("root.flaky")!.since!.getTime()).toBe(flakySince);
+  });
+});
+
+/** A server stream read as it arrives. */
+function streamInbox<T>(stream: ClientReadableStream<T>) {
+  const messages: T[] = [];
+  let ended: { code: status; details: string } | undefined;
+  stream.on("data", (m: T) => messages.push(m));
+  stream.on("error", (e: ServiceError) => (ended = { code: e.code, details: e.details }));
+  stream.on("status", (s: { code: status; details: string }) => (ended ??= s));
+  return {
+    messages,
+    ended: () => ended,
+    async waitFor(what: string, check: (messages: T[]) => boolean) {
+      await eventually(() => check(messages) || ended !== undefined, what, pollFast);
+      expect(ended).toBeUndefined();
+    },
+    async waitForEnd() {
+      await eventually(() => ended !== undefined, "the stream to end", pollFast);
+      return ended!;
+    },
+  };
+}
+
+const K = api.SupervisorReportKind;
+const reportsOf = (responses: api.GetSupervisorReportsResponse[]) =>
+  responses.flatMap((r) => r.reports);
+
+describe("GetSupervisorReports", () => {
+  const readReports = (c: api.DebugClient, req: Partial<api.GetSupervisorReportsRequest>) =>
+    new Promise<api.GetSupervisorReportsResponse[]>((resolve, reject) => {
+      const out: api.GetSupervisorReportsResponse[] = [];
+      const stream = c.getSupervisorReports({ dnPrefix: "", follow: false, ...req });
+      stream.on("data", (r: api.GetSupervisorReportsResponse) => out.push(r));
+      stream.on("error", reject);
+      stream.on("end", () => resolve(out));
+    });
+
+  it("sends the kept reports of the DN prefix's subtree, with their fields", async () => {
+    const reports = reportsOf(await readReports(client("owner"), { dnPrefix: "root.broken" }));
+    expect(reports.map((r) => [r.dn, K[r.kind]])).toEqual([
+      ["root.broken", "STARTED"],
+      ["root.broken", "DIED"],
+      ["root.broken", "RESTART_SCHEDULED"],
+    ]);
+    const [started, died, scheduled] = reports;
+    expect(started).toMatchObject({ restarts: 0, dropped: 0 });
+    expect(died.error).toMatchObject({ name: "Error", message: "always broken" });
+    expect(died.error?.stack).toMatch(/^Error: always broken\n\s+at /);
+    expect(scheduled).toMatchObject({ delayMs: 60_000, attempt: 1, error: undefined });
+    expect(died.seq).toBeGreaterThan(started.seq);
+    expect(died.time).toBeInstanceOf(Date);
+    expect(died.time!.getTime()).toBe(
+      h.supervisor.recentReports({ dnPrefix: "root.broken" })[1].time,
+    );
+    // `root.role` covers root.role.curator and not root.roles; backlog keeps the newest.
+    const role = reportsOf(await readReports(client("node"), { dnPrefix: "root.role" }));
+    expect(new Set(role.map((r) => r.dn))).toEqual(new Set(["root.role", "root.role.curator"]));
+    const last = reportsOf(
+      await readReports(client("node"), { dnPrefix: "root.role", backlog: 1 }),
+    );
+    expect(last).toEqual(role.slice(-1));
+    expect(await readReports(client("node"), { backlog: 0 })).toEqual([]);
+  });
+
+  it("with follow, sends new reports as they are made until the client cancels", async () => {
+    await h.waitFor("root.flaky", "healthy");
+    const stream = client("owner").getSupervisorReports({
+      dnPrefix: "root.flaky",
+      backlog: 1,
+      follow: true,
+    });
+    const box = streamInbox(stream);
+    await box.waitFor("the backlog", (m) => m.length >= 1);
+    expect(reportsOf(box.messages).map((r) => K[r.kind])).toEqual(["HEALTHY"]);
+    failFlaky();
+    await box.waitFor("the restart's reports", (m) => reportsOf(m).length >= 5);
+    const followed = reportsOf(box.messages).slice(1);
+    expect(followed.map((r) => K[r.kind])).toEqual([
+      "DIED",
+      "RESTART_SCHEDULED",
+      "STARTED",
+      "HEALTHY",
+    ]);
+    expect(followed[0].error?.message).toBe("flaky failed on purpose");
+    expect(followed[2].restarts).toBe(1);
+    expect(iterating).toBe(1);
+    stream.cancel();
+    expect((await box.waitForEnd()).code).toBe(status.CANCELLED);
+    await eventually(() => iterating === 0, "the server to let go of the reports", pollFast);
+  });
+
+  it("refuses a DN prefix longer than the limit", async () => {
+    await expectCode(
+      readReports(client("owner"), { dnPrefix: "x".repeat(maxDnPrefixLength + 1) }),
+      status.INVALID_ARGUMENT,
+      /is longer than 1024 characters$/,
+    );
+  });
+});
+
+describe("WatchSupervisionTree", () => {
+  it("sends the tree, then again after changes, until the client cancels", async () => {
+    await h.waitFor("root.flaky", "healthy");
+    const stream = client("owner").watchSupervisionTree({});
+    const box = streamInbox(stream);
+    await box.waitFor("the first snapshot", (m) => m.length >= 1);
+    const flakyOf = (m: api.WatchSupervisionTreeResponse) =>
+      m.nodes.find((n) => n.dn === "root.flaky");
+    expect(box.messages[0].nodes.map((n) => n.dn)).toEqual(h.supervisor.tree().map((n) => n.dn));
+    expect(flakyOf(box.messages[0])).toMatchObject({
+      restarts: 0,
+      state: api.RunnableState.HEALTHY,
+    });
+    failFlaky();
+    await box.waitFor("the restarted runnable", (m) => {
+      const flaky = flakyOf(m[m.length - 1]);
+      return flaky?.restarts === 1 && flaky.state === api.RunnableState.HEALTHY;
+    });
+    // Coalesced per turn of the event loop: the death and its scheduled
+    // restart are one turn, the restart and healthy() another: two snapshots.
+    expect(box.messages.length - 1).toBeLessThanOrEqual(2);
+    expect(iterating).toBe(1);
+    stream.cancel();
+    expect((await box.waitForEnd()).code).toBe(status.CANCELLED);
+    await eventually(() => iterating === 0, "the server to let go of the watch", pollFast);
+  });
+
+  it("shares the long-lived stream caps with followed GetLogs and GetSupervisorReports, and ends with the signal", async () => {
+    const controller = new AbortController();
+    const streams = new BoundedStreams(
+      "long-lived Debug",
+      { perConnection: 3, total: 3 },
+      controller.signal,
+    );
+    const at = await startServer(controller.signal, streams);
+    const c = client("owner", at);
+    const watch = streamInbox(c.watchSupervisionTree({}));
+    const reports = streamInbox(c.getSupervisorReports({ dnPrefix: "", backlog: 1, follow: true }));
+    const logsBox = inbox(c.getLogs({ dnPrefix: "root", tail: 1, follow: true }));
+    await watch.waitFor("a snapshot", (m) => m.length >= 1);
+    await reports.waitFor("a report", (m) => m.length >= 1);
+    await logsBox.waitForEntries(1);
+    const refused = await streamInbox(c.watchSupervisionTree({})).waitForEnd();
+    expect(status[refused.code]).toBe("RESOURCE_EXHAUSTED");
+    expect(refused.details).toMatch(/too many open long-lived Debug streams/);
+    controller.abort();
+    expect((await watch.waitForEnd()).code).toBe(status.OK);
+    expect((await reports.waitForEnd()).code).toBe(status.OK);
+    expect((await logsBox.waitForEnd()).code).toBe(status.OK);
+    await eventually(() => iterating === 0, "every iterator to end", pollFast);
+    expect(streams.size).toBe(0);
   });
 });
 

@@ -30,6 +30,8 @@ export function resolveBackoff(
 /** The backoff state of one node. */
 export class Backoff {
   private interval: number;
+  /** Delays handed out since the last reset: the attempt the next restart is. */
+  attempts = 0;
 
   constructor(
     private readonly opts: Readonly<Required<BackoffOptions>>,
@@ -41,6 +43,7 @@ export class Backoff {
   /** The delay before the next restart; grows the interval for the one after. */
   next(): number {
     const { jitter, multiplier, maxMs } = this.opts;
+    this.attempts++;
     const delay = this.interval * (1 + jitter * (2 * this.random() - 1));
     this.interval = Math.min(this.interval * multiplier, maxMs);
     return Math.max(0, Math.round(delay));
@@ -49,5 +52,6 @@ export class Backoff {
   /** Back to the initial delay: the runnable proved itself healthy. */
   reset(): void {
     this.interval = this.opts.initialMs;
+    this.attempts = 0;
   }
 }

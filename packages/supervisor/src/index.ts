@@ -50,6 +50,7 @@
  * @module
  */
 export type * from "./types";
+export * from "./report-types";
 export { supervise } from "./supervise";
 export { defaultBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";

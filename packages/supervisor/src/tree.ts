@@ -34,6 +34,10 @@ import { LogTree } from "./log-tree";
 import { defaultLogger, dnLogger } from "./logger";
 import { validateName } from "./names";
 import { TreeNode } from "./tree-node";
+import { ReportHub } from "./reports";
+import { RestartWindow } from "./restart-window";
+import { TreeWatch } from "./tree-watch";
+import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
 import type {
   BackoffOptions,
   ChildOptions,
@@ -62,6 +66,9 @@ export class Tree implements Supervisor, ContextHost {
   private readonly backoffDefaults: Readonly<Required<BackoffOptions>>;
   private readonly metrics: SupervisorMetrics | undefined;
   private readonly listeners = new Set<(t: Transition) => void>();
+  /** Reports: history, subscribers, and the watchers of the live tree. */
+  private readonly hub: ReportHub;
+  private readonly restartWindow = new RestartWindow();
 
   /** Restart timers pending anywhere in the tree. */
   private pendingTimers = 0;
@@ -81,6 +88,7 @@ export class Tree implements Supervisor, ContextHost {
     this.rootLogger = opts.logger ?? defaultLogger(opts.logLevelEnv);
     this.logTree = new LogTree(opts.logBufferLines);
     this.metrics = opts.metrics;
+    this.hub = new ReportHub(opts.reportHistory);
     const rootOpts = opts.root ?? {};
     validateChildOptions("root", rootOpts);
     this.root = new TreeNode("root", "root", undefined, runnable, rootOpts);
@@ -146,6 +154,33 @@ export class Tree implements Supervisor, ContextHost {
 
   onLog(cb: (entry: LogEntry) => void): () => void {
     return this.logTree.subscribe(cb);
+  }
+
+  reports(opts?: ReportsOptions): AsyncIterableIterator<SupervisorReport> {
+    return this.hub.reader(opts);
+  }
+
+  onReport(cb: (report: SupervisorReport) => void): () => void {
+    return this.hub.subscribe(cb);
+  }
+
+  recentReports(opts?: { dnPrefix?: string; tail?: number }): SupervisorReport[] {
+    return this.hub.recent(opts);
+  }
+
+  watchTree(): AsyncIterableIterator<NodeStatus[]> {
+    const hub = this.hub;
+    return new TreeWatch({
+      tree: () => this.tree(),
+      onChange: (cb) => this.hub.onChange(cb),
+      get hasEnded() {
+        return hub.hasEnded;
+      },
+    });
+  }
+
+  topRestarts(opts: { windowMs: number; limit?: number }): RestartCount[] {
+    return this.restartWindow.top(opts);
   }
 
   // ── Called by RunContextImpl ──────────────────────────────────────────
@@ -382,6 +417,7 @@ export class Tree implements Supervisor, ContextHost {
           node.lastError,
         );
         this.loggerOf(node).error(`not restarting: ${error.message}`);
+        this.hub.givenUp(node.dn, intensity.maxRestarts, intensity.periodMs, node.lastError);
         this.escalate(node, error);
         return;
       }
@@ -389,6 +425,9 @@ export class Tree implements Supervisor, ContextHost {
     node.backoff ??= new Backoff(resolveBackoff(node.opts.backoff, this.backoffDefaults));
     const delay = node.backoff.next();
     this.loggerOf(node).info(`restarting in ${delay} ms`);
+    const scheduledAt = Date.now();
+    this.restartWindow.record(node.dn, scheduledAt);
+    this.hub.restartScheduled(node.dn, scheduledAt, delay, node.backoff.attempts);
     if (delay === 0) return this.respawn(node);
     this.pendingTimers++;
     node.restartAt = Date.now() + delay;
@@ -400,8 +439,9 @@ export class Tree implements Supervisor, ContextHost {
 
   private escalate(node: TreeNode, error: EscalationError): void {
     const parent = node.parent;
+    if (parent && (parent.state === "dead" || parent.aborted)) return; // already going down; it restarts us fresh
+    this.hub.escalated(node.dn, parent?.dn, error);
     if (!parent) return this.failTree(error);
-    if (parent.state === "dead" || parent.aborted) return; // already going down; it restarts us fresh
     this.fail(parent, error);
     this.checkRestart(parent);
   }
@@ -436,6 +476,7 @@ export class Tree implements Supervisor, ContextHost {
     if (this.ended || this.root.live > 0 || this.pendingTimers > 0) return;
     if (!this.stopping && this.needsRestart(this.root)) return;
     this.ended = true;
+    this.hub.end();
     if (this.failure) return this.rejectDone(this.failure);
     if (this.root.state === "dead" && !this.stopping) {
       // A temporary root that failed: nothing will ever restart it.
@@ -456,6 +497,7 @@ export class Tree implements Supervisor, ContextHost {
     const from = node.incarnation === 0 && to === "new" ? undefined : node.state;
     node.state = to;
     node.since = Date.now();
+    this.hub.transition(node, to, error);
     if (!this.metrics && this.listeners.size === 0) return;
     const t: Transition = { dn: node.dn, from, to, at: node.since };
     if (error) t.error = error;

@@ -3,6 +3,7 @@
  * how a child is supervised (ChildOptions), and what the owner of a tree can
  * observe (Supervisor, NodeStatus, Transition).
  */
+import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
 
 /** Structured fields of a log line, besides its level and message. */
 export type LogMeta = Record<string, unknown>;
@@ -180,6 +181,12 @@ export interface SupervisorOptions {
    * @default none
    */
   metrics?: SupervisorMetrics;
+  /**
+   * Reports kept per tree for late readers (`recentReports()`,
+   * `reports({ history: true })`); 0 keeps none.
+   * @default 1000
+   */
+  reportHistory?: number;
 }
 
 /**
@@ -263,4 +270,32 @@ export interface Supervisor {
    * synchronously inside the logging call: it must not throw or log.
    */
   onLog(cb: (entry: LogEntry) => void): () => void;
+  /**
+   * Reports (started, healthy, done, died, restartScheduled, givenUp,
+   * escalated) as an async iterator: with `history`, the recent ones first,
+   * then live ones, until the tree has ended or the reader stops (`break`).
+   * A reader that falls `bufferSize` behind loses the oldest waiting reports;
+   * the next one it reads counts them in `dropped`.
+   */
+  reports(opts?: ReportsOptions): AsyncIterableIterator<SupervisorReport>;
+  /**
+   * Subscribes to reports as they are made; returns the unsubscribe
+   * function. `cb` runs synchronously inside the tree: it must not throw,
+   * block, or modify the report.
+   */
+  onReport(cb: (report: SupervisorReport) => void): () => void;
+  /** The kept reports of `dnPrefix` and its subtree (default: all), oldest first; `tail` keeps the newest N. */
+  recentReports(opts?: { dnPrefix?: string; tail?: number }): SupervisorReport[];
+  /**
+   * The tree (as `tree()` gives it) now, and again after every change,
+   * coalesced: a burst of changes in one turn of the event loop yields one
+   * snapshot. Ends once the tree has ended, or when the reader stops.
+   */
+  watchTree(): AsyncIterableIterator<NodeStatus[]>;
+  /**
+   * The runnables restarted most after failures within the last `windowMs`
+   * (restarts along with a failed group sibling or parent do not count),
+   * most first, at most `limit` (default 10) of them.
+   */
+  topRestarts(opts: { windowMs: number; limit?: number }): RestartCount[];
 }

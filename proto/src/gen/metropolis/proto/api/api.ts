@@ -152,6 +152,90 @@ export function runnableStateToJSON(object: RunnableState): string {
   }
 }
 
+/** SupervisorReportKind is what a supervisor report is about. */
+export enum SupervisorReportKind {
+  /** UNSPECIFIED - Unset; never valid. */
+  UNSPECIFIED = 0,
+  /** STARTED - The runnable was started (its first run or a restart). */
+  STARTED = 1,
+  /** HEALTHY - The runnable declared itself healthy. */
+  HEALTHY = 2,
+  /** DONE - The runnable finished its work. */
+  DONE = 3,
+  /** DIED - The runnable failed (error set). */
+  DIED = 4,
+  /** RESTART_SCHEDULED - A restart of the failed runnable was scheduled (delay_ms, attempt set). */
+  RESTART_SCHEDULED = 5,
+  /**
+   * GIVEN_UP - The runnable failed more often than its restart intensity allows and
+   * will not be restarted (max_restarts, period_ms, error set).
+   */
+  GIVEN_UP = 6,
+  /**
+   * ESCALATED - A given-up runnable's failure was propagated to its parent (escalated_to,
+   * error set).
+   */
+  ESCALATED = 7,
+  UNRECOGNIZED = -1,
+}
+
+export function supervisorReportKindFromJSON(object: any): SupervisorReportKind {
+  switch (object) {
+    case 0:
+    case "SUPERVISOR_REPORT_KIND_UNSPECIFIED":
+      return SupervisorReportKind.UNSPECIFIED;
+    case 1:
+    case "SUPERVISOR_REPORT_KIND_STARTED":
+      return SupervisorReportKind.STARTED;
+    case 2:
+    case "SUPERVISOR_REPORT_KIND_HEALTHY":
+      return SupervisorReportKind.HEALTHY;
+    case 3:
+    case "SUPERVISOR_REPORT_KIND_DONE":
+      return SupervisorReportKind.DONE;
+    case 4:
+    case "SUPERVISOR_REPORT_KIND_DIED":
+      return SupervisorReportKind.DIED;
+    case 5:
+    case "SUPERVISOR_REPORT_KIND_RESTART_SCHEDULED":
+      return SupervisorReportKind.RESTART_SCHEDULED;
+    case 6:
+    case "SUPERVISOR_REPORT_KIND_GIVEN_UP":
+      return SupervisorReportKind.GIVEN_UP;
+    case 7:
+    case "SUPERVISOR_REPORT_KIND_ESCALATED":
+      return SupervisorReportKind.ESCALATED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return SupervisorReportKind.UNRECOGNIZED;
+  }
+}
+
+export function supervisorReportKindToJSON(object: SupervisorReportKind): string {
+  switch (object) {
+    case SupervisorReportKind.UNSPECIFIED:
+      return "SUPERVISOR_REPORT_KIND_UNSPECIFIED";
+    case SupervisorReportKind.STARTED:
+      return "SUPERVISOR_REPORT_KIND_STARTED";
+    case SupervisorReportKind.HEALTHY:
+      return "SUPERVISOR_REPORT_KIND_HEALTHY";
+    case SupervisorReportKind.DONE:
+      return "SUPERVISOR_REPORT_KIND_DONE";
+    case SupervisorReportKind.DIED:
+      return "SUPERVISOR_REPORT_KIND_DIED";
+    case SupervisorReportKind.RESTART_SCHEDULED:
+      return "SUPERVISOR_REPORT_KIND_RESTART_SCHEDULED";
+    case SupervisorReportKind.GIVEN_UP:
+      return "SUPERVISOR_REPORT_KIND_GIVEN_UP";
+    case SupervisorReportKind.ESCALATED:
+      return "SUPERVISOR_REPORT_KIND_ESCALATED";
+    case SupervisorReportKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Condition names a startup milestone of a node. */
 export enum Condition {
   /** UNSPECIFIED - Unset; never valid. */
@@ -551,6 +635,100 @@ export interface SupervisionNode {
     | undefined;
   /** True when it failed too often and will not be restarted. */
   givenUp: boolean;
+}
+
+/** WatchSupervisionTreeRequest has no fields. */
+export interface WatchSupervisionTreeRequest {
+}
+
+/**
+ * WatchSupervisionTreeResponse is a snapshot of the whole tree, as
+ * GetSupervisionTreeResponse.
+ */
+export interface WatchSupervisionTreeResponse {
+  /** Every node of the tree, parents before children. */
+  nodes: SupervisionNode[];
+}
+
+/** GetSupervisorReportsRequest selects supervisor reports. */
+export interface GetSupervisorReportsRequest {
+  /**
+   * DN prefix: reports of this DN and of every DN below it (as GetLogs'
+   * dn_prefix). Empty: the whole tree.
+   */
+  dnPrefix: string;
+  /**
+   * How many of the most recent kept reports to send first. Unset: all kept
+   * ones; 0: none.
+   */
+  backlog?:
+    | number
+    | undefined;
+  /** Keep the stream open and send new reports as they are made. */
+  follow: boolean;
+}
+
+/** GetSupervisorReportsResponse is one batch of reports, oldest first. */
+export interface GetSupervisorReportsResponse {
+  /** The reports. */
+  reports: SupervisorReport[];
+}
+
+/** ReportError is a failure in a supervisor report, each field bounded in size. */
+export interface ReportError {
+  /** The error's name, e.g. ProcessExitedError. */
+  name: string;
+  /** Its message. */
+  message: string;
+  /** Its stack trace; empty if it had none. */
+  stack: string;
+}
+
+/** SupervisorReport is one report of a node's supervision tree. */
+export interface SupervisorReport {
+  /**
+   * Per tree, from 1, one more for every report: a gap means reports that
+   * were not sent (dropped, or no longer kept).
+   */
+  seq: number;
+  /** DN of the runnable the report is about. */
+  dn: string;
+  /** When it happened. */
+  time?:
+    | Date
+    | undefined;
+  /** What happened. */
+  kind: SupervisorReportKind;
+  /** STARTED: restarts before this run (0: the first run). */
+  restarts: number;
+  /**
+   * DIED: the failure; GIVEN_UP: the last failure; ESCALATED: the error the
+   * parent fails with.
+   */
+  error?:
+    | ReportError
+    | undefined;
+  /** RESTART_SCHEDULED: milliseconds until the restart. */
+  delayMs: number;
+  /**
+   * RESTART_SCHEDULED: restarts after failures since it was last healthy (1:
+   * the first).
+   */
+  attempt: number;
+  /** GIVEN_UP: the restart intensity's most restarts ... */
+  maxRestarts: number;
+  /** GIVEN_UP: ... within this many milliseconds. */
+  periodMs: number;
+  /**
+   * ESCALATED: DN of the parent that now fails; empty past the root (the
+   * whole tree fails).
+   */
+  escalatedTo: string;
+  /**
+   * How many reports were dropped just before this one, because this stream
+   * read too slowly; 0 normally.
+   */
+  dropped: number;
 }
 
 /** GetConditionRequest names the condition to check. */
@@ -3850,6 +4028,680 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
   },
 };
 
+function createBaseWatchSupervisionTreeRequest(): WatchSupervisionTreeRequest {
+  return {};
+}
+
+export const WatchSupervisionTreeRequest: MessageFns<WatchSupervisionTreeRequest> = {
+  encode(_: WatchSupervisionTreeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchSupervisionTreeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchSupervisionTreeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): WatchSupervisionTreeRequest {
+    return {};
+  },
+
+  toJSON(_: WatchSupervisionTreeRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchSupervisionTreeRequest>, I>>(base?: I): WatchSupervisionTreeRequest {
+    return WatchSupervisionTreeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchSupervisionTreeRequest>, I>>(_: I): WatchSupervisionTreeRequest {
+    const message = createBaseWatchSupervisionTreeRequest();
+    return message;
+  },
+};
+
+function createBaseWatchSupervisionTreeResponse(): WatchSupervisionTreeResponse {
+  return { nodes: [] };
+}
+
+export const WatchSupervisionTreeResponse: MessageFns<WatchSupervisionTreeResponse> = {
+  encode(message: WatchSupervisionTreeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.nodes) {
+      SupervisionNode.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchSupervisionTreeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchSupervisionTreeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodes.push(SupervisionNode.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchSupervisionTreeResponse {
+    return {
+      nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => SupervisionNode.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: WatchSupervisionTreeResponse): unknown {
+    const obj: any = {};
+    if (message.nodes?.length) {
+      obj.nodes = message.nodes.map((e) => SupervisionNode.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchSupervisionTreeResponse>, I>>(base?: I): WatchSupervisionTreeResponse {
+    return WatchSupervisionTreeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchSupervisionTreeResponse>, I>>(object: I): WatchSupervisionTreeResponse {
+    const message = createBaseWatchSupervisionTreeResponse();
+    message.nodes = object.nodes?.map((e) => SupervisionNode.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseGetSupervisorReportsRequest(): GetSupervisorReportsRequest {
+  return { dnPrefix: "", backlog: undefined, follow: false };
+}
+
+export const GetSupervisorReportsRequest: MessageFns<GetSupervisorReportsRequest> = {
+  encode(message: GetSupervisorReportsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.dnPrefix !== "") {
+      writer.uint32(10).string(message.dnPrefix);
+    }
+    if (message.backlog !== undefined) {
+      writer.uint32(16).uint32(message.backlog);
+    }
+    if (message.follow !== false) {
+      writer.uint32(24).bool(message.follow);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetSupervisorReportsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetSupervisorReportsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.dnPrefix = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.backlog = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.follow = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetSupervisorReportsRequest {
+    return {
+      dnPrefix: isSet(object.dnPrefix)
+        ? globalThis.String(object.dnPrefix)
+        : isSet(object.dn_prefix)
+        ? globalThis.String(object.dn_prefix)
+        : "",
+      backlog: isSet(object.backlog) ? globalThis.Number(object.backlog) : undefined,
+      follow: isSet(object.follow) ? globalThis.Boolean(object.follow) : false,
+    };
+  },
+
+  toJSON(message: GetSupervisorReportsRequest): unknown {
+    const obj: any = {};
+    if (message.dnPrefix !== "") {
+      obj.dnPrefix = message.dnPrefix;
+    }
+    if (message.backlog !== undefined) {
+      obj.backlog = Math.round(message.backlog);
+    }
+    if (message.follow !== false) {
+      obj.follow = message.follow;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetSupervisorReportsRequest>, I>>(base?: I): GetSupervisorReportsRequest {
+    return GetSupervisorReportsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetSupervisorReportsRequest>, I>>(object: I): GetSupervisorReportsRequest {
+    const message = createBaseGetSupervisorReportsRequest();
+    message.dnPrefix = object.dnPrefix ?? "";
+    message.backlog = object.backlog ?? undefined;
+    message.follow = object.follow ?? false;
+    return message;
+  },
+};
+
+function createBaseGetSupervisorReportsResponse(): GetSupervisorReportsResponse {
+  return { reports: [] };
+}
+
+export const GetSupervisorReportsResponse: MessageFns<GetSupervisorReportsResponse> = {
+  encode(message: GetSupervisorReportsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.reports) {
+      SupervisorReport.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetSupervisorReportsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetSupervisorReportsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reports.push(SupervisorReport.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetSupervisorReportsResponse {
+    return {
+      reports: globalThis.Array.isArray(object?.reports)
+        ? object.reports.map((e: any) => SupervisorReport.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: GetSupervisorReportsResponse): unknown {
+    const obj: any = {};
+    if (message.reports?.length) {
+      obj.reports = message.reports.map((e) => SupervisorReport.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetSupervisorReportsResponse>, I>>(base?: I): GetSupervisorReportsResponse {
+    return GetSupervisorReportsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetSupervisorReportsResponse>, I>>(object: I): GetSupervisorReportsResponse {
+    const message = createBaseGetSupervisorReportsResponse();
+    message.reports = object.reports?.map((e) => SupervisorReport.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseReportError(): ReportError {
+  return { name: "", message: "", stack: "" };
+}
+
+export const ReportError: MessageFns<ReportError> = {
+  encode(message: ReportError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    if (message.stack !== "") {
+      writer.uint32(26).string(message.stack);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReportError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReportError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stack = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReportError {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      stack: isSet(object.stack) ? globalThis.String(object.stack) : "",
+    };
+  },
+
+  toJSON(message: ReportError): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.stack !== "") {
+      obj.stack = message.stack;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReportError>, I>>(base?: I): ReportError {
+    return ReportError.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReportError>, I>>(object: I): ReportError {
+    const message = createBaseReportError();
+    message.name = object.name ?? "";
+    message.message = object.message ?? "";
+    message.stack = object.stack ?? "";
+    return message;
+  },
+};
+
+function createBaseSupervisorReport(): SupervisorReport {
+  return {
+    seq: 0,
+    dn: "",
+    time: undefined,
+    kind: 0,
+    restarts: 0,
+    error: undefined,
+    delayMs: 0,
+    attempt: 0,
+    maxRestarts: 0,
+    periodMs: 0,
+    escalatedTo: "",
+    dropped: 0,
+  };
+}
+
+export const SupervisorReport: MessageFns<SupervisorReport> = {
+  encode(message: SupervisorReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0) {
+      writer.uint32(8).uint64(message.seq);
+    }
+    if (message.dn !== "") {
+      writer.uint32(18).string(message.dn);
+    }
+    if (message.time !== undefined) {
+      Timestamp.encode(toTimestamp(message.time), writer.uint32(26).fork()).join();
+    }
+    if (message.kind !== 0) {
+      writer.uint32(32).int32(message.kind);
+    }
+    if (message.restarts !== 0) {
+      writer.uint32(40).uint32(message.restarts);
+    }
+    if (message.error !== undefined) {
+      ReportError.encode(message.error, writer.uint32(50).fork()).join();
+    }
+    if (message.delayMs !== 0) {
+      writer.uint32(56).uint64(message.delayMs);
+    }
+    if (message.attempt !== 0) {
+      writer.uint32(64).uint32(message.attempt);
+    }
+    if (message.maxRestarts !== 0) {
+      writer.uint32(72).uint32(message.maxRestarts);
+    }
+    if (message.periodMs !== 0) {
+      writer.uint32(80).uint64(message.periodMs);
+    }
+    if (message.escalatedTo !== "") {
+      writer.uint32(90).string(message.escalatedTo);
+    }
+    if (message.dropped !== 0) {
+      writer.uint32(96).uint64(message.dropped);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SupervisorReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSupervisorReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.dn = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.time = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.restarts = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.error = ReportError.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.delayMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.attempt = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.maxRestarts = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.periodMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.escalatedTo = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.dropped = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SupervisorReport {
+    return {
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      dn: isSet(object.dn) ? globalThis.String(object.dn) : "",
+      time: isSet(object.time) ? fromJsonTimestamp(object.time) : undefined,
+      kind: isSet(object.kind) ? supervisorReportKindFromJSON(object.kind) : 0,
+      restarts: isSet(object.restarts) ? globalThis.Number(object.restarts) : 0,
+      error: isSet(object.error) ? ReportError.fromJSON(object.error) : undefined,
+      delayMs: isSet(object.delayMs)
+        ? globalThis.Number(object.delayMs)
+        : isSet(object.delay_ms)
+        ? globalThis.Number(object.delay_ms)
+        : 0,
+      attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      maxRestarts: isSet(object.maxRestarts)
+        ? globalThis.Number(object.maxRestarts)
+        : isSet(object.max_restarts)
+        ? globalThis.Number(object.max_restarts)
+        : 0,
+      periodMs: isSet(object.periodMs)
+        ? globalThis.Number(object.periodMs)
+        : isSet(object.period_ms)
+        ? globalThis.Number(object.period_ms)
+        : 0,
+      escalatedTo: isSet(object.escalatedTo)
+        ? globalThis.String(object.escalatedTo)
+        : isSet(object.escalated_to)
+        ? globalThis.String(object.escalated_to)
+        : "",
+      dropped: isSet(object.dropped) ? globalThis.Number(object.dropped) : 0,
+    };
+  },
+
+  toJSON(message: SupervisorReport): unknown {
+    const obj: any = {};
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.dn !== "") {
+      obj.dn = message.dn;
+    }
+    if (message.time !== undefined) {
+      obj.time = message.time.toISOString();
+    }
+    if (message.kind !== 0) {
+      obj.kind = supervisorReportKindToJSON(message.kind);
+    }
+    if (message.restarts !== 0) {
+      obj.restarts = Math.round(message.restarts);
+    }
+    if (message.error !== undefined) {
+      obj.error = ReportError.toJSON(message.error);
+    }
+    if (message.delayMs !== 0) {
+      obj.delayMs = Math.round(message.delayMs);
+    }
+    if (message.attempt !== 0) {
+      obj.attempt = Math.round(message.attempt);
+    }
+    if (message.maxRestarts !== 0) {
+      obj.maxRestarts = Math.round(message.maxRestarts);
+    }
+    if (message.periodMs !== 0) {
+      obj.periodMs = Math.round(message.periodMs);
+    }
+    if (message.escalatedTo !== "") {
+      obj.escalatedTo = message.escalatedTo;
+    }
+    if (message.dropped !== 0) {
+      obj.dropped = Math.round(message.dropped);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SupervisorReport>, I>>(base?: I): SupervisorReport {
+    return SupervisorReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SupervisorReport>, I>>(object: I): SupervisorReport {
+    const message = createBaseSupervisorReport();
+    message.seq = object.seq ?? 0;
+    message.dn = object.dn ?? "";
+    message.time = object.time ?? undefined;
+    message.kind = object.kind ?? 0;
+    message.restarts = object.restarts ?? 0;
+    message.error = (object.error !== undefined && object.error !== null)
+      ? ReportError.fromPartial(object.error)
+      : undefined;
+    message.delayMs = object.delayMs ?? 0;
+    message.attempt = object.attempt ?? 0;
+    message.maxRestarts = object.maxRestarts ?? 0;
+    message.periodMs = object.periodMs ?? 0;
+    message.escalatedTo = object.escalatedTo ?? "";
+    message.dropped = object.dropped ?? 0;
+    return message;
+  },
+};
+
 function createBaseGetConditionRequest(): GetConditionRequest {
   return { condition: 0 };
 }
@@ -4404,7 +5256,8 @@ export const AAAClient = makeGenericClientConstructor(AAAService, "metropolis.pr
 
 /**
  * Debug is served by every node, for tests and troubleshooting: logs,
- * supervision tree and startup conditions.
+ * supervision tree (a snapshot, or watched live), supervisor reports and
+ * startup conditions.
  */
 export type DebugService = typeof DebugService;
 export const DebugService = {
@@ -4445,6 +5298,39 @@ export const DebugService = {
       Buffer.from(GetConditionResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetConditionResponse => GetConditionResponse.decode(value),
   },
+  /**
+   * WatchSupervisionTree sends the supervision tree now, then again after
+   * every change (coalesced: a burst of changes sends one snapshot, after
+   * it), until the client cancels or the node stops.
+   */
+  watchSupervisionTree: {
+    path: "/metropolis.proto.api.Debug/WatchSupervisionTree" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchSupervisionTreeRequest): Buffer =>
+      Buffer.from(WatchSupervisionTreeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchSupervisionTreeRequest => WatchSupervisionTreeRequest.decode(value),
+    responseSerialize: (value: WatchSupervisionTreeResponse): Buffer =>
+      Buffer.from(WatchSupervisionTreeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchSupervisionTreeResponse => WatchSupervisionTreeResponse.decode(value),
+  },
+  /**
+   * GetSupervisorReports returns the supervision tree's reports (started,
+   * healthy, done, died, restart scheduled, given up, escalated) of a DN and
+   * its subtree: first the most recent kept ones, then (with follow) new
+   * ones as they are made, until the client cancels.
+   */
+  getSupervisorReports: {
+    path: "/metropolis.proto.api.Debug/GetSupervisorReports" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: GetSupervisorReportsRequest): Buffer =>
+      Buffer.from(GetSupervisorReportsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetSupervisorReportsRequest => GetSupervisorReportsRequest.decode(value),
+    responseSerialize: (value: GetSupervisorReportsResponse): Buffer =>
+      Buffer.from(GetSupervisorReportsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetSupervisorReportsResponse => GetSupervisorReportsResponse.decode(value),
+  },
 } as const;
 
 export interface DebugServer extends UntypedServiceImplementation {
@@ -4458,6 +5344,19 @@ export interface DebugServer extends UntypedServiceImplementation {
   getSupervisionTree: handleUnaryCall<GetSupervisionTreeRequest, GetSupervisionTreeResponse>;
   /** GetCondition says whether a startup condition holds now. */
   getCondition: handleUnaryCall<GetConditionRequest, GetConditionResponse>;
+  /**
+   * WatchSupervisionTree sends the supervision tree now, then again after
+   * every change (coalesced: a burst of changes sends one snapshot, after
+   * it), until the client cancels or the node stops.
+   */
+  watchSupervisionTree: handleServerStreamingCall<WatchSupervisionTreeRequest, WatchSupervisionTreeResponse>;
+  /**
+   * GetSupervisorReports returns the supervision tree's reports (started,
+   * healthy, done, died, restart scheduled, given up, escalated) of a DN and
+   * its subtree: first the most recent kept ones, then (with follow) new
+   * ones as they are made, until the client cancels.
+   */
+  getSupervisorReports: handleServerStreamingCall<GetSupervisorReportsRequest, GetSupervisorReportsResponse>;
 }
 
 export interface DebugClient extends Client {
@@ -4504,6 +5403,35 @@ export interface DebugClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetConditionResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * WatchSupervisionTree sends the supervision tree now, then again after
+   * every change (coalesced: a burst of changes sends one snapshot, after
+   * it), until the client cancels or the node stops.
+   */
+  watchSupervisionTree(
+    request: WatchSupervisionTreeRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchSupervisionTreeResponse>;
+  watchSupervisionTree(
+    request: WatchSupervisionTreeRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchSupervisionTreeResponse>;
+  /**
+   * GetSupervisorReports returns the supervision tree's reports (started,
+   * healthy, done, died, restart scheduled, given up, escalated) of a DN and
+   * its subtree: first the most recent kept ones, then (with follow) new
+   * ones as they are made, until the client cancels.
+   */
+  getSupervisorReports(
+    request: GetSupervisorReportsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<GetSupervisorReportsResponse>;
+  getSupervisorReports(
+    request: GetSupervisorReportsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<GetSupervisorReportsResponse>;
 }
 
 export const DebugClient = makeGenericClientConstructor(DebugService, "metropolis.proto.api.Debug") as unknown as {
