@@ -22,6 +22,7 @@ import {
 } from "./errors";
 import { writeLine, type MetroctlIo } from "./io";
 import { registerNodeChangeCommands } from "./node-changes";
+import { registerNodeDescribeCommand } from "./node-describe";
 import { registerParamsCommands } from "./node-params";
 import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
 import { registerNodesCommand } from "./nodes-command";
@@ -60,6 +61,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);
+  registerNodeDescribeCommand(define);
   return program;
 }
 
