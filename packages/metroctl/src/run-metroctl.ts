@@ -10,6 +10,7 @@
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { Command, CommanderError } from "commander";
 import { registerClusterInfoCommand } from "./cluster-info";
+import { registerCompletionCommand } from "./completion";
 import { defaultDialTimeoutMs } from "./command-context";
 import { registerDebugCommands } from "./debug-commands";
 import { commandDefiner, type RunOutcome } from "./define-command";
@@ -62,6 +63,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerWaitCommand(define);
   registerDebugCommands(define);
   registerNodeDescribeCommand(define);
+  registerCompletionCommand(define, () => program);
   return program;
 }
 
