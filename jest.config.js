@@ -4,7 +4,13 @@
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: "node",
-  transform: { "^.+\\.ts$": ["@swc/jest"] },
+  transform: {
+    "^.+\\.ts$": ["@swc/jest"],
+    // ESM-only dependencies (metroctl's CEL filter): Node (>= 20.19) require()s them as they
+    // are, but Jest's module loader cannot, so SWC compiles them to CommonJS for the tests.
+    "/node_modules/@marcbachmann/cel-js/.+\\.js$": ["@swc/jest", { module: { type: "commonjs" } }],
+  },
+  transformIgnorePatterns: ["/node_modules/(?!@marcbachmann/cel-js/)"],
   testMatch: [
     "<rootDir>/packages/*/test/**/*.test.ts",
     "<rootDir>/proto/test/**/*.test.ts",

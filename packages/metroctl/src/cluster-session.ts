@@ -115,6 +115,16 @@ export class ClusterSession {
     return node;
   }
 
+  /**
+   * The node ID of the curator leader this session talks to. The connection
+   * learned it from CuratorLocal.GetCurrentLeader of a curator it trusts, and
+   * the leader proved it with its own node certificate; after a call, asking
+   * costs no further round trip.
+   */
+  async leaderId(): Promise<string> {
+    return (await this.connection.leader(this.ctx.dialTimeoutMs)).nodeId;
+  }
+
   getClusterInfo(): Promise<api.GetClusterInfoResponse> {
     return this.call((l, m, o, cb) => l.management.getClusterInfo({}, m, o, cb));
   }

@@ -17,7 +17,12 @@ export type CommandAction<Opts> = (
   opts: Opts,
 ) => Promise<number | void>;
 
-/** Adds a subcommand `name` running `action`; returns it for arguments, options and description. */
+/**
+ * Adds a subcommand `name` running `action`; returns it for arguments,
+ * options and description. A name of two words (`node describe`) adds
+ * `describe` under the group `node`, created on first use and shared by
+ * every command of the group.
+ */
 export type DefineCommand = <Opts = Record<string, never>>(
   name: string,
   action: CommandAction<Opts>,
@@ -38,7 +43,9 @@ export function commandDefiner(
   outcome: RunOutcome,
 ): DefineCommand {
   return <Opts>(name: string, action: CommandAction<Opts>) => {
-    const command = program.command(name);
+    const words = name.split(" ");
+    const parent = words.length === 2 ? commandGroup(program, words[0]) : program;
+    const command = parent.command(words[words.length - 1]);
     command.exitOverride((e: CommanderError) => {
       throw e.exitCode === 0 ? e : new CommandFailedError(name, e);
     });
@@ -54,4 +61,15 @@ export function commandDefiner(
     });
     return command;
   };
+}
+
+/** The command group `name` of `program` (a command with subcommands only), created if needed. */
+function commandGroup(program: Command, name: string): Command {
+  const existing = program.commands.find((c) => c.name() === name);
+  if (existing) return existing;
+  const group = program.command(name).description(`${name} commands`);
+  group.exitOverride((e: CommanderError) => {
+    throw e.exitCode === 0 ? e : new CommandFailedError(name, e);
+  });
+  return group;
 }

@@ -9,7 +9,8 @@
  * to a cluster goes through the same authenticated API.
  *
  *   bootstrap-params ─▶ node bootstraps ─▶ takeownership ─▶ nodes, approve,
- *   set-role, label, delete, cluster-info, register-params, wait, logs, tree
+ *   set-role, label, delete, cluster-info, register-params, wait, logs, tree,
+ *   node describe, completion
  *
  * `runMetroctl(argv, io)` runs it in-process (tests do); `main.ts` is the
  * executable. See README.md for the commands and the trust model.
@@ -17,6 +18,6 @@
 export { runMetroctl } from "./run-metroctl";
 export type { MetroctlIo, OutputStream } from "./io";
 export { ConfigDir, type OwnerCredentials } from "./config-dir";
-export type { NodeView } from "./node-view";
+export type { NodeView, NodeDescription } from "./node-view";
 export type { ClusterInfoView } from "./cluster-info";
 export { MetroctlError } from "./errors";

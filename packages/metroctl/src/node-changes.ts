@@ -5,13 +5,14 @@
  * role that cannot go yet) come back as its gRPC status, one line.
  */
 import { Option } from "commander";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
 import { collectValues, type DefineCommand } from "./define-command";
 import { UsageError } from "./errors";
 import { parseLabelChanges, parseNodeId, parseOnOff } from "./flag-values";
 import { writeLine } from "./io";
+import { addListingOptions, listNodesWith, type ListingOptions } from "./nodes-command";
 
 const byId = (id: string) => ({ $case: "id" as const, id });
 
@@ -20,6 +21,27 @@ export async function approveNode(ctx: CommandContext, id: string): Promise<void
   parseNodeId(id);
   await withOwnerSession(ctx, (session) => session.approveNode(id));
   writeLine(ctx.io.stdout, `node ${id} approved`);
+}
+
+/**
+ * `approve` without an ID: the nodes waiting for approval (state NEW), with
+ * the listing options of `nodes`. Given an ID, those options are refused.
+ */
+export async function approveOrList(
+  ctx: CommandContext,
+  id: string | undefined,
+  opts: ListingOptions,
+): Promise<void> {
+  if (id === undefined) {
+    await listNodesWith(ctx, opts, (session) =>
+      session.getNodes({ states: [common.NodeState.NEW] }),
+    );
+    return;
+  }
+  if (opts.filter !== undefined || opts.columns !== undefined || opts.output !== "table") {
+    throw new UsageError("--filter, --columns and -o list pending nodes: give them without an ID");
+  }
+  await approveNode(ctx, id);
 }
 
 /** Flags of `set-role`, as given. */
@@ -101,9 +123,13 @@ export async function deleteNode(
 
 /** Adds `approve`, `set-role`, `label` and `delete`. */
 export function registerNodeChangeCommands(define: DefineCommand): void {
-  define("approve", (ctx, [id]) => approveNode(ctx, id))
-    .description("let a NEW node into the cluster (it becomes STANDBY and then commits)")
-    .argument("<id>", "node ID");
+  addListingOptions(
+    define<ListingOptions>("approve", (ctx, [id], opts) => approveOrList(ctx, id, opts))
+      .description(
+        "let a NEW node into the cluster (it becomes STANDBY and then commits); without an ID, list the nodes waiting for approval",
+      )
+      .argument("[id]", "node ID"),
+  );
 
   const onOff = (name: string, role: string) =>
     new Option(`--${name} <on|off>`, `give or take away the ${role} role`);

@@ -45,3 +45,53 @@ export function nodeView(node: api.Node): NodeView {
     labels: Object.fromEntries(node.labels),
   };
 }
+
+/**
+ * Everything metroctl knows about a node: the {@link NodeView} and what the
+ * node last reported, its consensus membership and its curator. This is
+ * what `node describe` prints and what `--filter` expressions see as `node`.
+ */
+export interface NodeDescription extends NodeView {
+  /** Version of the node software, from its last status; null before the first. */
+  version: string | null;
+  /** Identifier of the node's current boot, from its last status; null before the first. */
+  bootId: string | null;
+  /** When the node produced its last status (ISO 8601); null if unknown. */
+  statusTime: string | null;
+  consensus: {
+    /** The node holds the consensus member role (runs an etcd member and a curator). */
+    member: boolean;
+    /**
+     * Whether its etcd member votes or is still a learner: always null, because the
+     * Management API does not expose etcd membership (GetNodes only has the role).
+     */
+    voter: null;
+  };
+  curator: {
+    /** The node reported a running curator. */
+    running: boolean;
+    /** The curator's port at `address`; null when none runs. */
+    port: number | null;
+    /** The node's curator is the leader metroctl talked to. */
+    leader: boolean;
+  };
+}
+
+/** The description of one node of a GetNodes answer; `leaderId` is the curator leader's node. */
+export function nodeDescription(node: api.Node, leaderId: string | undefined): NodeDescription {
+  const status = node.status;
+  const curatorPort = status?.runningCurator?.port;
+  const time = status?.timestamp;
+  return {
+    ...nodeView(node),
+    version: status?.version || null,
+    bootId: status?.bootId || null,
+    statusTime: time === undefined || isNaN(time.getTime()) ? null : time.toISOString(),
+    consensus: { member: node.roles?.consensusMember !== undefined, voter: null },
+    curator: {
+      running: status?.runningCurator !== undefined,
+      port: curatorPort ?? null,
+      leader: node.id === leaderId,
+    },
+  };
+}

@@ -5,10 +5,21 @@
  */
 import Table from "cli-table3";
 import { Option } from "commander";
+import { stringify as stringifyYaml } from "yaml";
 import { writeLine, type OutputStream } from "./io";
 
 /** How a command prints its result. */
 export type OutputFormat = "table" | "json";
+
+/** How node listings (`nodes`, `approve` without ID) and `node describe` print. */
+export type ListingFormat = "table" | "wide" | "json" | "yaml";
+
+/** The `-o, --output` option of node listings: table, wide (more columns), json, yaml. */
+export function listingFormatOption(): Option {
+  return new Option("-o, --output <format>", "output format")
+    .choices(["table", "wide", "json", "yaml"])
+    .default("table");
+}
 
 /** The `-o, --output` option of listing commands. */
 export function outputFormatOption(): Option {
@@ -60,4 +71,9 @@ export function renderTable<Row>(columns: readonly Column<Row>[], rows: readonly
 /** Writes `value` as indented JSON. */
 export function writeJson(stream: OutputStream, value: unknown): void {
   writeLine(stream, JSON.stringify(value, null, 2));
+}
+
+/** Writes `value` as YAML (the same fields as JSON). */
+export function writeYaml(stream: OutputStream, value: unknown): void {
+  stream.write(stringifyYaml(value));
 }

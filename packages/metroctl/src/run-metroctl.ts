@@ -10,6 +10,7 @@
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { Command, CommanderError } from "commander";
 import { registerClusterInfoCommand } from "./cluster-info";
+import { registerCompletionCommand } from "./completion";
 import { defaultDialTimeoutMs } from "./command-context";
 import { registerDebugCommands } from "./debug-commands";
 import { commandDefiner, type RunOutcome } from "./define-command";
@@ -22,6 +23,7 @@ import {
 } from "./errors";
 import { writeLine, type MetroctlIo } from "./io";
 import { registerNodeChangeCommands } from "./node-changes";
+import { registerNodeDescribeCommand } from "./node-describe";
 import { registerParamsCommands } from "./node-params";
 import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
 import { registerNodesCommand } from "./nodes-command";
@@ -60,6 +62,8 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);
+  registerNodeDescribeCommand(define);
+  registerCompletionCommand(define, () => program);
   return program;
 }
 
