@@ -21,6 +21,7 @@ import {
   MetroctlError,
 } from "./errors";
 import { writeLine, type MetroctlIo } from "./io";
+import { registerMetricsCommand } from "./metrics-command";
 import { registerNodeChangeCommands } from "./node-changes";
 import { registerParamsCommands } from "./node-params";
 import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
@@ -60,6 +61,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);
+  registerMetricsCommand(define);
   return program;
 }
 
