@@ -5,15 +5,17 @@
  * (`ports.plainMetrics`), and only on 127.0.0.1; what Prometheus scrapes
  * from other machines is the mTLS endpoint (secure-metrics.ts).
  *
- * The registry holds what the node exports: the supervision tree's state
- * gauge and transition counter (PrometheusSupervisorMetrics registers them
- * in the registry it is given) and Node's process metrics (CPU, memory,
- * event loop lag, GC), which {@link nodeMetricsRegistry} adds once. The
- * registry outlives the runnable: a restart serves the same one again.
+ * The node keeps two registries (main.ts): its own — the supervision tree's
+ * state gauge and transition counter (PrometheusSupervisorMetrics registers
+ * them in the registry it is given) and node-metrics.ts's gauges — and its
+ * host's ({@link hostMetricsRegistry}: Node's process metrics and host
+ * figures). The plain endpoint serves both, one after the other. Registries
+ * outlive the runnable: a restart serves the same ones again.
  *
- *   const registry = nodeMetricsRegistry();
- *   const sup = supervise(root, { metrics: new PrometheusSupervisorMetrics(registry) });
- *   // in root: ctx.run("metrics", metricsRunnable(registry, "0.0.0.0", defaultMetricsPort));
+ *   const core = new Registry();
+ *   const host = hostMetricsRegistry();
+ *   const sup = supervise(root, { metrics: new PrometheusSupervisorMetrics(core) });
+ *   // in root: ctx.run("plainmetrics", metricsRunnable([core, host], "127.0.0.1", port));
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { cpus, freemem, loadavg, totalmem, uptime } from "node:os";
