@@ -139,6 +139,11 @@ function proxyEtcd(socketPath: string, method: string, res: ServerResponse): Pro
       },
     );
     upstream.on("timeout", () => upstream.destroy(new Error("etcd did not answer in time")));
+    // A scraper that goes away ends the upstream request too.
+    res.on("close", () => {
+      upstream.destroy();
+      resolve();
+    });
     upstream.on("error", (e) => {
       if (!res.headersSent) text(res, 502, `etcd metrics unavailable: ${e.message}`);
       else res.destroy();
