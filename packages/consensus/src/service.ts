@@ -420,6 +420,7 @@ export class ConsensusService {
     this.status.set({
       state: "running",
       client: root,
+      clientSocket: this.socketPath,
       addNode: async (nodeId, publicKey, address, signal) => {
         // The copy goes first, so that the member finds it when it starts.
         await wrapForMember(root.kv, secrets, nodeId, publicKey);

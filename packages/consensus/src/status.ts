@@ -48,6 +48,11 @@ export type ConsensusStatus =
        */
       client: ConsensusClient;
       /**
+       * The member's unix client socket (absolute path), for this node's
+       * own processes; etcd serves its Prometheus /metrics there too.
+       */
+      clientSocket: string;
+      /**
        * Adds the node `nodeId`, whose raw 32-byte Ed25519 public key is `publicKey`, as a
        * learner reachable at `address`, and returns what it needs to join. It
        * first stores the cluster secrets keyring wrapped for that key, which

@@ -22,6 +22,7 @@ import {
   MetroctlError,
 } from "./errors";
 import { writeLine, type MetroctlIo } from "./io";
+import { registerMetricsCommand } from "./metrics-command";
 import { registerNodeChangeCommands } from "./node-changes";
 import { registerNodeDescribeCommand } from "./node-describe";
 import { registerParamsCommands } from "./node-params";
@@ -64,6 +65,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerDebugCommands(define);
   registerNodeDescribeCommand(define);
   registerCompletionCommand(define, () => program);
+  registerMetricsCommand(define);
   return program;
 }
 

@@ -7,7 +7,8 @@
  *              ├─ enrolment  (ClusterManager)
  *              ├─ roleserver (Roleserver)
  *              ├─ debug      (Debug gRPC: logs, tree, conditions)
- *              └─ metrics    (Prometheus /metrics)
+ *              ├─ metrics    (Prometheus over mTLS: /metrics/{core,node,etcd}, /discovery)
+ *              └─ plainmetrics (opt-in plain /metrics on 127.0.0.1)
  */
 export { nodeServices, nodeVersion, type NodeServices } from "./node-tree";
 export {
@@ -19,7 +20,19 @@ export {
   type NodePorts,
 } from "./node-config";
 export { debugServer, defaultDebugPort, type ConditionSource } from "./debug-service";
-export { metricsRunnable, nodeMetricsRegistry, defaultMetricsPort } from "./metrics-server";
+export {
+  metricsRunnable,
+  nodeMetricsRegistry,
+  hostMetricsRegistry,
+  defaultMetricsPort,
+} from "./metrics-server";
+export {
+  discoveryDocument,
+  secureMetricsRunnable,
+  secureMetricsServer,
+  type DiscoveryGroup,
+  type SecureMetricsOptions,
+} from "./secure-metrics";
 export { nodeLogger } from "./node-logger";
 export { formatFatal } from "./boxed-error";
 export { NodeError } from "./errors";

@@ -14,7 +14,8 @@ import { supervise, type Supervisor } from "@metropolis/supervisor";
 import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
 import type { Logger } from "winston";
 import { formatFatal } from "./boxed-error";
-import { nodeMetricsRegistry } from "./metrics-server";
+import { Registry } from "prom-client";
+import { hostMetricsRegistry } from "./metrics-server";
 import { loadNodeConfig, NodeConfigError, type NodeConfig } from "./node-config";
 import { nodeLogger } from "./node-logger";
 import { nodeServices } from "./node-tree";
@@ -64,12 +65,13 @@ async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): P
     await copyFile(config.parametersPath, storage.esp.metropolis.parameters.fullPath);
     config = { ...config, parametersPath: undefined };
   }
-  const registry = nodeMetricsRegistry();
-  const services = nodeServices(config, storage, registry);
+  // The node's own metrics (/metrics/core) and its host's (/metrics/node).
+  const registries = { core: new Registry(), node: hostMetricsRegistry() };
+  const services = nodeServices(config, storage, registries);
   // The debug service needs the supervisor that runs it: handed over lazily.
   const supervisor: Supervisor = supervise(
     services.root(() => supervisor),
-    { logger, metrics: new PrometheusSupervisorMetrics(registry) },
+    { logger, metrics: new PrometheusSupervisorMetrics(registries.core) },
   );
   logger.info(`metropolis-node ${config.address}: started (root ${config.root})`);
 

@@ -29,7 +29,13 @@ export interface NodePorts {
   consensus: number;
   curator: number;
   debug: number;
+  /** Metrics over mutual TLS (owner or node certificates), at the node's address. */
   metrics: number;
+  /**
+   * Opt-in: plain-HTTP metrics (/metrics, no authentication) on 127.0.0.1
+   * at this port, for a scraper on the node's own machine. Off when unset.
+   */
+  plainMetrics?: number;
 }
 
 export interface NodeConfig {
@@ -125,7 +131,7 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
   const where = values.config ?? "config";
   const ports = (file.ports ?? {}) as Record<string, unknown>;
   for (const key of Object.keys(ports)) {
-    if (!["consensus", "curator", "debug", "metrics"].includes(key)) {
+    if (!["consensus", "curator", "debug", "metrics", "plainMetrics"].includes(key)) {
       throw new NodeConfigError(`${where}: unknown port ${JSON.stringify(key)}`);
     }
   }
@@ -151,6 +157,9 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
       curator: port(ports.curator ?? defaultCuratorPort, `${where}: ports.curator`),
       debug: port(ports.debug ?? defaultDebugPort, `${where}: ports.debug`),
       metrics: port(ports.metrics ?? defaultMetricsPort, `${where}: ports.metrics`),
+      ...(ports.plainMetrics === undefined
+        ? {}
+        : { plainMetrics: port(ports.plainMetrics, `${where}: ports.plainMetrics`) }),
     },
     workloads,
     loopbackTimings: (file.loopbackTimings as boolean | undefined) ?? false,

@@ -5,7 +5,8 @@
  *    ├─ enrolment   ClusterManager: join / bootstrap / register, then status
  *    ├─ roleserver  control plane, workloads, status, heartbeat, directory
  *    ├─ debug       Debug gRPC service (once the node has credentials)
- *    └─ metrics     Prometheus text at /metrics
+ *    ├─ metrics     Prometheus over mTLS at :7838 /metrics/{core,node,etcd}, /discovery
+ *    └─ plainmetrics  plain /metrics on 127.0.0.1 (only when the config asks for it)
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -14,7 +15,7 @@ import { Server } from "@grpc/grpc-js";
 import { ClusterManager } from "@metropolis/cluster";
 import { localTimings } from "@metropolis/consensus";
 import { curatorServerCredentials, identifier, serverLimits } from "@metropolis/curator";
-import { waitFor } from "@metropolis/event";
+import { iterateWatcher, waitFor, type Watchable, type Watcher } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
 import { credentialsPem, Roleserver } from "@metropolis/roleserve";
@@ -24,6 +25,7 @@ import type { Registry } from "prom-client";
 import { debugServer, type ConditionSource } from "./debug-service";
 import { NodeError } from "./errors";
 import { metricsRunnable } from "./metrics-server";
+import { discoveryDocument, secureMetricsRunnable, type DiscoveryGroup } from "./secure-metrics";
 import { nodeMetricsRunnable } from "./node-metrics";
 import type { NodeConfig } from "./node-config";
 
@@ -63,10 +65,16 @@ export interface NodeServices {
   root: (supervisor: () => Supervisor) => Runnable;
 }
 
+/** The node's metrics registries: its own (the supervisor's go here too) and its host's. */
+export interface NodeRegistries {
+  core: Registry;
+  node: Registry;
+}
+
 export function nodeServices(
   config: NodeConfig,
   storage: NodeRoot,
-  registry: Registry,
+  registries: NodeRegistries,
 ): NodeServices {
   const machineKeyPath = join(config.root, "machine.key");
   const roleserver = new Roleserver({
@@ -125,13 +133,68 @@ export function nodeServices(
     }
   };
 
-  const nodeMetrics = nodeMetricsRunnable(registry, manager, roleserver);
+  const nodeMetrics = nodeMetricsRunnable(registries.core, manager, roleserver);
+
+  /** The mTLS metrics server, once the node has credentials (it serves with its certificate). */
+  const secureMetrics: Runnable = async (ctx) => {
+    const { credentials } = await waitFor(
+      manager.status,
+      (s) => s.credentials !== undefined,
+      ctx.signal,
+    );
+    const revocations = await waitFor(roleserver.values.revocations, () => true, ctx.signal);
+    // The latest etcd socket and directory, read when a request comes.
+    let etcdSocket: string | undefined;
+    let discovery: DiscoveryGroup[] | undefined;
+    const watchers: Watcher<unknown>[] = [];
+    const follow = <T>(source: Watchable<T>, apply: (v: T) => void): Promise<void> => {
+      const watcher = source.watch();
+      watchers.push(watcher);
+      return (async () => {
+        for await (const v of iterateWatcher(watcher)) apply(v);
+      })();
+    };
+    const following = Promise.all([
+      follow(roleserver.values.localControlPlane, (plane) => {
+        etcdSocket = plane?.consensus.clientSocket;
+      }),
+      follow(roleserver.values.clusterDirectory, (directory) => {
+        discovery = discoveryDocument(directory, config.ports.metrics);
+      }),
+    ]);
+    try {
+      await secureMetricsRunnable({
+        host: config.address,
+        port: config.ports.metrics,
+        tls: credentialsPem(credentials!),
+        identify: identifier(Buffer.from(credentials!.caCertificate), revocations),
+        core: registries.core,
+        node: registries.node,
+        etcdSocket: () => etcdSocket,
+        discovery: () => discovery,
+      })(ctx);
+    } finally {
+      for (const w of watchers) w.close();
+      await following;
+    }
+  };
   const root =
     (supervisor: () => Supervisor): Runnable =>
     async (ctx) => {
       ctx.run("enrolment", manager.run);
       ctx.run("roleserver", roleserver.run);
-      ctx.run("metrics", metricsRunnable(registry, config.address, config.ports.metrics));
+      ctx.run("metrics", secureMetrics);
+      if (config.ports.plainMetrics !== undefined) {
+        // Opt-in, unauthenticated: loopback only.
+        ctx.run(
+          "plainmetrics",
+          metricsRunnable(
+            [registries.core, registries.node],
+            "127.0.0.1",
+            config.ports.plainMetrics,
+          ),
+        );
+      }
       ctx.run("nodemetrics", nodeMetrics);
       ctx.run("debug", async (debugCtx) => {
         // The debug service authenticates with the node certificate, so it

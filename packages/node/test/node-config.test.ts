@@ -36,7 +36,7 @@ describe("loadNodeConfig", () => {
   it("reads ports, workloads and timings from the config file", async () => {
     const path = await config(
       JSON.stringify({
-        ports: { curator: 9000 },
+        ports: { curator: 9000, plainMetrics: 9100 },
         workloads: [{ name: "web", command: "sleep", args: ["1"] }],
         loopbackTimings: true,
         leaderTtlSeconds: 3,
@@ -46,6 +46,8 @@ describe("loadNodeConfig", () => {
     const c = await loadNodeConfig(["--root", "r", "--address", "127.0.0.2", "--config", path]);
     expect(c.ports.curator).toBe(9000);
     expect(c.ports.consensus).toBe(7834);
+    // The plain metrics endpoint is off unless asked for (see the defaults above).
+    expect(c.ports.plainMetrics).toBe(9100);
     expect(c.workloads).toEqual([{ name: "web", command: "sleep", args: ["1"] }]);
     expect(c.loopbackTimings).toBe(true);
     expect(c.leaderTtlSeconds).toBe(3);
@@ -63,6 +65,7 @@ describe("loadNodeConfig", () => {
       ['{"port": 1}', /unknown field "port"/],
       ['{"ports": {"curator": 0}}', /ports.curator must be a port number/],
       ['{"ports": {"web": 80}}', /unknown port "web"/],
+      ['{"ports": {"plainMetrics": "80"}}', /ports.plainMetrics must be a port number/],
       ['{"workloads": [{"name": "Bad Name", "command": "x"}]}', /workloads: .*Bad Name/],
       ['{"leaderTtlSeconds": -1}', /leaderTtlSeconds must be a positive number/],
       ['{"loopbackTimings": "yes"}', /loopbackTimings must be true or false/],

@@ -85,6 +85,7 @@ export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions)
         // would drop nodes that simply were not sent yet.
         if (!backlogged) return false;
         const directory = clusterDirectory(nodes.values());
+        values.clusterDirectory.set(directory);
         const endpoints = directoryCurators(directory, opts.curatorPort ?? defaultCuratorPort);
         if (endpoints.length > 0 && describe(endpoints) !== describe(connection.knownEndpoints)) {
           connection.setEndpoints(endpoints);

@@ -89,6 +89,12 @@ export class RoleserveValues {
    */
   readonly revocations = new MemoryValue<Revocations>();
   /**
+   * The cluster's UP nodes with an address, as the directory worker last
+   * saw them from the curator's Watch (set once the backlog arrived, empty
+   * ones included); the node's metrics discovery lists them.
+   */
+  readonly clusterDirectory = new MemoryValue<common.ClusterDirectory>();
+  /**
    * Set, with the reason, once the cluster no longer counts this node as one
    * of its own (the owner deleted it). Nothing in the roleserver stops on
    * it: the cluster manager turns it into DISOWNING and ends the node run.

@@ -7,6 +7,7 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CuratorConnection, unaryCall } from "@metropolis/curator";
+import { waitFor } from "@metropolis/event";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { api, common, priv } from "@metropolis/proto";
 import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
@@ -115,6 +116,8 @@ describe("directoryWorker", () => {
       await eventually(() => run.ctx.state === "healthy", "the worker healthy");
       expect(await listed(directory)).toEqual([["metropolis-old", "10.9.9.9"]]);
       expect((await stat(directory.fullPath)).mtimeMs).toBe(before.mtimeMs);
+      // The node's own view (metrics discovery) is the cluster as it is: nobody.
+      expect((await waitFor(values.clusterDirectory, () => true)).nodes).toEqual([]);
     } finally {
       await run.stop();
     }

@@ -1,0 +1,126 @@
+/**
+ * `metrics ID [EXPORTER]`: one of a node's Prometheus exporters (core, node,
+ * etcd), fetched over mutual TLS from its metrics endpoint (default port
+ * 7838) at the address the node reported to the cluster. metroctl presents
+ * the owner certificate, and verifies the node by its certificate from the
+ * cluster CA, which must name the node asked for. The text is printed as
+ * the node serves it.
+ */
+import { request } from "node:https";
+import { parseCertificate } from "@metropolis/pki";
+import { withOwnerSession } from "./cluster-session";
+import type { CommandContext } from "./command-context";
+import { configFiles } from "./config-dir";
+import type { DefineCommand } from "./define-command";
+import { ConfigFileError, MetroctlError } from "./errors";
+import { parseNodeId, parsePortFlag } from "./flag-values";
+
+/** Default port of a node's mTLS metrics endpoint. */
+export const defaultMetricsPort = 7838;
+
+/** The exporters a node serves under /metrics/. */
+export const metricsExporters = ["core", "node", "etcd"] as const;
+
+/** Largest answer metroctl reads (etcd's exposition is ~200 KiB). */
+export const maxMetricsBytes = 16 * 1024 * 1024;
+
+/** The node answered with something other than 200. */
+export class MetricsFetchError extends MetroctlError {
+  constructor(
+    readonly status: number,
+    detail: string,
+  ) {
+    super(`the node answered ${status}: ${detail.trim().slice(0, 512)}`);
+  }
+}
+
+/** `metrics ID [EXPORTER] [--metrics-port P]` */
+export async function nodeMetrics(
+  ctx: CommandContext,
+  id: string,
+  exporter: string | undefined,
+  opts: { metricsPort?: string },
+): Promise<void> {
+  parseNodeId(id);
+  const which = exporter ?? "core";
+  if (!(metricsExporters as readonly string[]).includes(which)) {
+    throw new MetroctlError(
+      `unknown exporter ${JSON.stringify(which.slice(0, 64))}: one of ${metricsExporters.join(", ")}`,
+    );
+  }
+  const port =
+    opts.metricsPort === undefined
+      ? defaultMetricsPort
+      : parsePortFlag(opts.metricsPort, "--metrics-port");
+  const owner = await ctx.configDir.readOwnerCredentials();
+  if (!owner) {
+    throw new ConfigFileError(
+      ctx.configDir.path(configFiles.ownerCertificate),
+      "no owner certificate: run `metroctl takeownership` first",
+    );
+  }
+  const node = await withOwnerSession(ctx, (session) => session.getNode(id));
+  const host = node.status?.externalAddress;
+  if (!host) throw new MetroctlError(`node ${id} has not reported an address yet`);
+  const body = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      {
+        host,
+        port,
+        path: `/metrics/${which}`,
+        agent: false,
+        ca: owner.ca,
+        cert: owner.cert,
+        key: owner.key,
+        // Nodes are dialled by IP; their certificates name node IDs.
+        servername: "",
+        checkServerIdentity: (_host, cert) => {
+          const cn = parseCertificate(cert.raw).commonName;
+          return cn === id
+            ? undefined
+            : new Error(`expected node ${id} here, but the node answering is ${cn ?? "unnamed"}`);
+        },
+        timeout: ctx.dialTimeoutMs,
+        signal: ctx.signal,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (c: Buffer) => {
+          size += c.length;
+          if (size > maxMetricsBytes) {
+            res.destroy(new MetroctlError(`the node's answer exceeds ${maxMetricsBytes} bytes`));
+          } else chunks.push(c);
+        });
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          if (res.statusCode === 200) resolve(text);
+          else reject(new MetricsFetchError(res.statusCode ?? 0, text));
+        });
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () =>
+      req.destroy(new MetroctlError(`node ${id} at ${host}:${port} did not answer in time`)),
+    );
+    req.on("error", reject);
+    req.end();
+  });
+  ctx.io.stdout.write(body);
+}
+
+/** Adds `node metrics`. */
+export function registerMetricsCommand(define: DefineCommand): void {
+  define<{ metricsPort?: string }>("node metrics", (ctx, [id, exporter], opts) =>
+    nodeMetrics(ctx, id, exporter, opts),
+  )
+    .description(
+      "print a node's Prometheus metrics over mTLS: core (default), node (host, process) or etcd",
+    )
+    .argument("<id>", "node ID")
+    .argument("[exporter]", `one of ${metricsExporters.join(", ")} (default core)`)
+    .option(
+      "--metrics-port <port>",
+      `port of the node's metrics endpoint (default ${defaultMetricsPort})`,
+    );
+}
