@@ -25,7 +25,11 @@ export function percentile(xs: readonly number[], p: number): number {
 const format = (v: number) =>
   Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en-US") : v.toPrecision(3);
 
-export function printTable(name: string, rows: readonly Row[]): void {
+export function printTable(
+  name: string,
+  rows: readonly Row[],
+  log: (line: string) => void = console.log,
+): void {
   const lines = rows.map((r) => [
     r.measure,
     `${format(r.value)} ${r.unit}`,
@@ -39,20 +43,29 @@ export function printTable(name: string, rows: readonly Row[]): void {
       .map((c, i) => c.padEnd(widths[i]))
       .join("  ")
       .trimEnd();
-  console.log(`\n${name} benchmark (node ${process.version}, ${new Date().toISOString()})`);
-  console.log(show(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const l of lines) console.log(show(l));
+  log(`\n${name} benchmark (node ${process.version}, ${new Date().toISOString()})`);
+  log(show(header));
+  log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const l of lines) log(show(l));
 }
 
 /** Writes the rows to reports/<file> at the repository root. */
-export async function writeReport(file: string, rows: readonly Row[]): Promise<void> {
+export async function writeReport(
+  file: string,
+  rows: readonly Row[],
+  log: (line: string) => void = console.log,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
   const dir = join(__dirname, "..", "..", "reports");
   await mkdir(dir, { recursive: true });
   const path = join(dir, file);
   await writeFile(
     path,
-    JSON.stringify({ node: process.version, at: new Date().toISOString(), rows }, null, 2) + "\n",
+    JSON.stringify(
+      { node: process.version, at: new Date().toISOString(), rows, ...extra },
+      null,
+      2,
+    ) + "\n",
   );
-  console.log(`\nwritten to ${path}`);
+  log(`\nwritten to ${path}`);
 }

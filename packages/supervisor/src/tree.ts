@@ -33,7 +33,7 @@ import {
 import { LogTree } from "./log-tree";
 import { defaultLogger, dnLogger } from "./logger";
 import { validateName } from "./names";
-import { TreeNode } from "./tree-node";
+import { Group, TreeNode } from "./tree-node";
 import { ReportHub } from "./reports";
 import { RestartWindow } from "./restart-window";
 import { TreeWatch } from "./tree-watch";
@@ -230,8 +230,9 @@ export class Tree implements Supervisor, ContextHost {
       (name) => new TreeNode(name, `${parent.dn}.${name}`, parent, children[name], opts),
     );
     const map = (parent.children ??= new Map());
+    const shared = new Group(group);
     for (const n of group) {
-      n.group = group;
+      n.group = shared;
       map.set(n.name, n);
     }
     for (const n of group) this.start(n);
@@ -280,7 +281,8 @@ export class Tree implements Supervisor, ContextHost {
 
   private start(node: TreeNode): void {
     node.running = true;
-    for (let n: TreeNode | undefined = node; n; n = n.parent) n.live++;
+    for (let n: TreeNode | undefined = node; n; n = n.parent)
+      if (n.live++ === 0 && n.group) n.group.live++;
     this.setState(node, "new");
     const ctx = new RunContextImpl(this, node, node.incarnation);
     let result: Promise<void>;
@@ -293,19 +295,18 @@ export class Tree implements Supervisor, ContextHost {
     }
     // The handlers are made once per node, not per run: a group restart
     // should allocate as little as possible (see bench/, restart latency).
-    node.settleHandlers ??= [
-      () => this.settled(node, true, undefined),
-      (e: unknown) => this.settled(node, false, e),
-    ];
+    node.onFulfilled ??= () => this.settled(node, true, undefined);
+    node.onRejected ??= (e: unknown) => this.settled(node, false, e);
     // Both outcomes are handled: the rejection handler is the second one.
-    void result.then(...node.settleHandlers);
+    void result.then(node.onFulfilled, node.onRejected);
   }
 
   /** The runnable's promise settled: classify the ending and act on it. */
   private settled(node: TreeNode, ok: boolean, error: unknown): void {
     // Always the current run's promise: a node is restarted only once settled.
     node.running = false;
-    for (let n: TreeNode | undefined = node; n; n = n.parent) n.live--;
+    for (let n: TreeNode | undefined = node; n; n = n.parent)
+      if (--n.live === 0 && n.group) n.group.live--;
     if (node.state === "dead") {
       // Already failed while running (misuse, escalation); this is just the run ending.
     } else if (ok && node.state === "done") {
@@ -359,8 +360,8 @@ export class Tree implements Supervisor, ContextHost {
     node.aborted = true;
     node.abortReason = reason;
     node.controller?.abort(reason);
-    node.abortWaiter?.resolve();
-    node.abortWaiter = undefined;
+    node.releaseWaiter?.();
+    node.releaseWaiter = undefined;
     node.children?.forEach((child) => this.abortSubtree(child, reason));
   }
 
@@ -374,8 +375,8 @@ export class Tree implements Supervisor, ContextHost {
       let top: TreeNode | undefined;
       for (let n: TreeNode | undefined = from; n; n = n.parent) if (this.needsRestart(n)) top = n;
       if (top) {
-        const members = top.groupMembers();
-        if (allSettled(members)) {
+        if (top.groupSettled()) {
+          const members = top.groupMembers();
           for (const m of members) {
             // An aborted parent (stopping, or just failed through an escalation
             // from this very loop) restarts its children itself, fresh.
@@ -398,7 +399,9 @@ export class Tree implements Supervisor, ContextHost {
     if (node.state !== "dead") {
       // A consequence of a failure that is logged (at error and info) at the
       // failed node's DN; at info, a group of a hundred would drown it.
-      this.loggerOf(node).debug("restarting at once: it was stopped along with its group");
+      // Checked first: no log record is built, per member, for a disabled level.
+      if (this.rootLogger.isLevelEnabled?.("debug") ?? true)
+        this.loggerOf(node).debug("restarting at once: it was stopped along with its group");
       this.respawn(node);
       return;
     }
@@ -461,6 +464,7 @@ export class Tree implements Supervisor, ContextHost {
     node.abortReason = undefined;
     node.controller = undefined;
     node.abortWaiter = undefined;
+    node.releaseWaiter = undefined;
     this.start(node);
   }
 
@@ -514,11 +518,6 @@ export class Tree implements Supervisor, ContextHost {
     visit(this.root);
     return out;
   }
-}
-
-function allSettled(nodes: readonly TreeNode[]): boolean {
-  for (const n of nodes) if (n.live > 0) return false;
-  return true;
 }
 
 function validateChildOptions(dn: string, opts: ChildOptions): void {
