@@ -357,9 +357,19 @@ export interface ClusterDirectory_Node_Address {
   host: string;
 }
 
-/** ClusterConfiguration is the cluster-wide configuration, set at bootstrap. */
+/**
+ * ClusterConfiguration is the cluster-wide configuration: set at bootstrap
+ * (NodeParameters.ClusterBootstrap.initial_cluster_configuration) and changed
+ * afterwards with Management.ConfigureCluster.
+ */
 export interface ClusterConfiguration {
-  /** How nodes of this cluster must protect their data partition. */
+  /**
+   * How nodes of this cluster must protect their data partition. A node reads
+   * it once, when it registers (or, for the first node, bootstraps): a change
+   * applies to nodes that register afterwards, never to nodes already in the
+   * cluster, whose data partitions keep the policy they were created with.
+   * Mask path: `storage_policy`.
+   */
   storagePolicy: StoragePolicy;
 }
 
