@@ -13,14 +13,21 @@ import type { EnrolmentEnv } from "./enrolment-env";
 import { writeSealedConfiguration } from "./sealed-configuration";
 import { dataPolicyOf } from "./storage-policy";
 
-/** The storage policy of a new cluster (its default configuration). */
-const bootstrapStoragePolicy = common.StoragePolicy.ENCRYPTED;
+/** The storage policy of a new cluster whose parameters name none. */
+const defaultStoragePolicy = common.StoragePolicy.ENCRYPTED;
 
 export async function bootstrapCluster(
   env: EnrolmentEnv,
   params: api.NodeParameters_ClusterBootstrap,
 ): Promise<NodeCredentials> {
   const { ctx, storage } = env;
+  // The initial configuration's policy, checked before anything is formatted:
+  // this node's data partition is the first to follow it.
+  const requested = params.initialClusterConfiguration?.storagePolicy;
+  const bootstrapStoragePolicy =
+    requested === undefined || requested === common.StoragePolicy.UNSPECIFIED
+      ? defaultStoragePolicy
+      : requested;
   const keys = await storage.data.mountNew(dataPolicyOf(bootstrapStoragePolicy));
   const node = generateKeyPair();
   const join = generateKeyPair();
