@@ -299,6 +299,25 @@ const targets: Record<string, Target> = {
     callers: ownerCallers,
     request: () => fc.record({ node: selector([node.nodeId, ...ids()], keys()) }),
   },
+  "Management.ConfigureCluster": {
+    callers: ownerCallers,
+    request: () => {
+      const config = fc.option(
+        fc.record({ storagePolicy: enumValue(enumValues(common.StoragePolicy)) }),
+        { nil: undefined },
+      );
+      return fc.record({
+        baseConfig: config,
+        newConfig: config,
+        updateMask: fc.option(
+          fc.array(fc.oneof(fc.constant("storage_policy"), validName, labelKey), {
+            maxLength: 20,
+          }),
+          { nil: undefined },
+        ),
+      });
+    },
+  },
   "Management.DeleteNode": {
     callers: ownerCallers,
     request: () =>
