@@ -6,6 +6,7 @@
 import { atomicWriteFile } from "@metropolis/localstorage";
 import { parseCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
+import { parseStoragePolicy } from "./cluster-configure";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -23,12 +24,16 @@ async function writeParams(path: string, params: api.NodeParameters, mode: numbe
   }
 }
 
-/** `bootstrap-params -o FILE [--label k=v]…` */
+/** `bootstrap-params -o FILE [--label k=v]… [--storage-policy POLICY]` */
 export async function bootstrapParams(
   ctx: CommandContext,
-  opts: { output: string; label: string[] },
+  opts: { output: string; label: string[]; storagePolicy?: string },
 ): Promise<void> {
   const labels = parseLabels(opts.label);
+  const initialClusterConfiguration =
+    opts.storagePolicy === undefined
+      ? undefined
+      : { storagePolicy: parseStoragePolicy(opts.storagePolicy, "--storage-policy") };
   const { key, created } = await ctx.configDir.ensureOwnerKey();
   const keyPath = ctx.configDir.path("owner-key.pem");
   writeLine(
@@ -40,7 +45,7 @@ export async function bootstrapParams(
     {
       cluster: {
         $case: "clusterBootstrap",
-        clusterBootstrap: { ownerPublicKey: key.publicKey, labels },
+        clusterBootstrap: { ownerPublicKey: key.publicKey, labels, initialClusterConfiguration },
       },
     },
     0o644,
@@ -90,14 +95,19 @@ export async function registerParams(
 
 /** Adds `bootstrap-params` and `register-params`. */
 export function registerParamsCommands(define: DefineCommand): void {
-  define<{ output: string; label: string[] }>("bootstrap-params", (ctx, _args, opts) =>
-    bootstrapParams(ctx, opts),
+  define<{ output: string; label: string[]; storagePolicy?: string }>(
+    "bootstrap-params",
+    (ctx, _args, opts) => bootstrapParams(ctx, opts),
   )
     .description(
       "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
     )
     .requiredOption("-o, --output <file>", "where to write the parameters")
-    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, []);
+    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, [])
+    .option(
+      "--storage-policy <policy>",
+      "the cluster's initial storage policy: insecure, encrypted (default) or authenticated-encrypted",
+    );
   define<{ output: string; label: string[] }>("register-params", (ctx, _args, opts) =>
     registerParams(ctx, opts),
   )
