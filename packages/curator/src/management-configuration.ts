@@ -34,8 +34,8 @@ export const storagePolicies: readonly common.StoragePolicy[] = [
 interface ConfigurableField {
   /** When a change takes effect, for errors and documentation. */
   readonly takesEffect: string;
-  /** Throws InvalidArgumentError (naming the field) if `value` may not be set. */
-  validate(config: common.ClusterConfiguration): void;
+  /** Throws InvalidArgumentError (naming the field, as `<where>.<field>`) if its value in `config` may not be set. */
+  validate(config: common.ClusterConfiguration, where: string): void;
   equal(a: common.ClusterConfiguration, b: common.ClusterConfiguration): boolean;
   copy(from: common.ClusterConfiguration, to: common.ClusterConfiguration): void;
   show(config: common.ClusterConfiguration): string;
@@ -46,10 +46,10 @@ export const configurableFields: Readonly<Record<string, ConfigurableField>> = {
   storage_policy: {
     takesEffect:
       "applies to nodes that register afterwards; nodes already in the cluster keep theirs",
-    validate(config) {
+    validate(config, where) {
       if (!storagePolicies.includes(config.storagePolicy)) {
         throw new InvalidArgumentError(
-          `new_config.storage_policy: ${showPolicy(config.storagePolicy)} is not a storage policy (one of ${storagePolicies.map(showPolicy).join(", ")})`,
+          `${where}.storage_policy: ${showPolicy(config.storagePolicy)} is not a storage policy (one of ${storagePolicies.map(showPolicy).join(", ")})`,
         );
       }
     },
@@ -59,7 +59,36 @@ export const configurableFields: Readonly<Record<string, ConfigurableField>> = {
     },
     show: (config) => showPolicy(config.storagePolicy),
   },
+  heartbeat_timeout_ms: {
+    takesEffect: "applies at once to the leader's health answers, and to every later leader",
+    validate(config, where) {
+      const ms = config.heartbeatTimeoutMs;
+      if (ms !== 0 && (ms < minHeartbeatTimeoutMs || ms > maxHeartbeatTimeoutMs)) {
+        throw new InvalidArgumentError(
+          `${where}.heartbeat_timeout_ms: ${ms} is out of range (0 for the curators' default, or ${minHeartbeatTimeoutMs} to ${maxHeartbeatTimeoutMs})`,
+        );
+      }
+    },
+    equal: (a, b) => a.heartbeatTimeoutMs === b.heartbeatTimeoutMs,
+    copy(from, to) {
+      to.heartbeatTimeoutMs = from.heartbeatTimeoutMs;
+    },
+    show: (config) =>
+      config.heartbeatTimeoutMs === 0 ? "0 (default)" : String(config.heartbeatTimeoutMs),
+  },
 };
+
+/** Bounds of a configured heartbeat timeout (0, the default, aside). */
+export const minHeartbeatTimeoutMs = 1_000;
+export const maxHeartbeatTimeoutMs = 3_600_000;
+
+/** Throws InvalidArgumentError, naming the field, unless every configurable field of `config` may be set. */
+export function validateClusterConfiguration(
+  config: common.ClusterConfiguration,
+  where: string,
+): void {
+  for (const field of Object.values(configurableFields)) field.validate(config, where);
+}
 
 /** Mask paths a request may carry at most (there are few fields; repeats are allowed). */
 export const maxMaskPaths = 16;
@@ -70,7 +99,7 @@ function showPolicy(policy: common.StoragePolicy): string {
 }
 
 /** The stored configuration and its key's mod revision ("0" when there is none). */
-async function readConfiguration(
+export async function readConfiguration(
   ctx: LeaderContext,
 ): Promise<{ config: common.ClusterConfiguration; modRevision: string }> {
   const res = await ctx.kv.get(clusterConfigurationKey).exec();
@@ -118,7 +147,7 @@ export async function configureCluster(
   if (wanted === undefined) {
     throw new InvalidArgumentError("new_config is required with a non-empty update_mask");
   }
-  for (const field of fields) field.validate(wanted);
+  for (const field of fields) field.validate(wanted, "new_config");
 
   for (let attempt = 0; attempt < maxConflictRetries; attempt++) {
     const { config: current, modRevision } = await readConfiguration(ctx);
@@ -142,6 +171,7 @@ export async function configureCluster(
           .value(Buffer.from(common.ClusterConfiguration.encode(next).finish())),
       );
     if (await ctx.leadership.commit(txn)) {
+      ctx.heartbeats.configure(next);
       ctx.logger.info(
         `cluster configuration changed: ${[...new Set(mask)]
           .map(

@@ -303,16 +303,29 @@ const targets: Record<string, Target> = {
     callers: ownerCallers,
     request: () => {
       const config = fc.option(
-        fc.record({ storagePolicy: enumValue(enumValues(common.StoragePolicy)) }),
+        fc.record({
+          storagePolicy: enumValue(enumValues(common.StoragePolicy)),
+          heartbeatTimeoutMs: fc.oneof(
+            fc.constantFrom(0, 999, 1_000, 60_000, 3_600_000, 3_600_001),
+            fc.nat(),
+          ),
+        }),
         { nil: undefined },
       );
       return fc.record({
         baseConfig: config,
         newConfig: config,
         updateMask: fc.option(
-          fc.array(fc.oneof(fc.constant("storage_policy"), validName, labelKey), {
-            maxLength: 20,
-          }),
+          fc.array(
+            fc.oneof(
+              fc.constantFrom("storage_policy", "heartbeat_timeout_ms"),
+              validName,
+              labelKey,
+            ),
+            {
+              maxLength: 20,
+            },
+          ),
           { nil: undefined },
         ),
       });

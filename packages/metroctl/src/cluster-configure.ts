@@ -7,11 +7,18 @@
  *
  * Fields, by their proto names (`-` may stand for `_`):
  *
- *   storage_policy  insecure | encrypted | authenticated-encrypted; applies
- *                   to nodes that register afterwards, not to nodes already
- *                   in the cluster
+ *   storage_policy        insecure | encrypted | authenticated-encrypted;
+ *                         applies to nodes that register afterwards, not to
+ *                         nodes already in the cluster
+ *   heartbeat_timeout_ms  milliseconds (1000 to 3600000), or `default` (0):
+ *                         each curator's local default; applies at once
  */
-import { configurableFields, storagePolicies } from "@metropolis/curator";
+import {
+  configurableFields,
+  maxHeartbeatTimeoutMs,
+  minHeartbeatTimeoutMs,
+  storagePolicies,
+} from "@metropolis/curator";
 import { common } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -39,6 +46,18 @@ export function parseStoragePolicy(text: string, what: string): common.StoragePo
   return found;
 }
 
+/** Parses a heartbeat timeout in milliseconds, or `default` (0); `what` names the flag or field. */
+export function parseHeartbeatTimeoutMs(text: string, what: string): number {
+  if (text.toLowerCase() === "default") return 0;
+  const ms = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (!(ms === 0 || (ms >= minHeartbeatTimeoutMs && ms <= maxHeartbeatTimeoutMs))) {
+    throw new UsageError(
+      `${what}: ${JSON.stringify(text)} is not a timeout in milliseconds from ${minHeartbeatTimeoutMs} to ${maxHeartbeatTimeoutMs}, or default`,
+    );
+  }
+  return ms;
+}
+
 /** How metroctl shows and parses each configurable field. */
 const fields: Record<
   string,
@@ -50,6 +69,13 @@ const fields: Record<
   storage_policy: {
     show: (config) => storagePolicyName(config.storagePolicy),
     parse: (text) => ({ storagePolicy: parseStoragePolicy(text, "storage_policy") }),
+  },
+  heartbeat_timeout_ms: {
+    show: (config) =>
+      config.heartbeatTimeoutMs === 0 ? "default" : String(config.heartbeatTimeoutMs),
+    parse: (text) => ({
+      heartbeatTimeoutMs: parseHeartbeatTimeoutMs(text, "heartbeat_timeout_ms"),
+    }),
   },
 };
 

@@ -5,8 +5,8 @@
  */
 import { atomicWriteFile } from "@metropolis/localstorage";
 import { parseCertificate } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
-import { parseStoragePolicy } from "./cluster-configure";
+import { api, common } from "@metropolis/proto";
+import { parseHeartbeatTimeoutMs, parseStoragePolicy } from "./cluster-configure";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -24,16 +24,33 @@ async function writeParams(path: string, params: api.NodeParameters, mode: numbe
   }
 }
 
-/** `bootstrap-params -o FILE [--label k=v]… [--storage-policy POLICY]` */
+interface BootstrapParamsOptions {
+  output: string;
+  label: string[];
+  storagePolicy?: string;
+  heartbeatTimeoutMs?: string;
+}
+
+/** `bootstrap-params -o FILE [--label k=v]… [--storage-policy POLICY] [--heartbeat-timeout-ms MS]` */
 export async function bootstrapParams(
   ctx: CommandContext,
-  opts: { output: string; label: string[]; storagePolicy?: string },
+  opts: BootstrapParamsOptions,
 ): Promise<void> {
   const labels = parseLabels(opts.label);
+  // The initial configuration only when a flag asks for one: otherwise the cluster's defaults.
   const initialClusterConfiguration =
-    opts.storagePolicy === undefined
+    opts.storagePolicy === undefined && opts.heartbeatTimeoutMs === undefined
       ? undefined
-      : { storagePolicy: parseStoragePolicy(opts.storagePolicy, "--storage-policy") };
+      : common.ClusterConfiguration.fromPartial({
+          storagePolicy:
+            opts.storagePolicy === undefined
+              ? undefined
+              : parseStoragePolicy(opts.storagePolicy, "--storage-policy"),
+          heartbeatTimeoutMs:
+            opts.heartbeatTimeoutMs === undefined
+              ? undefined
+              : parseHeartbeatTimeoutMs(opts.heartbeatTimeoutMs, "--heartbeat-timeout-ms"),
+        });
   const { key, created } = await ctx.configDir.ensureOwnerKey();
   const keyPath = ctx.configDir.path("owner-key.pem");
   writeLine(
@@ -95,9 +112,8 @@ export async function registerParams(
 
 /** Adds `bootstrap-params` and `register-params`. */
 export function registerParamsCommands(define: DefineCommand): void {
-  define<{ output: string; label: string[]; storagePolicy?: string }>(
-    "bootstrap-params",
-    (ctx, _args, opts) => bootstrapParams(ctx, opts),
+  define<BootstrapParamsOptions>("bootstrap-params", (ctx, _args, opts) =>
+    bootstrapParams(ctx, opts),
   )
     .description(
       "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
@@ -107,6 +123,10 @@ export function registerParamsCommands(define: DefineCommand): void {
     .option(
       "--storage-policy <policy>",
       "the cluster's initial storage policy: insecure, encrypted (default) or authenticated-encrypted",
+    )
+    .option(
+      "--heartbeat-timeout-ms <ms>",
+      "the cluster's initial heartbeat timeout (1000 to 3600000; default: each curator's own, 10 s)",
     );
   define<{ output: string; label: string[] }>("register-params", (ctx, _args, opts) =>
     registerParams(ctx, opts),

@@ -31,7 +31,7 @@ describe("cluster configure", () => {
   it("get shows every field, one field, or JSON", async () => {
     expect(await metroctl(config, ["cluster", "configure", "get"])).toMatchObject({
       code: 0,
-      stdout: "storage_policy: encrypted\n",
+      stdout: "storage_policy: encrypted\nheartbeat_timeout_ms: default\n",
       stderr: "",
     });
     expect(await metroctl(config, ["cluster", "configure", "get", "storage-policy"])).toMatchObject(
@@ -39,7 +39,10 @@ describe("cluster configure", () => {
     );
     const json = await metroctl(config, ["cluster", "configure", "get", "-o", "json"]);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual({ storage_policy: "encrypted" });
+    expect(JSON.parse(json.stdout)).toEqual({
+      storage_policy: "encrypted",
+      heartbeat_timeout_ms: "default",
+    });
   });
 
   it("set changes the field in the cluster and says when it takes effect", async () => {
@@ -70,6 +73,28 @@ describe("cluster configure", () => {
     expect(await storedPolicy()).toBe(common.StoragePolicy.ENCRYPTED);
   });
 
+  it("set heartbeat_timeout_ms changes the running leader's timeout, and default restores it", async () => {
+    const { heartbeats } = cluster.leader.ctx;
+    const localDefault = heartbeats.timeoutMs;
+    const res = await metroctl(config, [
+      "cluster",
+      "configure",
+      "set",
+      "heartbeat-timeout-ms",
+      "30000",
+    ]);
+    expect(res).toMatchObject({ code: 0, stderr: "" });
+    expect(res.stdout).toBe(
+      "heartbeat_timeout_ms: default → 30000 (applies at once to the leader's health answers, and to every later leader)\n",
+    );
+    expect(heartbeats.timeoutMs).toBe(30_000);
+    expect(
+      (await metroctl(config, ["cluster", "configure", "get", "heartbeat_timeout_ms"])).stdout,
+    ).toBe("30000\n");
+    await metroctl(config, ["cluster", "configure", "set", "heartbeat_timeout_ms", "default"]);
+    expect(heartbeats.timeoutMs).toBe(localDefault);
+  });
+
   it.each([
     [
       ["set", "storage_policy", "plaintext"],
@@ -77,11 +102,15 @@ describe("cluster configure", () => {
     ],
     [
       ["set", "cluster_domain", "x"],
-      'metroctl: cluster: "cluster_domain" is not a cluster configuration field (fields: storage_policy)',
+      'metroctl: cluster: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
     ],
     [
-      ["get", "heartbeat_timeout"],
-      'metroctl: cluster: "heartbeat_timeout" is not a cluster configuration field (fields: storage_policy)',
+      ["get", "cluster_domain"],
+      'metroctl: cluster: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
+    ],
+    [
+      ["set", "heartbeat_timeout_ms", "500"],
+      'metroctl: cluster: heartbeat_timeout_ms: "500" is not a timeout in milliseconds from 1000 to 3600000, or default',
     ],
     [
       ["set", "storage_policy"],
@@ -95,7 +124,7 @@ describe("cluster configure", () => {
   });
 });
 
-describe("bootstrap-params --storage-policy", () => {
+describe("bootstrap-params --storage-policy, --heartbeat-timeout-ms", () => {
   it("puts the initial configuration into the parameters", async () => {
     const dir = await tempDir("bootstrap-policy");
     const out = join(dir, "params.pb");
@@ -105,6 +134,8 @@ describe("bootstrap-params --storage-policy", () => {
       out,
       "--storage-policy",
       "insecure",
+      "--heartbeat-timeout-ms",
+      "20000",
     ]);
     expect(res.code).toBe(0);
     const params = api.NodeParameters.decode(await readFile(out));
@@ -113,7 +144,19 @@ describe("bootstrap-params --storage-policy", () => {
       .clusterBootstrap;
     expect(bootstrap.initialClusterConfiguration).toEqual({
       storagePolicy: common.StoragePolicy.INSECURE,
+      heartbeatTimeoutMs: 20_000,
     });
+  });
+
+  it("leaves the initial configuration out without them", async () => {
+    const dir = await tempDir("bootstrap-default");
+    const out = join(dir, "params.pb");
+    expect((await metroctl(join(dir, "config"), ["bootstrap-params", "-o", out])).code).toBe(0);
+    const params = api.NodeParameters.decode(await readFile(out));
+    expect(
+      (params.cluster as { clusterBootstrap: api.NodeParameters_ClusterBootstrap }).clusterBootstrap
+        .initialClusterConfiguration,
+    ).toBeUndefined();
   });
 
   it("refuses an unknown policy without writing anything", async () => {

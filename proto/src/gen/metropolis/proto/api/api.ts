@@ -366,7 +366,8 @@ export interface ConfigureClusterRequest {
     | ClusterConfiguration
     | undefined;
   /**
-   * The fields to change, by their proto names (`storage_policy`). An empty
+   * The fields to change, by their proto names (`storage_policy`,
+   * `heartbeat_timeout_ms`). An empty
    * mask changes nothing and returns the current configuration; an unknown
    * path is INVALID_ARGUMENT.
    */
