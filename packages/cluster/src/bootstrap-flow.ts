@@ -12,15 +12,39 @@ import type { NodeCredentials } from "@metropolis/roleserve";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { writeSealedConfiguration } from "./sealed-configuration";
 import { dataPolicyOf } from "./storage-policy";
+import { EnrolmentError } from "./errors";
+import { validateClusterConfiguration } from "@metropolis/curator";
 
-/** The storage policy of a new cluster (its default configuration). */
-const bootstrapStoragePolicy = common.StoragePolicy.ENCRYPTED;
+/** The storage policy of a new cluster whose parameters name none. */
+const defaultStoragePolicy = common.StoragePolicy.ENCRYPTED;
 
 export async function bootstrapCluster(
   env: EnrolmentEnv,
   params: api.NodeParameters_ClusterBootstrap,
 ): Promise<NodeCredentials> {
   const { ctx, storage } = env;
+  // The initial configuration's policy, checked before anything is formatted:
+  // this node's data partition is the first to follow it.
+  const requested = params.initialClusterConfiguration?.storagePolicy;
+  const bootstrapStoragePolicy =
+    requested === undefined || requested === common.StoragePolicy.UNSPECIFIED
+      ? defaultStoragePolicy
+      : requested;
+  if (params.initialClusterConfiguration) {
+    try {
+      validateClusterConfiguration(
+        common.ClusterConfiguration.fromPartial({
+          ...params.initialClusterConfiguration,
+          storagePolicy: bootstrapStoragePolicy,
+        }),
+        "initial_cluster_configuration",
+      );
+    } catch (e) {
+      throw new EnrolmentError(
+        `the bootstrap parameters' ${e instanceof Error ? e.message : String(e)}`,
+      );
+    }
+  }
   const keys = await storage.data.mountNew(dataPolicyOf(bootstrapStoragePolicy));
   const node = generateKeyPair();
   const join = generateKeyPair();
@@ -55,6 +79,7 @@ export async function bootstrapCluster(
       joinPublicKey: join.publicKey,
       ownerPublicKey: params.ownerPublicKey,
       labels: params.labels,
+      configuration: params.initialClusterConfiguration,
     },
     { sealed, clusterUnlockKey: keys.clusterUnlockKey },
   );

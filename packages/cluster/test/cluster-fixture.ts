@@ -18,7 +18,7 @@ import {
   tlsMaterial,
   type Ed25519KeyPair,
 } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
+import { api, type common } from "@metropolis/proto";
 import { Roleserver, type WorkloadSpec } from "@metropolis/roleserve";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { ClusterManager } from "../src/manager";
@@ -134,13 +134,16 @@ export class TestOwner {
   readonly key: Ed25519KeyPair = generateKeyPair();
   connection: CuratorConnection | undefined;
 
-  bootstrapParameters(): api.NodeParameters {
+  bootstrapParameters(
+    initialClusterConfiguration?: common.ClusterConfiguration,
+  ): api.NodeParameters {
     return {
       cluster: {
         $case: "clusterBootstrap",
         clusterBootstrap: {
           ownerPublicKey: this.key.publicKey,
           labels: new Map([["site", "first"]]),
+          initialClusterConfiguration,
         },
       },
     };

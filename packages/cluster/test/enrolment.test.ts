@@ -71,7 +71,12 @@ afterAll(async () => {
 
 describe("enrolment", () => {
   it("bootstraps a cluster: the first node reaches HOME with credentials and local consensus", async () => {
-    firstRun = await first.start(owner.bootstrapParameters());
+    // An initial configuration with a heartbeat timeout, the storage policy left to the default.
+    firstRun = await first.start(
+      owner.bootstrapParameters(
+        common.ClusterConfiguration.fromPartial({ heartbeatTimeoutMs: 20_000 }),
+      ),
+    );
     const home = await homeOf(firstRun);
     expect(home.credentials?.nodeId).toMatch(/^metropolis-[0-9a-f]{32}$/);
     // Bootstrapped: a later run of its control plane follows its roles like any node's.
@@ -96,6 +101,10 @@ describe("enrolment", () => {
     expect(nodes.map((n) => [n.id, n.state, n.labels])).toEqual([
       [home.credentials!.nodeId, common.NodeState.UP, new Map([["site", "first"]])],
     ]);
+    expect((await owner.clusterInfo()).clusterConfiguration).toEqual({
+      storagePolicy: common.StoragePolicy.ENCRYPTED,
+      heartbeatTimeoutMs: 20_000,
+    });
   });
 
   it("registers a second node, which reaches HOME once the owner approves it", async () => {

@@ -21,6 +21,7 @@ import { common, priv } from "@metropolis/proto";
 import { etcdCertificateKv, readAtOneRevision } from "@metropolis/consensus";
 import { nodeIdFromPublicKey, type ParsedCertificate, type SecretSealer } from "@metropolis/pki";
 import { FailedPreconditionError, InvalidArgumentError } from "./errors";
+import { validateClusterConfiguration } from "./management-configuration";
 import {
   clusterConfigurationKey,
   clusterUnlockKeyKey,
@@ -75,6 +76,7 @@ const KEY_LENGTH = 32;
 /** The default configuration: storage encrypted. */
 export const defaultClusterConfiguration: common.ClusterConfiguration = {
   storagePolicy: common.StoragePolicy.ENCRYPTED,
+  heartbeatTimeoutMs: 0,
 };
 
 function checkKey(name: string, key: Uint8Array): Buffer {
@@ -107,6 +109,7 @@ export async function bootstrapNodeFinish(
   const configuration = common.ClusterConfiguration.fromPartial(
     params.configuration ?? defaultClusterConfiguration,
   );
+  validateClusterConfiguration(configuration, "configuration");
   const ca = clusterCa(ctx.secrets);
   const authority = await ca.authority(etcdCertificateKv(ctx.kv));
   const entry = nodeCertificateEntry(ca, nodeId, publicKey, params.ipAddresses);

@@ -39,6 +39,7 @@ import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-c
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import { Listener, type ServiceEntry } from "./listener";
 import { managementServer } from "./management-service";
+import { readConfiguration } from "./management-configuration";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
 import { followStoredRevocations, Revocations } from "./revocations";
 
@@ -206,6 +207,8 @@ export class Curator {
         revocations,
         identify: identifier(caDer, revocations),
       };
+      // The cluster's heartbeat timeout, if its configuration sets one.
+      leaderCtx.heartbeats.configure((await readConfiguration(leaderCtx)).config);
       ctx.logger.info("elected leader");
       const intervalMs = this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs;
       reconciling = membershipReconciler(leaderCtx, intervalMs, signal);

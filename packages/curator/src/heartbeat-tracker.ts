@@ -5,6 +5,10 @@
  * may simply not have beaten yet), and HEARTBEAT_TIMEOUT after that (a live
  * node would have beaten by then) — so a node that died with the old leader
  * does not stay UNKNOWN forever.
+ *
+ * The timeout is the cluster configuration's `heartbeat_timeout_ms` when it
+ * sets one ({@link HeartbeatTracker.configure}: at leader start, and on every
+ * ConfigureCluster change), else this curator's local default.
  */
 import { common } from "@metropolis/proto";
 
@@ -12,13 +16,26 @@ export class HeartbeatTracker {
   private readonly last = new Map<string, number>();
   /** When this tracker (this leadership) started. */
   private readonly since: number;
+  /** The cluster configuration's timeout, when it sets one. */
+  private configured: number | undefined;
 
   constructor(
     /** A node that has not sent a heartbeat for this long is HEARTBEAT_TIMEOUT. Default 10 s. */
-    readonly timeoutMs = 10_000,
+    private readonly defaultTimeoutMs = 10_000,
     private readonly now: () => number = Date.now,
   ) {
     this.since = now();
+  }
+
+  /** The timeout in force. */
+  get timeoutMs(): number {
+    return this.configured ?? this.defaultTimeoutMs;
+  }
+
+  /** Follows the cluster configuration: its `heartbeat_timeout_ms`, 0 for the local default. */
+  configure(config: common.ClusterConfiguration | undefined): void {
+    const ms = config?.heartbeatTimeoutMs ?? 0;
+    this.configured = ms > 0 ? ms : undefined;
   }
 
   /** Records a heartbeat of `nodeId` now. */

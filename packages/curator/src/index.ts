@@ -35,6 +35,13 @@ export type { CuratorEndpoint } from "./leadership";
 export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./listener";
 export { managementServer } from "./management-service";
+export {
+  configurableFields,
+  maxHeartbeatTimeoutMs,
+  minHeartbeatTimeoutMs,
+  storagePolicies,
+  validateClusterConfiguration,
+} from "./management-configuration";
 export { aaaServer } from "./aaa-service";
 export { curatorLocalServer, type LocalContext } from "./curator-local";
 export { bootstrapCluster, type BootstrapParams, type BootstrapResult } from "./bootstrap";

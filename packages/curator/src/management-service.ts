@@ -40,6 +40,7 @@ import { revokeNodeCertificate } from "./curator-pki";
 import type { StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
 import { rotateClusterSecretsKey } from "./management-secrets";
+import { configureCluster } from "./management-configuration";
 import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 
@@ -260,6 +261,9 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     }),
     rotateClusterSecretsKey: ownerOnly(ctx, "RotateClusterSecretsKey", () =>
       rotateClusterSecretsKey(ctx),
+    ),
+    configureCluster: ownerOnly(ctx, "ConfigureCluster", (req: api.ConfigureClusterRequest) =>
+      configureCluster(ctx, req),
     ),
   };
 }

@@ -18,6 +18,7 @@ import { tlsMaterial } from "@metropolis/pki";
 import type { common, priv } from "@metropolis/proto";
 import { curatorClientCredentials, curatorServerCredentials } from "./credentials";
 import { HeartbeatTracker } from "./heartbeat-tracker";
+import { readConfiguration } from "./management-configuration";
 import { identifier } from "./identity";
 import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
@@ -160,6 +161,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       revocations,
       identify: identifier(caDer, revocations),
     };
+    ctx.heartbeats.configure((await readConfiguration(ctx)).config);
     const owner = cluster.owner;
 
     for (const [definition, implementation] of opts.services?.(ctx) ?? [])

@@ -74,6 +74,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "CuratorLocal.GetCACertificate": { leader: everyone("OK"), follower: everyone("OK") },
   "CuratorLocal.GetCurrentLeader": { leader: everyone("OK"), follower: everyone("OK") },
   "Management.ApproveNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.ConfigureCluster": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.DeleteNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.GetClusterInfo": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.GetNodes": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
@@ -218,6 +219,8 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
   "Management.ApproveNode": async () => ({
     request: { node: { $case: "id", id: (await cluster.registerNode()).nodeId } },
   }),
+  // An empty mask: the owner's call reads the configuration and changes nothing.
+  "Management.ConfigureCluster": async () => ({ request: {} }),
   "Management.DeleteNode": async () => ({
     request: { node: { $case: "id", id: (await cluster.registerNode()).nodeId } },
   }),

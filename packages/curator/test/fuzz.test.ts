@@ -299,6 +299,38 @@ const targets: Record<string, Target> = {
     callers: ownerCallers,
     request: () => fc.record({ node: selector([node.nodeId, ...ids()], keys()) }),
   },
+  "Management.ConfigureCluster": {
+    callers: ownerCallers,
+    request: () => {
+      const config = fc.option(
+        fc.record({
+          storagePolicy: enumValue(enumValues(common.StoragePolicy)),
+          heartbeatTimeoutMs: fc.oneof(
+            fc.constantFrom(0, 999, 1_000, 60_000, 3_600_000, 3_600_001),
+            fc.nat(),
+          ),
+        }),
+        { nil: undefined },
+      );
+      return fc.record({
+        baseConfig: config,
+        newConfig: config,
+        updateMask: fc.option(
+          fc.array(
+            fc.oneof(
+              fc.constantFrom("storage_policy", "heartbeat_timeout_ms"),
+              validName,
+              labelKey,
+            ),
+            {
+              maxLength: 20,
+            },
+          ),
+          { nil: undefined },
+        ),
+      });
+    },
+  },
   "Management.DeleteNode": {
     callers: ownerCallers,
     request: () =>

@@ -20,4 +20,20 @@ describe("HeartbeatTracker", () => {
     expect(tracker.sinceLast("a")).toBe(101);
     expect(tracker.sinceLast("b")).toBeUndefined();
   });
+
+  it("follows the cluster configuration's timeout, and its local default when unset", () => {
+    let now = 0;
+    const tracker = new HeartbeatTracker(100, () => now);
+    tracker.beat("a");
+    now += 150;
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEARTBEAT_TIMEOUT);
+    tracker.configure(common.ClusterConfiguration.fromPartial({ heartbeatTimeoutMs: 1_000 }));
+    expect(tracker.timeoutMs).toBe(1_000);
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEALTHY);
+    tracker.configure(common.ClusterConfiguration.fromPartial({ heartbeatTimeoutMs: 0 }));
+    expect(tracker.timeoutMs).toBe(100);
+    expect(tracker.health("a")).toBe(common.NodeHealth.HEARTBEAT_TIMEOUT);
+    tracker.configure(undefined);
+    expect(tracker.timeoutMs).toBe(100);
+  });
 });

@@ -153,6 +153,10 @@ export class ClusterSession {
     await this.call((l, m, o, cb) => l.management.deleteNode(req, m, o, cb));
   }
 
+  configureCluster(req: api.ConfigureClusterRequest): Promise<api.ConfigureClusterResponse> {
+    return this.call((l, m, o, cb) => l.management.configureCluster(req, m, o, cb));
+  }
+
   rotateClusterSecretsKey(): Promise<api.RotateClusterSecretsKeyResponse> {
     return this.call((l, m, o, cb) => l.management.rotateClusterSecretsKey({}, m, o, cb));
   }

@@ -5,7 +5,8 @@
  */
 import { atomicWriteFile } from "@metropolis/localstorage";
 import { parseCertificate } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
+import { parseHeartbeatTimeoutMs, parseStoragePolicy } from "./cluster-configure";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -23,12 +24,33 @@ async function writeParams(path: string, params: api.NodeParameters, mode: numbe
   }
 }
 
-/** `bootstrap-params -o FILE [--label k=v]…` */
+interface BootstrapParamsOptions {
+  output: string;
+  label: string[];
+  storagePolicy?: string;
+  heartbeatTimeoutMs?: string;
+}
+
+/** `bootstrap-params -o FILE [--label k=v]… [--storage-policy POLICY] [--heartbeat-timeout-ms MS]` */
 export async function bootstrapParams(
   ctx: CommandContext,
-  opts: { output: string; label: string[] },
+  opts: BootstrapParamsOptions,
 ): Promise<void> {
   const labels = parseLabels(opts.label);
+  // The initial configuration only when a flag asks for one: otherwise the cluster's defaults.
+  const initialClusterConfiguration =
+    opts.storagePolicy === undefined && opts.heartbeatTimeoutMs === undefined
+      ? undefined
+      : common.ClusterConfiguration.fromPartial({
+          storagePolicy:
+            opts.storagePolicy === undefined
+              ? undefined
+              : parseStoragePolicy(opts.storagePolicy, "--storage-policy"),
+          heartbeatTimeoutMs:
+            opts.heartbeatTimeoutMs === undefined
+              ? undefined
+              : parseHeartbeatTimeoutMs(opts.heartbeatTimeoutMs, "--heartbeat-timeout-ms"),
+        });
   const { key, created } = await ctx.configDir.ensureOwnerKey();
   const keyPath = ctx.configDir.path("owner-key.pem");
   writeLine(
@@ -40,7 +62,7 @@ export async function bootstrapParams(
     {
       cluster: {
         $case: "clusterBootstrap",
-        clusterBootstrap: { ownerPublicKey: key.publicKey, labels },
+        clusterBootstrap: { ownerPublicKey: key.publicKey, labels, initialClusterConfiguration },
       },
     },
     0o644,
@@ -90,14 +112,22 @@ export async function registerParams(
 
 /** Adds `bootstrap-params` and `register-params`. */
 export function registerParamsCommands(define: DefineCommand): void {
-  define<{ output: string; label: string[] }>("bootstrap-params", (ctx, _args, opts) =>
+  define<BootstrapParamsOptions>("bootstrap-params", (ctx, _args, opts) =>
     bootstrapParams(ctx, opts),
   )
     .description(
       "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
     )
     .requiredOption("-o, --output <file>", "where to write the parameters")
-    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, []);
+    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, [])
+    .option(
+      "--storage-policy <policy>",
+      "the cluster's initial storage policy: insecure, encrypted (default) or authenticated-encrypted",
+    )
+    .option(
+      "--heartbeat-timeout-ms <ms>",
+      "the cluster's initial heartbeat timeout (1000 to 3600000; default: each curator's own, 10 s)",
+    );
   define<{ output: string; label: string[] }>("register-params", (ctx, _args, opts) =>
     registerParams(ctx, opts),
   )

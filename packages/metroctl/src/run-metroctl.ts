@@ -10,6 +10,7 @@
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { Command, CommanderError } from "commander";
 import { registerClusterInfoCommand } from "./cluster-info";
+import { registerClusterConfigureCommand } from "./cluster-configure";
 import { registerCompletionCommand } from "./completion";
 import { defaultDialTimeoutMs } from "./command-context";
 import { registerDebugCommands } from "./debug-commands";
@@ -60,6 +61,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerNodesCommand(define);
   registerNodeChangeCommands(define);
   registerClusterInfoCommand(define);
+  registerClusterConfigureCommand(define);
   registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);

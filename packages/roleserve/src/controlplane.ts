@@ -44,7 +44,7 @@ import {
 import { waitFor } from "@metropolis/event";
 import { sealConfiguration, type NodeRoot } from "@metropolis/localstorage";
 import { nodeIdFromPublicKey, publicKeyFromPrivateKey } from "@metropolis/pki";
-import { priv } from "@metropolis/proto";
+import { common, priv } from "@metropolis/proto";
 import type { RunContext, Runnable } from "@metropolis/supervisor";
 import { StartupWatcher, type ControlPlaneStartup } from "./controlplane-startup";
 import {
@@ -245,7 +245,10 @@ class ControlPlaneLauncher {
         joinPublicKey: bootstrap.joinPublicKey,
         clusterUnlockKey: startup.enrolment.clusterUnlockKey,
         ownerPublicKey: bootstrap.ownerPublicKey,
-        configuration: { storagePolicy: startup.enrolment.sealed.storagePolicy },
+        configuration: common.ClusterConfiguration.fromPartial({
+          ...bootstrap.configuration,
+          storagePolicy: startup.enrolment.sealed.storagePolicy,
+        }),
         ipAddresses: [this.config.host],
         labels: bootstrap.labels,
       },

@@ -39,6 +39,12 @@ export interface BootstrapData {
   ownerPublicKey: Uint8Array;
   /** The first node's labels, from the node parameters. */
   labels: Map<string, string>;
+  /**
+   * The cluster's initial configuration, from the node parameters (default:
+   * the curator's). Its storage policy is overridden by the sealed
+   * configuration's, the one this node's storage was formatted with.
+   */
+  configuration?: common.ClusterConfiguration;
 }
 
 /** This node's way to the cluster's control plane, once it has credentials. */

@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Timestamp } from "../../../google/protobuf/timestamp";
 import {
   ClusterConfiguration,
@@ -319,6 +320,11 @@ export interface NodeParameters_ClusterBootstrap {
   ownerPublicKey: Buffer;
   /** Labels of this first node. */
   labels: Map<string, string>;
+  /**
+   * The cluster's initial configuration; unset means the default (storage
+   * policy ENCRYPTED). A storage_policy of UNSPECIFIED means the default too.
+   */
+  initialClusterConfiguration?: ClusterConfiguration | undefined;
 }
 
 export interface NodeParameters_ClusterBootstrap_LabelsEntry {
@@ -343,6 +349,35 @@ export interface NodeParameters_ClusterRegister {
 export interface NodeParameters_ClusterRegister_LabelsEntry {
   key: string;
   value: string;
+}
+
+/** ConfigureClusterRequest is a masked change of the cluster configuration. */
+export interface ConfigureClusterRequest {
+  /**
+   * The configuration the caller based the change on (as read with
+   * GetClusterInfo): for each field in update_mask it must equal the current
+   * value, or the call fails with FAILED_PRECONDITION and changes nothing.
+   */
+  baseConfig?:
+    | ClusterConfiguration
+    | undefined;
+  /** The new values of the fields in update_mask; other fields are ignored. */
+  newConfig?:
+    | ClusterConfiguration
+    | undefined;
+  /**
+   * The fields to change, by their proto names (`storage_policy`,
+   * `heartbeat_timeout_ms`). An empty
+   * mask changes nothing and returns the current configuration; an unknown
+   * path is INVALID_ARGUMENT.
+   */
+  updateMask?: string[] | undefined;
+}
+
+/** ConfigureClusterResponse carries the configuration after the change. */
+export interface ConfigureClusterResponse {
+  /** The cluster configuration now in force. */
+  resultingConfig?: ClusterConfiguration | undefined;
 }
 
 /** GetRegisterTicketRequest has no fields. */
@@ -872,7 +907,7 @@ export const NodeParameters: MessageFns<NodeParameters> = {
 };
 
 function createBaseNodeParameters_ClusterBootstrap(): NodeParameters_ClusterBootstrap {
-  return { ownerPublicKey: Buffer.alloc(0), labels: new Map() };
+  return { ownerPublicKey: Buffer.alloc(0), labels: new Map(), initialClusterConfiguration: undefined };
 }
 
 export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterBootstrap> = {
@@ -883,6 +918,9 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
     message.labels.forEach((value, key) => {
       NodeParameters_ClusterBootstrap_LabelsEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
     });
+    if (message.initialClusterConfiguration !== undefined) {
+      ClusterConfiguration.encode(message.initialClusterConfiguration, writer.uint32(26).fork()).join();
+    }
     return writer;
   },
 
@@ -918,6 +956,14 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
             }
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.initialClusterConfiguration = ClusterConfiguration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -946,6 +992,11 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
           new Map(),
         )
         : new Map(),
+      initialClusterConfiguration: isSet(object.initialClusterConfiguration)
+        ? ClusterConfiguration.fromJSON(object.initialClusterConfiguration)
+        : isSet(object.initial_cluster_configuration)
+        ? ClusterConfiguration.fromJSON(object.initial_cluster_configuration)
+        : undefined,
     };
   },
 
@@ -959,6 +1010,9 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
       message.labels.forEach((v, k) => {
         obj.labels[k] = v;
       });
+    }
+    if (message.initialClusterConfiguration !== undefined) {
+      obj.initialClusterConfiguration = ClusterConfiguration.toJSON(message.initialClusterConfiguration);
     }
     return obj;
   },
@@ -980,6 +1034,10 @@ export const NodeParameters_ClusterBootstrap: MessageFns<NodeParameters_ClusterB
       });
       return m;
     })();
+    message.initialClusterConfiguration =
+      (object.initialClusterConfiguration !== undefined && object.initialClusterConfiguration !== null)
+        ? ClusterConfiguration.fromPartial(object.initialClusterConfiguration)
+        : undefined;
     return message;
   },
 };
@@ -1321,6 +1379,198 @@ export const NodeParameters_ClusterRegister_LabelsEntry: MessageFns<NodeParamete
     const message = createBaseNodeParameters_ClusterRegister_LabelsEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseConfigureClusterRequest(): ConfigureClusterRequest {
+  return { baseConfig: undefined, newConfig: undefined, updateMask: undefined };
+}
+
+export const ConfigureClusterRequest: MessageFns<ConfigureClusterRequest> = {
+  encode(message: ConfigureClusterRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.baseConfig !== undefined) {
+      ClusterConfiguration.encode(message.baseConfig, writer.uint32(10).fork()).join();
+    }
+    if (message.newConfig !== undefined) {
+      ClusterConfiguration.encode(message.newConfig, writer.uint32(18).fork()).join();
+    }
+    if (message.updateMask !== undefined) {
+      FieldMask.encode(FieldMask.wrap(message.updateMask), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConfigureClusterRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConfigureClusterRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.baseConfig = ClusterConfiguration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.newConfig = ClusterConfiguration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.updateMask = FieldMask.unwrap(FieldMask.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConfigureClusterRequest {
+    return {
+      baseConfig: isSet(object.baseConfig)
+        ? ClusterConfiguration.fromJSON(object.baseConfig)
+        : isSet(object.base_config)
+        ? ClusterConfiguration.fromJSON(object.base_config)
+        : undefined,
+      newConfig: isSet(object.newConfig)
+        ? ClusterConfiguration.fromJSON(object.newConfig)
+        : isSet(object.new_config)
+        ? ClusterConfiguration.fromJSON(object.new_config)
+        : undefined,
+      updateMask: isSet(object.updateMask)
+        ? FieldMask.unwrap(FieldMask.fromJSON(object.updateMask))
+        : isSet(object.update_mask)
+        ? FieldMask.unwrap(FieldMask.fromJSON(object.update_mask))
+        : undefined,
+    };
+  },
+
+  toJSON(message: ConfigureClusterRequest): unknown {
+    const obj: any = {};
+    if (message.baseConfig !== undefined) {
+      obj.baseConfig = ClusterConfiguration.toJSON(message.baseConfig);
+    }
+    if (message.newConfig !== undefined) {
+      obj.newConfig = ClusterConfiguration.toJSON(message.newConfig);
+    }
+    if (message.updateMask !== undefined) {
+      obj.updateMask = FieldMask.toJSON(FieldMask.wrap(message.updateMask));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConfigureClusterRequest>, I>>(base?: I): ConfigureClusterRequest {
+    return ConfigureClusterRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConfigureClusterRequest>, I>>(object: I): ConfigureClusterRequest {
+    const message = createBaseConfigureClusterRequest();
+    message.baseConfig = (object.baseConfig !== undefined && object.baseConfig !== null)
+      ? ClusterConfiguration.fromPartial(object.baseConfig)
+      : undefined;
+    message.newConfig = (object.newConfig !== undefined && object.newConfig !== null)
+      ? ClusterConfiguration.fromPartial(object.newConfig)
+      : undefined;
+    message.updateMask = object.updateMask ?? undefined;
+    return message;
+  },
+};
+
+function createBaseConfigureClusterResponse(): ConfigureClusterResponse {
+  return { resultingConfig: undefined };
+}
+
+export const ConfigureClusterResponse: MessageFns<ConfigureClusterResponse> = {
+  encode(message: ConfigureClusterResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resultingConfig !== undefined) {
+      ClusterConfiguration.encode(message.resultingConfig, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConfigureClusterResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConfigureClusterResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resultingConfig = ClusterConfiguration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConfigureClusterResponse {
+    return {
+      resultingConfig: isSet(object.resultingConfig)
+        ? ClusterConfiguration.fromJSON(object.resultingConfig)
+        : isSet(object.resulting_config)
+        ? ClusterConfiguration.fromJSON(object.resulting_config)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ConfigureClusterResponse): unknown {
+    const obj: any = {};
+    if (message.resultingConfig !== undefined) {
+      obj.resultingConfig = ClusterConfiguration.toJSON(message.resultingConfig);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConfigureClusterResponse>, I>>(base?: I): ConfigureClusterResponse {
+    return ConfigureClusterResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConfigureClusterResponse>, I>>(object: I): ConfigureClusterResponse {
+    const message = createBaseConfigureClusterResponse();
+    message.resultingConfig = (object.resultingConfig !== undefined && object.resultingConfig !== null)
+      ? ClusterConfiguration.fromPartial(object.resultingConfig)
+      : undefined;
     return message;
   },
 };
@@ -4976,6 +5226,24 @@ export const ManagementService = {
     responseDeserialize: (value: Buffer): RotateClusterSecretsKeyResponse =>
       RotateClusterSecretsKeyResponse.decode(value),
   },
+  /**
+   * ConfigureCluster changes the fields of the cluster configuration named by
+   * update_mask to their values in new_config, if base_config still matches
+   * the current configuration in those fields (FAILED_PRECONDITION
+   * otherwise: someone changed them since the caller read them). See
+   * ClusterConfiguration for when each field takes effect.
+   */
+  configureCluster: {
+    path: "/metropolis.proto.api.Management/ConfigureCluster" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConfigureClusterRequest): Buffer =>
+      Buffer.from(ConfigureClusterRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConfigureClusterRequest => ConfigureClusterRequest.decode(value),
+    responseSerialize: (value: ConfigureClusterResponse): Buffer =>
+      Buffer.from(ConfigureClusterResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConfigureClusterResponse => ConfigureClusterResponse.decode(value),
+  },
 } as const;
 
 export interface ManagementServer extends UntypedServiceImplementation {
@@ -5020,6 +5288,14 @@ export interface ManagementServer extends UntypedServiceImplementation {
    * retires the previous key.
    */
   rotateClusterSecretsKey: handleUnaryCall<RotateClusterSecretsKeyRequest, RotateClusterSecretsKeyResponse>;
+  /**
+   * ConfigureCluster changes the fields of the cluster configuration named by
+   * update_mask to their values in new_config, if base_config still matches
+   * the current configuration in those fields (FAILED_PRECONDITION
+   * otherwise: someone changed them since the caller read them). See
+   * ClusterConfiguration for when each field takes effect.
+   */
+  configureCluster: handleUnaryCall<ConfigureClusterRequest, ConfigureClusterResponse>;
 }
 
 export interface ManagementClient extends Client {
@@ -5175,6 +5451,28 @@ export interface ManagementClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RotateClusterSecretsKeyResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ConfigureCluster changes the fields of the cluster configuration named by
+   * update_mask to their values in new_config, if base_config still matches
+   * the current configuration in those fields (FAILED_PRECONDITION
+   * otherwise: someone changed them since the caller read them). See
+   * ClusterConfiguration for when each field takes effect.
+   */
+  configureCluster(
+    request: ConfigureClusterRequest,
+    callback: (error: ServiceError | null, response: ConfigureClusterResponse) => void,
+  ): ClientUnaryCall;
+  configureCluster(
+    request: ConfigureClusterRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConfigureClusterResponse) => void,
+  ): ClientUnaryCall;
+  configureCluster(
+    request: ConfigureClusterRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConfigureClusterResponse) => void,
   ): ClientUnaryCall;
 }
 

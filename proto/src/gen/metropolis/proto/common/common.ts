@@ -357,10 +357,31 @@ export interface ClusterDirectory_Node_Address {
   host: string;
 }
 
-/** ClusterConfiguration is the cluster-wide configuration, set at bootstrap. */
+/**
+ * ClusterConfiguration is the cluster-wide configuration: set at bootstrap
+ * (NodeParameters.ClusterBootstrap.initial_cluster_configuration) and changed
+ * afterwards with Management.ConfigureCluster.
+ */
 export interface ClusterConfiguration {
-  /** How nodes of this cluster must protect their data partition. */
+  /**
+   * How nodes of this cluster must protect their data partition. A node reads
+   * it once, when it registers (or, for the first node, bootstraps): a change
+   * applies to nodes that register afterwards, never to nodes already in the
+   * cluster, whose data partitions keep the policy they were created with.
+   * Mask path: `storage_policy`.
+   */
   storagePolicy: StoragePolicy;
+  /**
+   * How long the curator leader waits for a node's heartbeat before it
+   * reports the node HEARTBEAT_TIMEOUT, in milliseconds: 0 (unset) for each
+   * curator's local default (its node's heartbeatTimeoutMs, 10 s), otherwise
+   * 1000 to 3600000. Applies at once: the leader uses a new value for its
+   * next health answer, and a new leader reads it when it takes over. Nodes
+   * keep sending heartbeats at their own interval (half their local timeout,
+   * 5 s by default), so a value below that marks healthy nodes timed out.
+   * Mask path: `heartbeat_timeout_ms`.
+   */
+  heartbeatTimeoutMs: number;
 }
 
 function createBaseNodeRoles(): NodeRoles {
@@ -1290,13 +1311,16 @@ export const ClusterDirectory_Node_Address: MessageFns<ClusterDirectory_Node_Add
 };
 
 function createBaseClusterConfiguration(): ClusterConfiguration {
-  return { storagePolicy: 0 };
+  return { storagePolicy: 0, heartbeatTimeoutMs: 0 };
 }
 
 export const ClusterConfiguration: MessageFns<ClusterConfiguration> = {
   encode(message: ClusterConfiguration, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.storagePolicy !== 0) {
       writer.uint32(8).int32(message.storagePolicy);
+    }
+    if (message.heartbeatTimeoutMs !== 0) {
+      writer.uint32(16).uint32(message.heartbeatTimeoutMs);
     }
     return writer;
   },
@@ -1322,6 +1346,14 @@ export const ClusterConfiguration: MessageFns<ClusterConfiguration> = {
             message.storagePolicy = reader.int32() as any;
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.heartbeatTimeoutMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1341,6 +1373,11 @@ export const ClusterConfiguration: MessageFns<ClusterConfiguration> = {
         : isSet(object.storage_policy)
         ? storagePolicyFromJSON(object.storage_policy)
         : 0,
+      heartbeatTimeoutMs: isSet(object.heartbeatTimeoutMs)
+        ? globalThis.Number(object.heartbeatTimeoutMs)
+        : isSet(object.heartbeat_timeout_ms)
+        ? globalThis.Number(object.heartbeat_timeout_ms)
+        : 0,
     };
   },
 
@@ -1348,6 +1385,9 @@ export const ClusterConfiguration: MessageFns<ClusterConfiguration> = {
     const obj: any = {};
     if (message.storagePolicy !== 0) {
       obj.storagePolicy = storagePolicyToJSON(message.storagePolicy);
+    }
+    if (message.heartbeatTimeoutMs !== 0) {
+      obj.heartbeatTimeoutMs = Math.round(message.heartbeatTimeoutMs);
     }
     return obj;
   },
@@ -1358,6 +1398,7 @@ export const ClusterConfiguration: MessageFns<ClusterConfiguration> = {
   fromPartial<I extends Exact<DeepPartial<ClusterConfiguration>, I>>(object: I): ClusterConfiguration {
     const message = createBaseClusterConfiguration();
     message.storagePolicy = object.storagePolicy ?? 0;
+    message.heartbeatTimeoutMs = object.heartbeatTimeoutMs ?? 0;
     return message;
   },
 };
