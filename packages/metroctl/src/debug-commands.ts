@@ -8,14 +8,12 @@ import { Metadata, type ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { curatorClientCredentials } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
-import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import { configFiles } from "./config-dir";
 import type { DefineCommand } from "./define-command";
 import { formatEndpoint } from "./endpoints";
-import { ConfigFileError, MetroctlError } from "./errors";
-import { parseCount, parseNodeId, parsePortFlag } from "./flag-values";
+import { parseCount, parsePortFlag } from "./flag-values";
 import { writeLine } from "./io";
+import { nodeEndpoint } from "./node-endpoint";
 import { outputFormatOption, writeJson, type OutputFormat } from "./output";
 import { buildSupervisionTree, renderSupervisionTree } from "./supervision-tree";
 
@@ -28,17 +26,7 @@ async function debugClient(
   id: string,
   port: number,
 ): Promise<api.DebugClient> {
-  parseNodeId(id);
-  const owner = await ctx.configDir.readOwnerCredentials();
-  if (!owner) {
-    throw new ConfigFileError(
-      ctx.configDir.path(configFiles.ownerCertificate),
-      "no owner certificate: run `metroctl takeownership` first",
-    );
-  }
-  const node = await withOwnerSession(ctx, (session) => session.getNode(id));
-  const host = node.status?.externalAddress;
-  if (!host) throw new MetroctlError(`node ${id} has not reported an address yet`);
+  const { owner, host } = await nodeEndpoint(ctx, id);
   return new api.DebugClient(
     formatEndpoint({ host, port }),
     curatorClientCredentials(owner.ca, owner, { nodeId: id }),

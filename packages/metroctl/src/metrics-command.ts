@@ -8,12 +8,11 @@
  */
 import { request } from "node:https";
 import { parseCertificate } from "@metropolis/pki";
-import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import { configFiles } from "./config-dir";
 import type { DefineCommand } from "./define-command";
-import { ConfigFileError, MetroctlError } from "./errors";
-import { parseNodeId, parsePortFlag } from "./flag-values";
+import { MetroctlError } from "./errors";
+import { nodeEndpoint } from "./node-endpoint";
+import { parsePortFlag } from "./flag-values";
 
 /** Default port of a node's mTLS metrics endpoint. */
 export const defaultMetricsPort = 7838;
@@ -41,7 +40,6 @@ export async function nodeMetrics(
   exporter: string | undefined,
   opts: { metricsPort?: string },
 ): Promise<void> {
-  parseNodeId(id);
   const which = exporter ?? "core";
   if (!(metricsExporters as readonly string[]).includes(which)) {
     throw new MetroctlError(
@@ -52,16 +50,7 @@ export async function nodeMetrics(
     opts.metricsPort === undefined
       ? defaultMetricsPort
       : parsePortFlag(opts.metricsPort, "--metrics-port");
-  const owner = await ctx.configDir.readOwnerCredentials();
-  if (!owner) {
-    throw new ConfigFileError(
-      ctx.configDir.path(configFiles.ownerCertificate),
-      "no owner certificate: run `metroctl takeownership` first",
-    );
-  }
-  const node = await withOwnerSession(ctx, (session) => session.getNode(id));
-  const host = node.status?.externalAddress;
-  if (!host) throw new MetroctlError(`node ${id} has not reported an address yet`);
+  const { owner, host } = await nodeEndpoint(ctx, id);
   const body = await new Promise<string>((resolve, reject) => {
     const req = request(
       {
