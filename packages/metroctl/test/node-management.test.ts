@@ -54,8 +54,8 @@ async function serveNodeManagement(
     (
       call: Parameters<typeof identify>[0],
       callback: (e: { code: status; details: string } | null, res?: object) => void,
-    ) =>
-      checkOwner(call).then(
+    ): void =>
+      void checkOwner(call).then(
         () => {
           standIn.power.push(action);
           callback(null, {});

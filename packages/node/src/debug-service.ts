@@ -45,7 +45,6 @@ import {
   streamLogs,
   toApiLogEntry,
   toStatus,
-  type LogsCall,
 } from "./log-stream";
 
 // Kept importable from here, where they were first defined.
@@ -195,7 +194,7 @@ async function getLogs(
   if (call.cancelled) return;
   const { dnPrefix, tail, follow } = call.request;
   checkDnPrefix(dnPrefix, "dn_prefix");
-  await streamLogs(opts.supervisor, followStreams, call as LogsCall, {
+  await streamLogs(opts.supervisor, followStreams, call, {
     backlog: () => backlog(opts.supervisor, dnPrefix, tail),
     matches: (entry) => dnMatches(dnPrefix, entry.dn),
     follow,

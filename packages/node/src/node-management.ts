@@ -33,7 +33,6 @@ import {
   streamLogs,
   toApiLogEntry,
   toStatus,
-  type LogsCall,
 } from "./log-stream";
 
 /**
@@ -125,7 +124,7 @@ async function logs(
     const kept = req.backlogCount === undefined ? all : all.slice(-req.backlogCount);
     return kept.map(toApiLogEntry);
   };
-  await streamLogs(opts.supervisor, opts.streams, call as LogsCall, {
+  await streamLogs(opts.supervisor, opts.streams, call, {
     backlog,
     matches,
     follow: req.streamMode === api.LogsRequest_StreamMode.STREAM,
