@@ -28,7 +28,7 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { runMetroctl, type NodeView } from "@metropolis/metroctl";
-import type { NodeConfigFile } from "@metropolis/node";
+import { rebootExitStatus, type NodeConfigFile } from "@metropolis/node";
 import {
   bootstrapFirstNode,
   coldStartNodes,
@@ -278,6 +278,12 @@ export class LocalCluster {
   /**
    * Starts node `node`'s process (it must not be running). A node that has
    * enrolled needs no parameters: it finds its sealed configuration.
+   *
+   * Like a node's service manager, the launcher starts a node again (same
+   * root, same config) when it exits with the reboot status
+   * ({@link rebootExitStatus}, after NodeManagement.Reboot), and says so in
+   * its log; `node.process` is then the new process. Any other exit (a
+   * PowerOff's 0, a stop, a crash) leaves it stopped.
    */
   startNode(node: ClusterNode, parametersPath?: string): NodeProcess {
     if (node.process?.running) {
@@ -296,8 +302,19 @@ export class LocalCluster {
     this.startedProcesses.push(node.process);
     const { pid } = node.process;
     this.lock.recordNode(node.name, node.root, pid);
-    void node.process.exited.then(() => this.lock.forgetNode(node.name, pid));
-    return node.process;
+    const proc = node.process;
+    void proc.exited.then((exit) => {
+      this.lock.forgetNode(node.name, pid);
+      // Only the node's own last process, and not once the caller gave up on the cluster.
+      if (exit.code !== rebootExitStatus || node.process !== proc || this.signal.aborted) return;
+      this.log(`${node.name} rebooted (exit status ${rebootExitStatus}): starting it again`);
+      try {
+        this.startNode(node, parametersPath);
+      } catch (e) {
+        this.log(`${node.name}: could not start it again: ${e instanceof Error ? e.message : e}`);
+      }
+    });
+    return proc;
   }
 
   /** Gives up the state dir `up()` took, so that another launcher may use it. */

@@ -4,7 +4,8 @@
  * namespace per .proto package:
  *
  * - `common`: metropolis.proto.common — enums and messages shared by the rest.
- * - `api`: metropolis.proto.api — NodeParameters; the Management, AAA and Debug services.
+ * - `api`: metropolis.proto.api — NodeParameters; the Management, AAA, Debug and
+ *   NodeManagement services (api.proto and node_management.proto, see api.ts).
  * - `curator`: metropolis.proto.curator — the Curator and CuratorLocal services.
  * - `priv`: metropolis.proto.private — records kept in etcd and sealed on disk.
  *   (`private` is a reserved word, so it could not be imported by name.)
@@ -15,6 +16,6 @@
  * client class `SClient`.
  */
 export * as common from "./gen/metropolis/proto/common/common";
-export * as api from "./gen/metropolis/proto/api/api";
+export * as api from "./api";
 export * as curator from "./gen/metropolis/proto/curator/curator";
 export * as priv from "./gen/metropolis/proto/private/private";

@@ -4,7 +4,7 @@
  * cluster. The node is verified by its certificate from the cluster CA,
  * naming the node asked for; metroctl presents the owner certificate.
  */
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { curatorClientCredentials } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
@@ -21,13 +21,23 @@ import { buildSupervisionTree, renderSupervisionTree } from "./supervision-tree"
 export const defaultDebugPort = 7837;
 
 /** A Debug client for node `id`, at the address the cluster knows for it. */
-async function debugClient(
+function debugClient(ctx: CommandContext, id: string, port: number): Promise<api.DebugClient> {
+  return nodeClient(ctx, id, port, api.DebugClient);
+}
+
+/**
+ * A client of one of the services node `id` serves itself (Debug,
+ * NodeManagement), at the address the cluster knows for it, with the owner
+ * certificate, verifying that the node answering is `id`.
+ */
+export async function nodeClient<C>(
   ctx: CommandContext,
   id: string,
   port: number,
-): Promise<api.DebugClient> {
+  Client: new (address: string, credentials: ChannelCredentials) => C,
+): Promise<C> {
   const { owner, host } = await nodeEndpoint(ctx, id);
-  return new api.DebugClient(
+  return new Client(
     formatEndpoint({ host, port }),
     curatorClientCredentials(owner.ca, owner, { nodeId: id }),
   );
@@ -47,7 +57,8 @@ export interface LogsOptions {
   debugPort?: string;
 }
 
-const isCancelled = (e: unknown) => (e as ServiceError | undefined)?.code === status.CANCELLED;
+export const isCancelled = (e: unknown) =>
+  (e as ServiceError | undefined)?.code === status.CANCELLED;
 
 /** `logs ID [DN] [--tail N] [--follow]` */
 export async function nodeLogs(
@@ -101,7 +112,7 @@ const clearScreen = "\x1b[H\x1b[2J";
  * (Ctrl-C cancels the stream; for a stream that only ends that way,
  * `endless`, that is success).
  */
-async function readStream<T>(
+export async function readStream<T>(
   ctx: CommandContext,
   stream: AsyncIterable<T> & { cancel(): void },
   endless: boolean,

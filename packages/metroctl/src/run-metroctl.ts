@@ -24,6 +24,7 @@ import {
 } from "./errors";
 import { writeLine, type MetroctlIo } from "./io";
 import { registerMetricsCommand } from "./metrics-command";
+import { registerNodeManagementCommands } from "./node-management-commands";
 import { registerNodeChangeCommands } from "./node-changes";
 import { registerNodeDescribeCommand } from "./node-describe";
 import { registerParamsCommands } from "./node-params";
@@ -68,6 +69,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerNodeDescribeCommand(define);
   registerCompletionCommand(define, () => program);
   registerMetricsCommand(define);
+  registerNodeManagementCommands(define);
   return program;
 }
 

@@ -310,7 +310,14 @@ describe("completion", () => {
       return stdout.trim().split("\n");
     };
     expect(await complete("metroctl", "")).toEqual(expect.arrayContaining([...top, "--endpoints"]));
-    expect(await complete("metroctl", "node", "")).toEqual(["describe", "metrics", "--help"]);
+    expect(await complete("metroctl", "node", "")).toEqual([
+      "describe",
+      "metrics",
+      "logs",
+      "reboot",
+      "poweroff",
+      "--help",
+    ]);
     expect(await complete("metroctl", "nodes", "--")).toEqual(
       expect.arrayContaining(["--filter", "--columns", "--output"]),
     );

@@ -20,25 +20,16 @@
  * {@link maxFollowStreams}) and ended through one listener on the service's
  * signal, not one each.
  */
-import {
-  status,
-  type sendUnaryData,
-  type ServerUnaryCall,
-  type ServerWritableStream,
-} from "@grpc/grpc-js";
+import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
 import {
   BoundedStreams,
-  clipped,
-  CuratorError,
   InvalidArgumentError,
   PermissionDeniedError,
-  quoted,
   UnauthenticatedError,
   type Caller,
 } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
 import type {
-  LogEntry,
   NodeState,
   NodeStatus,
   ReportError,
@@ -46,34 +37,29 @@ import type {
   SupervisorReport,
   SupervisorReportKind,
 } from "@metropolis/supervisor";
-import { NodeError } from "./errors";
+import {
+  checkDnPrefix,
+  dnMatches,
+  maxLogEntriesPerResponse,
+  serverStream,
+  streamLogs,
+  toApiLogEntry,
+  toStatus,
+} from "./log-stream";
+
+// Kept importable from here, where they were first defined.
+export {
+  dnMatches,
+  LogFollowOverflowError,
+  maxDnPrefixLength,
+  maxLogBatchBytes,
+  maxLogEntriesPerResponse,
+  maxPendingFollowedEntries,
+  toApiLogEntry,
+} from "./log-stream";
 
 /** The TCP port a node serves its Debug service on. */
 export const defaultDebugPort = 7837;
-
-/**
- * Most log entries sent in one GetLogs response. A backlog is sent in
- * batches of at most this many (and at most {@link maxLogBatchBytes}); so are
- * followed entries, which are gathered per event-loop tick.
- */
-export const maxLogEntriesPerResponse = 500;
-
-/** Rough bound on the encoded size of one GetLogs response, well below gRPC's 4 MiB default. */
-export const maxLogBatchBytes = 1 << 20;
-
-/**
- * Most followed entries that may wait for a slow client. Past it the stream
- * ends with RESOURCE_EXHAUSTED rather than letting the node's memory grow
- * with the backlog of one reader.
- */
-export const maxPendingFollowedEntries = 10_000;
-
-/**
- * Longest DN prefix GetLogs accepts. DNs are names of at most 64 characters
- * joined by dots, a handful deep; a longer prefix matches nothing, and would
- * only cost a comparison per log entry.
- */
-export const maxDnPrefixLength = 1024;
 
 /**
  * Followed GetLogs streams one connection may have open at once. Each may
@@ -85,6 +71,20 @@ export const maxFollowStreamsPerConnection = 16;
 
 /** Followed GetLogs streams the service may have open at once, from everyone. */
 export const maxFollowStreams = 64;
+
+/**
+ * The node's long-lived gRPC streams (Debug's followed GetLogs and
+ * GetSupervisorReports and WatchSupervisionTree, NodeManagement's streamed
+ * Logs), capped together at {@link maxFollowStreamsPerConnection} and
+ * {@link maxFollowStreams}, all ended when `signal` aborts.
+ */
+export function nodeStreams(signal?: AbortSignal): BoundedStreams {
+  return new BoundedStreams(
+    "long-lived Debug/NodeManagement",
+    { perConnection: maxFollowStreamsPerConnection, total: maxFollowStreams },
+    signal,
+  );
+}
 
 /**
  * Most reports that wait for a slow GetSupervisorReports reader (with
@@ -135,18 +135,6 @@ export interface DebugServerOptions {
   followStreams?: BoundedStreams;
 }
 
-/** A followed GetLogs stream fell too far behind and was ended. Answered RESOURCE_EXHAUSTED. */
-export class LogFollowOverflowError extends NodeError {
-  /** The gRPC status it is answered with (see toStatus). */
-  readonly code = status.RESOURCE_EXHAUSTED;
-
-  constructor(limit: number) {
-    super(
-      `client reads logs too slowly: more than ${limit} entries were waiting; reconnect with a tail`,
-    );
-  }
-}
-
 /** Refuses anyone but a node or the owner of this cluster. */
 function requireNodeOrOwner(caller: Caller): void {
   if (caller.kind === "node" || caller.kind === "owner") return;
@@ -158,16 +146,6 @@ function requireNodeOrOwner(caller: Caller): void {
   throw new PermissionDeniedError(
     `the Debug service needs a node or owner certificate of this cluster, not an ${caller.kind} one`,
   );
-}
-
-/** A gRPC status for a failed call: typed errors keep their code; anything else is INTERNAL. */
-function toStatus(e: unknown, method: string): { code: status; details: string } {
-  // Clipped: a status message is an HTTP/2 header, and must stay small enough to send.
-  if (e instanceof CuratorError || e instanceof LogFollowOverflowError) {
-    return { code: e.code, details: clipped(e.message) };
-  }
-  const message = e instanceof Error ? e.message : String(e);
-  return { code: status.INTERNAL, details: clipped(`${method} failed: ${message}`) };
 }
 
 const runnableStates: Record<NodeState, api.RunnableState> = {
@@ -189,133 +167,6 @@ export function toSupervisionNode(n: NodeStatus): api.SupervisionNode {
     nextRestartInMs: n.nextRestartInMs,
     givenUp: n.givenUp ?? false,
   };
-}
-
-/** Structured fields as JSON; never throws (a circular or odd value is described instead). */
-function metaJson(meta: Record<string, unknown> | undefined): string {
-  if (!meta) return "";
-  try {
-    return JSON.stringify(meta, (_key, value: unknown) => {
-      if (typeof value === "bigint") return value.toString();
-      if (value instanceof Error) return { name: value.name, message: value.message };
-      return value;
-    });
-  } catch (e) {
-    return JSON.stringify({ unserializable: e instanceof Error ? e.message : String(e) });
-  }
-}
-
-/** One log tree entry as the wire's LogEntry. */
-export function toApiLogEntry(e: LogEntry): api.LogEntry {
-  return {
-    dn: e.dn,
-    level: e.level,
-    message: e.message,
-    time: new Date(e.time),
-    metaJson: metaJson(e.meta),
-  };
-}
-
-/** True when `dn` is `prefix` or below it (`root.role` covers `root.role.x`, not `root.roles`). */
-export function dnMatches(prefix: string, dn: string): boolean {
-  return prefix === "" || dn === prefix || dn.startsWith(prefix + ".");
-}
-
-/** Approximate encoded size of an entry: its strings plus field overhead. */
-function entrySize(e: api.LogEntry): number {
-  return e.dn.length + e.level.length + e.message.length + e.metaJson.length + 32;
-}
-
-/** Takes the next batch off the front of `queue`: bounded in count and size, never empty. */
-function takeBatch(queue: api.LogEntry[]): api.LogEntry[] {
-  let bytes = 0;
-  let n = 0;
-  while (n < queue.length && n < maxLogEntriesPerResponse) {
-    bytes += entrySize(queue[n]);
-    if (n > 0 && bytes > maxLogBatchBytes) break;
-    n++;
-  }
-  return queue.splice(0, n);
-}
-
-/**
- * Writes queued entries to a GetLogs stream in batches, in order, respecting
- * the stream's backpressure: once a write is refused (returns false),
- * nothing more is written until the stream drains.
- */
-class LogWriter {
-  private readonly queue: api.LogEntry[] = [];
-  private scheduled = false;
-  private draining = false;
-  private emptied: (() => void) | undefined;
-  private closed = false;
-
-  constructor(
-    private readonly call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
-  ) {}
-
-  /** Entries queued and not yet handed to the stream. */
-  get pending(): number {
-    return this.queue.length;
-  }
-
-  /** Queues entries and writes what it can now. */
-  write(entries: readonly api.LogEntry[]): void {
-    for (const e of entries) this.queue.push(e);
-    this.flush();
-  }
-
-  /**
-   * Queues one entry and writes on the next turn of the event loop: lines
-   * logged in one tick go out in one response, and the logging runnable
-   * never waits on the network.
-   */
-  writeSoon(entry: api.LogEntry): void {
-    this.queue.push(entry);
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      this.flush();
-    });
-  }
-
-  /** Resolves once everything queued has been handed to the stream, or the client is gone. */
-  written(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        this.call.removeListener("cancelled", done);
-        this.emptied = undefined;
-        resolve();
-      };
-      this.call.once("cancelled", done);
-      this.emptied = done;
-      this.flush();
-    });
-  }
-
-  /** Drops what is queued and writes nothing more (the call is ending with an error). */
-  close(): void {
-    this.closed = true;
-    this.queue.length = 0;
-  }
-
-  private flush(): void {
-    while (this.queue.length > 0 && !this.draining && this.open()) {
-      if (!this.call.write({ entries: takeBatch(this.queue) })) {
-        this.draining = true;
-        this.call.once("drain", () => {
-          this.draining = false;
-          this.flush();
-        });
-      }
-    }
-    if (this.queue.length === 0 || !this.open()) this.emptied?.();
-  }
-
-  private open(): boolean {
-    return !this.closed && !this.call.cancelled && !this.call.writableEnded;
-  }
 }
 
 /** The last `tail` entries (all when unset) of `dnPrefix`'s subtree; the whole tree's for "". */
@@ -342,59 +193,12 @@ async function getLogs(
   requireNodeOrOwner(await opts.identify(call));
   if (call.cancelled) return;
   const { dnPrefix, tail, follow } = call.request;
-  if (dnPrefix.length > maxDnPrefixLength) {
-    throw new InvalidArgumentError(
-      `dn_prefix ${quoted(dnPrefix)} is longer than ${maxDnPrefixLength} characters`,
-    );
-  }
-  const writer = new LogWriter(call);
-  if (!follow) {
-    writer.write(backlog(opts.supervisor, dnPrefix, tail));
-    return writer.written();
-  }
-  await followStreams.serve(call, (ended) => followLogs(opts, call, writer, ended));
-}
-
-/** The follow part of GetLogs: backlog and new entries until `ended` aborts or the client falls behind. */
-async function followLogs(
-  opts: DebugServerOptions,
-  call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
-  writer: LogWriter,
-  ended: AbortSignal,
-): Promise<void> {
-  const { dnPrefix, tail } = call.request;
-  let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  let overflow = false;
-  let limit = 0;
-  // Subscribing and reading the backlog happen in one synchronous step, so
-  // no entry can fall between them or be sent twice.
-  const unsubscribe = opts.supervisor.onLog((entry) => {
-    if (overflow || !dnMatches(dnPrefix, entry.dn)) return;
-    if (writer.pending >= limit) {
-      overflow = true;
-      stop();
-      return;
-    }
-    writer.writeSoon(toApiLogEntry(entry));
+  checkDnPrefix(dnPrefix, "dn_prefix");
+  await streamLogs(opts.supervisor, followStreams, call, {
+    backlog: () => backlog(opts.supervisor, dnPrefix, tail),
+    matches: (entry) => dnMatches(dnPrefix, entry.dn),
+    follow,
   });
-  writer.write(backlog(opts.supervisor, dnPrefix, tail));
-  limit = writer.pending + maxPendingFollowedEntries;
-
-  // `ended` is this stream's own signal: one listener, removed below.
-  ended.addEventListener("abort", stop, { once: true });
-  if (ended.aborted) stop();
-  try {
-    await stopped;
-  } finally {
-    unsubscribe();
-    ended.removeEventListener("abort", stop);
-  }
-  if (overflow) {
-    writer.close();
-    throw new LogFollowOverflowError(maxPendingFollowedEntries);
-  }
-  await writer.written();
 }
 
 const reportKinds: Record<SupervisorReportKind, api.SupervisorReportKind> = {
@@ -479,14 +283,6 @@ async function pump<T, M>(
   }
 }
 
-function checkDnPrefix(dnPrefix: string): void {
-  if (dnPrefix.length > maxDnPrefixLength) {
-    throw new InvalidArgumentError(
-      `dn_prefix ${quoted(dnPrefix)} is longer than ${maxDnPrefixLength} characters`,
-    );
-  }
-}
-
 /**
  * GetSupervisorReports: the kept reports of the DN prefix's subtree (its
  * last `backlog`), then, with `follow`, every new matching report until the
@@ -500,7 +296,7 @@ async function getSupervisorReports(
   requireNodeOrOwner(await opts.identify(call));
   if (call.cancelled) return;
   const { dnPrefix, backlog, follow } = call.request;
-  checkDnPrefix(dnPrefix);
+  checkDnPrefix(dnPrefix, "dn_prefix");
   const wcall = call as WritableCall<api.GetSupervisorReportsResponse>;
   if (!follow) {
     const reports = opts.supervisor.recentReports({ dnPrefix, tail: backlog }).map(toApiReport);
@@ -541,22 +337,6 @@ async function watchSupervisionTree(
   );
 }
 
-/** Runs a server-stream handler: ends the call on success, answers a status on failure. */
-function serverStream<Req, Res>(
-  method: string,
-  handle: (call: ServerWritableStream<Req, Res>) => Promise<void>,
-): (call: ServerWritableStream<Req, Res>) => void {
-  return (call) => {
-    handle(call).then(
-      () => {
-        if (!call.cancelled && !call.writableEnded) call.end();
-      },
-      // grpc-js answers a server stream with the status of an emitted error.
-      (e: unknown) => call.emit("error", toStatus(e, method)),
-    );
-  };
-}
-
 /**
  * The Debug service's grpc-js handlers. Every call first checks that its
  * caller presented a node or owner certificate of this cluster
@@ -569,23 +349,9 @@ function serverStream<Req, Res>(
  * }));
  */
 export function debugServer(opts: DebugServerOptions): api.DebugServer {
-  const followStreams =
-    opts.followStreams ??
-    new BoundedStreams(
-      "long-lived Debug",
-      { perConnection: maxFollowStreamsPerConnection, total: maxFollowStreams },
-      opts.signal,
-    );
+  const followStreams = opts.followStreams ?? nodeStreams(opts.signal);
   return {
-    getLogs(call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>): void {
-      getLogs(opts, followStreams, call).then(
-        () => {
-          if (!call.cancelled) call.end();
-        },
-        // grpc-js answers a server stream with the status of an emitted error.
-        (e: unknown) => call.emit("error", toStatus(e, "GetLogs")),
-      );
-    },
+    getLogs: serverStream("GetLogs", (call) => getLogs(opts, followStreams, call)),
 
     getSupervisionTree(
       call: ServerUnaryCall<api.GetSupervisionTreeRequest, api.GetSupervisionTreeResponse>,

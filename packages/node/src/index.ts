@@ -6,7 +6,7 @@
  *   main ──▶ supervise(root)
  *              ├─ enrolment  (ClusterManager)
  *              ├─ roleserver (Roleserver)
- *              ├─ debug      (Debug gRPC: logs, tree, conditions)
+ *              ├─ debug      (Debug gRPC: logs, tree, conditions; NodeManagement: logs, reboot, power off)
  *              ├─ metrics    (Prometheus over mTLS: /metrics/{core,node,etcd}, /discovery)
  *              └─ plainmetrics (opt-in plain /metrics on 127.0.0.1)
  */
@@ -19,7 +19,13 @@ export {
   type NodeConfigFile,
   type NodePorts,
 } from "./node-config";
-export { debugServer, defaultDebugPort, type ConditionSource } from "./debug-service";
+export { debugServer, defaultDebugPort, nodeStreams, type ConditionSource } from "./debug-service";
+export {
+  nodeManagementServer,
+  rebootExitStatus,
+  type NodeManagementOptions,
+  type PowerAction,
+} from "./node-management";
 export {
   metricsRunnable,
   nodeMetricsRegistry,

@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 /**
  * `metropolis-node`: the node's init. Places the node's storage under
- * `--root`, runs the node's supervision tree until SIGTERM/SIGINT, then
- * stops it gracefully and exits 0. An enrolment that cannot go on (the
+ * `--root`, runs the node's supervision tree until SIGTERM/SIGINT or the
+ * owner's NodeManagement.PowerOff, then stops it gracefully and exits 0.
+ * NodeManagement.Reboot stops it the same way and exits 75
+ * ({@link rebootExitStatus}), for the node's service manager to start it
+ * again (local-cluster does). An enrolment that cannot go on (the
  * seed's "trapdoor"), or the cluster deleting the running node, prints one
  * boxed error and exits 1.
  */
@@ -18,6 +21,7 @@ import { Registry } from "prom-client";
 import { hostMetricsRegistry } from "./metrics-server";
 import { loadNodeConfig, NodeConfigError, type NodeConfig } from "./node-config";
 import { nodeLogger } from "./node-logger";
+import { rebootExitStatus, type PowerAction } from "./node-management";
 import { nodeServices } from "./node-tree";
 
 /** How long a graceful stop may take before the node exits anyway. */
@@ -67,7 +71,8 @@ async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): P
   }
   // The node's own metrics (/metrics/core) and its host's (/metrics/node).
   const registries = { core: new Registry(), node: hostMetricsRegistry() };
-  const services = nodeServices(config, storage, registries);
+  let power: (action: PowerAction) => void = () => {};
+  const services = nodeServices(config, storage, registries, (action) => power(action));
   // The debug service needs the supervisor that runs it: handed over lazily.
   const supervisor: Supervisor = supervise(
     services.root(() => supervisor),
@@ -75,13 +80,22 @@ async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): P
   );
   logger.info(`metropolis-node ${config.address}: started (root ${config.root})`);
 
+  // The exit status of a stop that was asked for: the tree's end may settle
+  // `crashed` before `stopped`, and must not turn a reboot's 75 into 0.
+  let stopCode: number | undefined;
   const stopped = new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info(`${signal}: stopping`);
-      void supervisor.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(0));
+    const stop = (why: string, code: number) => {
+      if (stopCode !== undefined) return;
+      stopCode = code;
+      logger.info(`${why}: stopping`);
+      void supervisor.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(code));
     };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+    process.once("SIGTERM", () => stop("SIGTERM", 0));
+    process.once("SIGINT", () => stop("SIGINT", 0));
+    power = (action) =>
+      action === "reboot"
+        ? stop(`reboot asked by the owner (exit status ${rebootExitStatus})`, rebootExitStatus)
+        : stop("power off asked by the owner", 0);
   });
   // Stopping the tree after a failure also settles `done`: the exit code must stay 1.
   let failing = false;
@@ -96,7 +110,7 @@ async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): P
     return 1;
   });
   const crashed = supervisor.done.then(
-    () => (failing ? 1 : 0),
+    () => (failing ? 1 : (stopCode ?? 0)),
     (e: unknown) => {
       process.stderr.write(formatFatal("the supervision tree failed", e) + "\n");
       return 1;

@@ -4,7 +4,7 @@
  *   root
  *    ├─ enrolment   ClusterManager: join / bootstrap / register, then status
  *    ├─ roleserver  control plane, workloads, status, heartbeat, directory
- *    ├─ debug       Debug gRPC service (once the node has credentials)
+ *    ├─ debug       Debug and NodeManagement gRPC services (once the node has credentials)
  *    ├─ metrics     Prometheus over mTLS at :7838 /metrics/{core,node,etcd}, /discovery
  *    └─ plainmetrics  plain /metrics on 127.0.0.1 (only when the config asks for it)
  */
@@ -22,7 +22,8 @@ import { credentialsPem, Roleserver } from "@metropolis/roleserve";
 import type { Runnable, Supervisor } from "@metropolis/supervisor";
 import { grpcServerRunnable } from "@metropolis/supervisor/grpc";
 import type { Registry } from "prom-client";
-import { debugServer, type ConditionSource } from "./debug-service";
+import { debugServer, nodeStreams, type ConditionSource } from "./debug-service";
+import { nodeManagementServer, type PowerAction } from "./node-management";
 import { NodeError } from "./errors";
 import { metricsRunnable } from "./metrics-server";
 import { discoveryDocument, secureMetricsRunnable, type DiscoveryGroup } from "./secure-metrics";
@@ -71,10 +72,16 @@ export interface NodeRegistries {
   node: Registry;
 }
 
+/**
+ * @param power - what NodeManagement.Reboot and PowerOff ask for, once
+ *   answered (main.ts stops the node and exits with the matching status).
+ *   Default: nothing (a test that does not stop anything).
+ */
 export function nodeServices(
   config: NodeConfig,
   storage: NodeRoot,
   registries: NodeRegistries,
+  power: (action: PowerAction) => void = () => {},
 ): NodeServices {
   const machineKeyPath = join(config.root, "machine.key");
   const roleserver = new Roleserver({
@@ -215,14 +222,22 @@ export function nodeServices(
           () => {
             // The same message size and stream limits as the curator's listener.
             const server = new Server(serverLimits());
+            const identify = identifier(Buffer.from(credentials!.caCertificate), revocations);
+            // Both services' long-lived streams are capped together.
+            const streams = nodeStreams(debugCtx.signal);
             server.addService(
               api.DebugService,
               debugServer({
                 supervisor: supervisor(),
                 conditions,
-                identify: identifier(Buffer.from(credentials!.caCertificate), revocations),
+                identify,
                 signal: debugCtx.signal,
+                followStreams: streams,
               }),
+            );
+            server.addService(
+              api.NodeManagementService,
+              nodeManagementServer({ supervisor: supervisor(), identify, streams, power }),
             );
             return server;
           },

@@ -1,6 +1,7 @@
 /**
- * The Debug service's authorization matrix: every method of the Debug
- * service (enumerated from the generated definitions) called as every kind
+ * The authorization matrix of the node's own services, Debug and
+ * NodeManagement (served together): every method of both
+ * (enumerated from the generated definitions) called as every kind
  * of caller of the curator's matrix (authz-table.ts of @metropolis/curator/testing),
  * against a real Debug server over real mutual TLS with certificates of a
  * throwaway cluster CA. The node README shows the same table (checked here;
@@ -43,19 +44,25 @@ import {
   grpcMethods,
   invoke,
 } from "@metropolis/curator/testing";
-import { debugServer } from "../src/debug-service";
+import { debugServer, nodeStreams } from "../src/debug-service";
+import { nodeManagementServer } from "../src/node-management";
 
 /**
  * Expected outcome per method and caller. Only the cluster's nodes and its
  * owner may look inside a node. Change a cell by overriding it in its row.
  */
 const nodeOrOwner = certified({ node: "OK", owner: "OK" });
+/** NodeManagement: the owner only; a node certificate of the cluster is PERMISSION_DENIED. */
+const ownerOnly = certified({ node: "PERMISSION_DENIED", owner: "OK" });
 const expected: Table = {
   "Debug.GetCondition": nodeOrOwner,
   "Debug.GetLogs": nodeOrOwner,
   "Debug.GetSupervisionTree": nodeOrOwner,
   "Debug.GetSupervisorReports": nodeOrOwner,
   "Debug.WatchSupervisionTree": nodeOrOwner,
+  "NodeManagement.Logs": ownerOnly,
+  "NodeManagement.PowerOff": ownerOnly,
+  "NodeManagement.Reboot": ownerOnly,
 };
 
 /** A request per method that succeeds when its caller is authorized. */
@@ -65,12 +72,21 @@ const requests: Record<string, unknown> = {
   "Debug.GetSupervisionTree": {},
   "Debug.GetSupervisorReports": { dnPrefix: "", follow: true },
   "Debug.WatchSupervisionTree": {},
+  "NodeManagement.Logs": api.LogsRequest.fromPartial({
+    streamMode: api.LogsRequest_StreamMode.STREAM,
+  }),
+  "NodeManagement.PowerOff": {},
+  "NodeManagement.Reboot": {},
 };
 
-const debugMethods = grpcMethods().filter((m) => m.service === "Debug");
+const debugMethods = grpcMethods().filter(
+  (m) => m.service === "Debug" || m.service === "NodeManagement",
+);
+/** What Reboot and PowerOff asked for (the owner's calls, once each). */
+const powered: string[] = [];
 
-describe("the Debug authorization table", () => {
-  it("has a row and a request for every Debug method, and none for methods that do not exist", () => {
+describe("the Debug and NodeManagement authorization table", () => {
+  it("has a row and a request for every Debug and NodeManagement method, and none for methods that do not exist", () => {
     const keys = debugMethods.map((m) => m.key);
     expect(keys.length).toBeGreaterThan(0);
     expect(keys.filter((k) => expected[k] === undefined || !(k in requests))).toEqual([]);
@@ -149,12 +165,24 @@ beforeAll(async () => {
   await harness.waitFor("root", "healthy");
   // As node-tree.ts serves it.
   server = new Server();
+  const identify = identifier(ca.certificate.der, revocations);
+  const streams = nodeStreams();
   server.addService(
     api.DebugService,
     debugServer({
       supervisor: harness.supervisor,
       conditions: () => ({ ok: true }),
-      identify: identifier(ca.certificate.der, revocations),
+      identify,
+      followStreams: streams,
+    }),
+  );
+  server.addService(
+    api.NodeManagementService,
+    nodeManagementServer({
+      supervisor: harness.supervisor,
+      identify,
+      streams,
+      power: (action) => powered.push(action),
     }),
   );
   const port = await freePort("127.0.0.1");
@@ -194,3 +222,8 @@ it.each(debugMethods.map((m) => [m.key, m] as const))(
     expect(actual).toEqual(expected[key]);
   },
 );
+
+it("the owner's Reboot and PowerOff (and no one else's) reached the node", () => {
+  // The matrix ran each method once per caller; only the owner's calls passed.
+  expect(powered.sort()).toEqual(["poweroff", "reboot"]);
+});

@@ -1,0 +1,154 @@
+/**
+ * `node logs`, `node reboot` and `node poweroff`: the owner's NodeManagement
+ * service, which every node serves itself on its Debug port (default 7837)
+ * at the address it reported to the cluster. Dialled like the Debug
+ * commands: owner certificate, the node verified by its certificate from
+ * the cluster CA, naming the node asked for.
+ */
+import { Metadata } from "@grpc/grpc-js";
+import { api } from "@metropolis/proto";
+import type { CommandContext } from "./command-context";
+import { defaultDebugPort, formatLogEntry, nodeClient, readStream } from "./debug-commands";
+import type { DefineCommand } from "./define-command";
+import { UsageError } from "./errors";
+import { parseCount, parsePortFlag } from "./flag-values";
+import { writeLine } from "./io";
+
+/** The severities `--level` takes, least severe first. */
+export const logLevels = {
+  debug: api.LogSeverity.DEBUG,
+  info: api.LogSeverity.INFO,
+  warn: api.LogSeverity.WARN,
+  error: api.LogSeverity.ERROR,
+} as const;
+
+/** Flags of `node logs`, as given. */
+export interface NodeLogsOptions {
+  dn?: string;
+  exact?: boolean;
+  level?: string;
+  leveledOnly?: boolean;
+  backlog?: string;
+  follow?: boolean;
+  concise?: boolean;
+  debugPort?: string;
+}
+
+/** One log line, concise: `time level message`. */
+export function formatConciseLogEntry(entry: api.LogEntry): string {
+  const time = entry.time ? entry.time.toISOString() : "-";
+  return `${time} ${entry.level} ${entry.message}`;
+}
+
+function debugPortOf(opts: { debugPort?: string }): number {
+  return opts.debugPort === undefined
+    ? defaultDebugPort
+    : parsePortFlag(opts.debugPort, "--debug-port");
+}
+
+/** The LogsRequest that `node logs`' flags ask for. */
+export function logsRequest(opts: NodeLogsOptions): api.LogsRequest {
+  let minSeverity: api.LogSeverity = api.LogSeverity.UNSPECIFIED;
+  if (opts.level !== undefined) {
+    if (!Object.hasOwn(logLevels, opts.level)) {
+      throw new UsageError(
+        `--level: unknown level ${JSON.stringify(opts.level.slice(0, 64))}: one of ${Object.keys(logLevels).join(", ")}`,
+      );
+    }
+    minSeverity = logLevels[opts.level as keyof typeof logLevels];
+  }
+  if (opts.exact && !opts.dn) throw new UsageError("--exact needs --dn");
+  return {
+    dn: opts.dn ?? "",
+    exact: opts.exact === true,
+    minSeverity,
+    leveledOnly: opts.leveledOnly === true,
+    backlogCount:
+      opts.backlog === undefined || opts.backlog === "all"
+        ? undefined
+        : parseCount(opts.backlog, "--backlog"),
+    streamMode: opts.follow
+      ? api.LogsRequest_StreamMode.STREAM
+      : api.LogsRequest_StreamMode.UNSPECIFIED,
+  };
+}
+
+/** `node logs ID [--dn X] [--exact] [--level L] [--leveled-only] [--backlog N|all] [-f] [--concise]` */
+export async function nodeManagementLogs(
+  ctx: CommandContext,
+  id: string,
+  opts: NodeLogsOptions,
+): Promise<void> {
+  const request = logsRequest(opts);
+  const follow = request.streamMode === api.LogsRequest_StreamMode.STREAM;
+  const format = opts.concise ? formatConciseLogEntry : formatLogEntry;
+  const client = await nodeClient(ctx, id, debugPortOf(opts), api.NodeManagementClient);
+  try {
+    const stream = client.logs(
+      request,
+      new Metadata(),
+      // A backlog has a deadline; a followed stream runs until the operator stops it.
+      follow ? {} : { deadline: Date.now() + ctx.dialTimeoutMs },
+    );
+    await readStream<api.LogsResponse>(ctx, stream, follow, (res) => {
+      for (const entry of res.entries) writeLine(ctx.io.stdout, format(entry));
+    });
+  } finally {
+    client.close();
+  }
+}
+
+/** `node reboot ID` / `node poweroff ID`: asks the node, which answers, then stops. */
+export async function nodePower(
+  ctx: CommandContext,
+  id: string,
+  action: "reboot" | "poweroff",
+  opts: { debugPort?: string },
+): Promise<void> {
+  const client = await nodeClient(ctx, id, debugPortOf(opts), api.NodeManagementClient);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const options = { deadline: Date.now() + ctx.dialTimeoutMs };
+      const done = (e: Error | null) => (e ? reject(e) : resolve());
+      if (action === "reboot") client.reboot({}, new Metadata(), options, done);
+      else client.powerOff({}, new Metadata(), options, done);
+    });
+  } finally {
+    client.close();
+  }
+  writeLine(
+    ctx.io.stdout,
+    action === "reboot" ? `node ${id} is rebooting` : `node ${id} is powering off`,
+  );
+}
+
+const debugPortHelp = `port of the node's Debug and NodeManagement service (default ${defaultDebugPort})`;
+
+/** Adds `node logs`, `node reboot` and `node poweroff`. */
+export function registerNodeManagementCommands(define: DefineCommand): void {
+  define<NodeLogsOptions>("node logs", (ctx, [id], opts) => nodeManagementLogs(ctx, id, opts))
+    .description("print a node's logs (owner only), filtered; -f streams new ones")
+    .argument("<id>", "node ID")
+    .option("--dn <dn>", "only this DN and the DNs below it (default: the whole tree)")
+    .option("--exact", "only the DN itself, not the DNs below it")
+    .option("--level <level>", `minimum severity: ${Object.keys(logLevels).join(", ")}`)
+    .option("--leveled-only", "only leveled entries (debug, info, warn, error), no raw ones")
+    .option("--backlog <n>", "how many past entries to print first, or all (default all)")
+    .option("-f, --follow", "then print new entries as they are logged, until interrupted")
+    .option("--concise", "print just `time level message`")
+    .option("--debug-port <port>", debugPortHelp);
+  define<{ debugPort?: string }>("node reboot", (ctx, [id], opts) =>
+    nodePower(ctx, id, "reboot", opts),
+  )
+    .description(
+      "reboot a node: it stops gracefully and its service manager (local-cluster) starts it again",
+    )
+    .argument("<id>", "node ID")
+    .option("--debug-port <port>", debugPortHelp);
+  define<{ debugPort?: string }>("node poweroff", (ctx, [id], opts) =>
+    nodePower(ctx, id, "poweroff", opts),
+  )
+    .description("power a node off: it stops gracefully and stays stopped")
+    .argument("<id>", "node ID")
+    .option("--debug-port <port>", debugPortHelp);
+}

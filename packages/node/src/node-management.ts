@@ -1,0 +1,187 @@
+/**
+ * The node's NodeManagement service (metropolis.proto.api.NodeManagement,
+ * Monogon's NodeManagement): what the cluster's owner asks of one node —
+ * its logs, filtered (a DN exactly or with its subtree, a minimum severity,
+ * leveled entries only or raw ones too, the last N of the backlog or all of
+ * it, then streamed live), and stopping it: Reboot or PowerOff.
+ *
+ * Served on the Debug service's listener (same server, same mutual TLS, same
+ * caller classification, same caps on long-lived streams, shared with
+ * Debug's), but to the owner only: a node certificate is refused
+ * PERMISSION_DENIED, since a node has no business rebooting another.
+ *
+ * Reboot and PowerOff answer first, then hand the request to `power` on the
+ * next turn of the event loop; `metropolis-node` then stops its supervision
+ * tree gracefully and exits with {@link rebootExitStatus} (which its service
+ * manager restarts) or 0.
+ */
+import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
+import {
+  BoundedStreams,
+  InvalidArgumentError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+  type Caller,
+} from "@metropolis/curator";
+import { api } from "@metropolis/proto";
+import type { LogEntry, Supervisor } from "@metropolis/supervisor";
+import type { IdentifyCaller } from "./debug-service";
+import {
+  checkDnPrefix,
+  dnMatches,
+  serverStream,
+  streamLogs,
+  toApiLogEntry,
+  toStatus,
+} from "./log-stream";
+
+/**
+ * The exit status of `metropolis-node` after NodeManagement.Reboot: 75
+ * (EX_TEMPFAIL, "try again"), which local-cluster (and a systemd unit with
+ * `RestartForceExitStatus=75`) restarts with the same root and config.
+ * PowerOff exits 0, like a stop by SIGTERM: the node stays stopped.
+ */
+export const rebootExitStatus = 75;
+
+/** What the owner asked the node to do with itself. */
+export type PowerAction = "reboot" | "poweroff";
+
+export interface NodeManagementOptions {
+  /** The node's supervision tree: its logs. */
+  supervisor: Supervisor;
+  /** Who is calling; see `identifier` in @metropolis/curator. */
+  identify: IdentifyCaller;
+  /** The node's long-lived streams, shared with its Debug service (`nodeStreams`). */
+  streams: BoundedStreams;
+  /** Called once a Reboot or PowerOff was answered; stops the node. */
+  power: (action: PowerAction) => void;
+}
+
+/** Refuses anyone but the owner of this cluster. */
+function requireOwner(caller: Caller): void {
+  if (caller.kind === "owner") return;
+  if (caller.kind === "anonymous") {
+    throw new UnauthenticatedError(
+      "the NodeManagement service needs an owner certificate of this cluster; none was presented",
+    );
+  }
+  throw new PermissionDeniedError(
+    `the NodeManagement service needs an owner certificate of this cluster, not an ${caller.kind} one`,
+  );
+}
+
+/** Severity ranks of the leveled entries; any other level is a raw entry. */
+const severityRanks: Record<string, number> = {
+  debug: api.LogSeverity.DEBUG,
+  info: api.LogSeverity.INFO,
+  warn: api.LogSeverity.WARN,
+  error: api.LogSeverity.ERROR,
+};
+
+/** Whether `level` is one of the leveled entries' (error, warn, info, debug). */
+export function isLeveled(level: string): boolean {
+  return Object.hasOwn(severityRanks, level);
+}
+
+/** The entry filter of a LogsRequest (every field but the backlog count and stream mode). */
+export function logsFilter(
+  req: Pick<api.LogsRequest, "dn" | "exact" | "minSeverity" | "leveledOnly">,
+): (entry: LogEntry) => boolean {
+  const min = req.minSeverity;
+  return (entry) => {
+    if (req.dn !== "" && (req.exact ? entry.dn !== req.dn : !dnMatches(req.dn, entry.dn))) {
+      return false;
+    }
+    if (!isLeveled(entry.level)) return !req.leveledOnly;
+    return severityRanks[entry.level] >= min;
+  };
+}
+
+/** Logs: the matching backlog (its last `backlogCount`, or all), then, when streamed, new matching entries. */
+async function logs(
+  opts: NodeManagementOptions,
+  call: ServerWritableStream<api.LogsRequest, api.LogsResponse>,
+): Promise<void> {
+  requireOwner(await opts.identify(call));
+  if (call.cancelled) return;
+  const req = call.request;
+  checkDnPrefix(req.dn, "dn");
+  if (!(req.minSeverity >= 0 && typeof api.LogSeverity[req.minSeverity] === "string")) {
+    throw new InvalidArgumentError(`unknown min_severity ${req.minSeverity}`);
+  }
+  if (
+    req.streamMode !== api.LogsRequest_StreamMode.UNSPECIFIED &&
+    req.streamMode !== api.LogsRequest_StreamMode.STREAM
+  ) {
+    throw new InvalidArgumentError(`unknown stream_mode ${req.streamMode}`);
+  }
+  const matches = logsFilter(req);
+  const backlog = (): api.LogEntry[] => {
+    if (req.backlogCount === 0) return [];
+    // Every DN is below the tree's root, so the whole tree's backlog is the root's.
+    const prefix = req.dn === "" ? (opts.supervisor.tree()[0]?.dn ?? "") : req.dn;
+    const all = opts.supervisor.logs(prefix).filter(matches);
+    const kept = req.backlogCount === undefined ? all : all.slice(-req.backlogCount);
+    return kept.map(toApiLogEntry);
+  };
+  await streamLogs(opts.supervisor, opts.streams, call, {
+    backlog,
+    matches,
+    follow: req.streamMode === api.LogsRequest_StreamMode.STREAM,
+  });
+}
+
+/** A unary call that the owner may make: answered by `answer`, then `after` runs. */
+function ownerUnary<Req, Res>(
+  opts: NodeManagementOptions,
+  method: string,
+  answer: () => Res,
+  after: () => void,
+): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+  return (call, callback) => {
+    opts.identify(call).then(
+      (caller) => {
+        try {
+          requireOwner(caller);
+        } catch (e) {
+          callback(toStatus(e, method));
+          return;
+        }
+        callback(null, answer());
+        // The answer is on its way before the node begins to stop; stopping
+        // shuts the server down gracefully, which lets it go out.
+        setImmediate(after);
+      },
+      (e: unknown) => callback(toStatus(e, method)),
+    );
+  };
+}
+
+/**
+ * The NodeManagement service's grpc-js handlers: every call first checks that
+ * its caller presented the owner certificate of this cluster
+ * (UNAUTHENTICATED without one or with an untrusted one, PERMISSION_DENIED
+ * for a node's or a registering node's).
+ *
+ * @example
+ * server.addService(api.NodeManagementService, nodeManagementServer({
+ *   supervisor, identify: identifier(caDer, revocations), streams, power,
+ * }));
+ */
+export function nodeManagementServer(opts: NodeManagementOptions): api.NodeManagementServer {
+  return {
+    logs: serverStream("Logs", (call) => logs(opts, call)),
+    reboot: ownerUnary<api.RebootRequest, api.RebootResponse>(
+      opts,
+      "Reboot",
+      () => ({}),
+      () => opts.power("reboot"),
+    ),
+    powerOff: ownerUnary<api.PowerOffRequest, api.PowerOffResponse>(
+      opts,
+      "PowerOff",
+      () => ({}),
+      () => opts.power("poweroff"),
+    ),
+  };
+}
