@@ -108,3 +108,18 @@ export async function startDebugServer(
   );
   return { host, port, logRequests, reportRequests, callers, stop: () => server.forceShutdown() };
 }
+
+/** A log entry at second `seconds` of a fixed minute, as the stand-in servers send them. */
+export const logEntry = (
+  seconds: number,
+  level: string,
+  dn: string,
+  message: string,
+  metaJson = "",
+) => ({
+  time: new Date(Date.UTC(2024, 4, 1, 12, 0, seconds)),
+  level,
+  dn,
+  message,
+  metaJson,
+});

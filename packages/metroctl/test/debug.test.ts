@@ -4,7 +4,7 @@
  */
 import { api, common } from "@metropolis/proto";
 import { Capture, metroctl, clusterPerFile, type MetroctlCluster } from "./cluster-fixture";
-import { startDebugServer, type DebugServer } from "./debug-server";
+import { logEntry as entry, startDebugServer, type DebugServer } from "./debug-server";
 import { eventually } from "@metropolis/supervisor/testing";
 
 let cluster: MetroctlCluster;
@@ -31,14 +31,6 @@ async function serveDebug(
   }));
   return server;
 }
-
-const entry = (seconds: number, level: string, dn: string, message: string, metaJson = "") => ({
-  time: new Date(Date.UTC(2024, 4, 1, 12, 0, seconds)),
-  level,
-  dn,
-  message,
-  metaJson,
-});
 
 describe("logs", () => {
   it("prints the backlog as `time level dn message`, asking for the DN and tail given", async () => {

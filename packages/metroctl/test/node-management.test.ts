@@ -12,6 +12,7 @@ import { tlsMaterial } from "@metropolis/pki";
 import { api, common } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import { Capture, metroctl, clusterPerFile, type MetroctlCluster } from "./cluster-fixture";
+import { logEntry as entry } from "./debug-server";
 
 let cluster: MetroctlCluster;
 let config: string;
@@ -94,14 +95,6 @@ async function serveNodeManagement(
   }));
   return standIn;
 }
-
-const entry = (seconds: number, level: string, dn: string, message: string, metaJson = "") => ({
-  time: new Date(Date.UTC(2024, 4, 1, 12, 0, seconds)),
-  level,
-  dn,
-  message,
-  metaJson,
-});
 
 describe("node logs", () => {
   it("asks for the DN (exact), level and backlog given; --concise prints `time level message`", async () => {
