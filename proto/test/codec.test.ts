@@ -145,6 +145,7 @@ describe("grpc-js service definitions", () => {
         UpdateNodeLabels: "unary",
         DeleteNode: "unary",
         RotateClusterSecretsKey: "unary",
+        ConfigureCluster: "unary",
       },
     ],
     ["metropolis.proto.api.AAA", api.AAAService, { Escrow: "unary" }],
@@ -158,6 +159,11 @@ describe("grpc-js service definitions", () => {
         WatchSupervisionTree: "server-stream",
         GetSupervisorReports: "server-stream",
       },
+    ],
+    [
+      "metropolis.proto.api.NodeManagement",
+      api.NodeManagementService,
+      { Logs: "server-stream", Reboot: "unary", PowerOff: "unary" },
     ],
     [
       "metropolis.proto.curator.Curator",
