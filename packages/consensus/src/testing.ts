@@ -93,6 +93,13 @@ export interface TestMember {
   harness: TestHarness;
 }
 
+/** The runnables that die when the member's etcd does. */
+const etcdDependants = new Set([
+  "root.consensus.etcd",
+  "root.consensus.keyring",
+  "root.consensus.peercrl",
+]);
+
 /**
  * Runs a consensus member for `node` (bootstrapping a new cluster, joining
  * one, or restarting from disk) under a test harness, with local raft
@@ -105,7 +112,9 @@ export async function runTestMember(
   opts: { expectEtcdDeath?: boolean } = {},
 ): Promise<TestMember> {
   const { service, harness } = startTestMember(node, mode, {
-    expectDeath: (dn) => opts.expectEtcdDeath === true && dn === "root.consensus.etcd",
+    // The followers reading this member's etcd (keyring, peer CRL) may die
+    // with it too: a read while etcd restarts fails, and they are restarted.
+    expectDeath: (dn) => opts.expectEtcdDeath === true && etcdDependants.has(dn),
   });
   try {
     const status = await waitFor(

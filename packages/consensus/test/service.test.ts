@@ -186,6 +186,11 @@ describe("consensus", () => {
     await kv.put("after").value("2");
     expect(await kv.get("before").string()).toBe("1");
     expect(await kv.get("after").string()).toBe("2");
+    // The keyring stays in memory across the restart: values still seal and open.
+    await harness.waitFor("root.consensus.keyring", "healthy");
+    const secrets = status.client.sub("curator").secrets;
+    const sealed = secrets.seal("sealed", Buffer.from("3"));
+    expect(await secrets.open("sealed", sealed)).toEqual(Buffer.from("3"));
   }, 60_000);
 });
 
