@@ -7,7 +7,15 @@
  * `events.once(signal, "abort")`, fetch and child_process do):
  *  (a) lifecycle throughput (start → healthy → done → settled) of N supervised
  *      runnables, against bare async functions, XState v5 actors
- *      (createActor, start, send, done) and Effect fibers (forkChild + join);
+ *      (createActor, start, send, final) and Effect fibers (forkChild + join);
+ *  (a') the lifecycle of a runnable that waits for its end on each path
+ *      (start → healthy → wait → stopped → settled), against XState actors
+ *      started and stopped, Effect fibers forked on `never` and interrupted,
+ *      and on the signal path the floor: a bare AbortController with one
+ *      listener, aborted. (Until this form, each runnable also raced a
+ *      finished promise against its end; `Promise.race` alone runs at about
+ *      270k/s here, slower than a whole Effect fiber, so that form measured
+ *      V8's combinators, not the supervisor.)
  *  (b) restart latency when one of 100 group siblings throws and all of them
  *      restart with zero backoff (p50/p99 from the throw to all healthy);
  *  (c) retained heap per idle healthy runnable, with 10,000 of them;
@@ -24,7 +32,7 @@ import { fstatSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { abortable, supervise, type RunContext, type Supervisor } from "@metropolis/supervisor";
+import { supervise, type RunContext, type Supervisor } from "@metropolis/supervisor";
 import { createActor, createMachine, toPromise } from "xstate";
 import { logLogPlot, type Rgb } from "./png";
 import { median, percentile, writeReport, printTable, type Row } from "./report";
@@ -72,31 +80,50 @@ async function throughput(n: number, rounds: number, fn: (n: number) => Promise<
 }
 
 /**
- * (a) for one wait path: each runnable is healthy, does a piece of work
- * bounded by its end (already finished, so the lifecycle is what is timed),
- * and is done. On the signal path the work is bounded by `abortable(work,
- * ctx.signal)`, which adds and removes an abort listener, as fetch does.
+ * (a) the lifecycle the issue names: each runnable starts, is healthy, is
+ * done, and its run settles. The peers do the same: an XState actor starts,
+ * takes one event and reaches its final state; an Effect fiber is forked and
+ * joined.
  */
-const supervisedLifecycles = (path: WaitPath) => async (n: number) => {
-  const work = Promise.resolve();
-  const job =
-    path === "untilAborted"
-      ? async (ctx: RunContext) => {
-          ctx.healthy();
-          await Promise.race([work, ctx.untilAborted()]);
-          ctx.done();
-        }
-      : async (ctx: RunContext) => {
-          ctx.healthy();
-          await abortable(work, ctx.signal);
-          ctx.done();
-        };
+async function supervisedDoneLifecycles(n: number): Promise<void> {
+  const job = async (ctx: RunContext) => {
+    ctx.healthy();
+    ctx.done();
+  };
   const sup = supervise(async (ctx) => {
     for (let i = 0; i < n; i++) ctx.run(`r${i}`, job);
     ctx.healthy();
     ctx.done();
   });
   await sup.done;
+}
+
+/**
+ * (a') the lifecycle of a runnable that waits for its end, on one wait path:
+ * it starts, is healthy, waits (`untilAborted()`, or a listener on
+ * `ctx.signal`), is stopped with its tree, and its run settles. The peers
+ * do the same: an XState actor is started and stopped; an Effect fiber is
+ * forked on `Effect.never` and interrupted; and, for the signal path, a
+ * native AbortController with one listener, aborted (no supervisor): the
+ * floor of any design that gives every run its own AbortSignal.
+ */
+const supervisedStoppedLifecycles = (path: WaitPath) => async (n: number) => {
+  let waiting = 0;
+  let allWaiting: () => void = () => undefined;
+  const ready = new Promise<void>((r) => (allWaiting = r));
+  const job = async (ctx: RunContext) => {
+    ctx.healthy();
+    const end = untilEnd(ctx, path);
+    if (++waiting === n) allWaiting();
+    await end;
+  };
+  const sup = supervise(async (ctx) => {
+    for (let i = 0; i < n; i++) ctx.run(`r${i}`, job);
+    ctx.healthy();
+    await ctx.untilAborted();
+  });
+  await ready;
+  await sup.stop();
 };
 
 async function bareLifecycles(n: number): Promise<void> {
@@ -110,6 +137,8 @@ const xstateMachine = createMachine({
   initial: "running",
   states: { running: { on: { finish: "finished" } }, finished: { type: "final" } },
 });
+/** An actor that waits until it is stopped. */
+const xstateWaiting = createMachine({ initial: "running", states: { running: {} } });
 
 async function xstateLifecycles(n: number): Promise<void> {
   const all: Promise<unknown>[] = [];
@@ -132,6 +161,47 @@ async function effectLifecycles(n: number): Promise<void> {
       for (const f of fibers) yield* Fiber.join(f);
     }),
   );
+}
+
+async function xstateStoppedLifecycles(n: number): Promise<void> {
+  const actors = [];
+  for (let i = 0; i < n; i++) {
+    const actor = createActor(xstateWaiting);
+    actor.start();
+    actors.push(actor);
+  }
+  for (const actor of actors) actor.stop();
+  await Promise.resolve();
+}
+
+async function effectStoppedLifecycles(n: number): Promise<void> {
+  const { Effect, Fiber } = await import("effect");
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const fibers = [];
+      for (let i = 0; i < n; i++) fibers.push(yield* Effect.forkChild(Effect.never));
+      // Let every fiber start waiting before it is interrupted.
+      yield* Effect.sleep(0);
+      for (const f of fibers) yield* Fiber.interrupt(f);
+    }),
+  );
+}
+
+async function abortControllerFloor(n: number): Promise<void> {
+  const controllers: AbortController[] = [];
+  const ends: Promise<void>[] = [];
+  for (let i = 0; i < n; i++) {
+    const controller = new AbortController();
+    const signal = controller.signal;
+    ends.push(
+      new Promise<void>((resolve) =>
+        signal.addEventListener("abort", () => resolve(), { once: true }),
+      ),
+    );
+    controllers.push(controller);
+  }
+  for (const c of controllers) c.abort();
+  await Promise.all(ends);
 }
 
 /**
@@ -221,11 +291,27 @@ async function retainedHeapPerRunnable(path: WaitPath, count: number): Promise<n
   return (after - before) / count;
 }
 
+/** The lifecycles measured: the done form (ours and peers) and the stopped form on each wait path (ours and peers). */
+type Lifecycle = "done" | "xstate" | "effect" | WaitPath | "xstateStop" | "effectInterrupt";
+
 interface Growth {
   runnables: number;
-  lifecycles: Record<WaitPath | "xstate" | "effect", number>;
+  lifecycles: Record<Lifecycle, number>;
   restartP99Ms: Record<WaitPath, number>;
   heapPerRunnable: Record<WaitPath, number>;
+}
+
+/** Every lifecycle's rate for `n` runnables, ours and the peers' in turn. */
+async function lifecycleRates(n: number, rounds: number): Promise<Record<Lifecycle, number>> {
+  return {
+    done: await throughput(n, rounds, supervisedDoneLifecycles),
+    xstate: await throughput(n, rounds, xstateLifecycles),
+    effect: await throughput(n, rounds, effectLifecycles),
+    untilAborted: await throughput(n, rounds, supervisedStoppedLifecycles("untilAborted")),
+    signal: await throughput(n, rounds, supervisedStoppedLifecycles("signal")),
+    xstateStop: await throughput(n, rounds, xstateStoppedLifecycles),
+    effectInterrupt: await throughput(n, rounds, effectStoppedLifecycles),
+  };
 }
 
 async function growth(): Promise<Growth[]> {
@@ -237,12 +323,7 @@ async function growth(): Promise<Growth[]> {
     const perRound = Math.max(3, Math.min(RESTARTS_PER_ROUND, Math.round(30_000 / n)));
     const row: Growth = {
       runnables: n,
-      lifecycles: {
-        untilAborted: await throughput(n, rounds, supervisedLifecycles("untilAborted")),
-        signal: await throughput(n, rounds, supervisedLifecycles("signal")),
-        xstate: await throughput(n, rounds, xstateLifecycles),
-        effect: await throughput(n, rounds, effectLifecycles),
-      },
+      lifecycles: await lifecycleRates(n, rounds),
       restartP99Ms: { untilAborted: 0, signal: 0 },
       heapPerRunnable: { untilAborted: 0, signal: 0 },
     };
@@ -259,10 +340,13 @@ async function growth(): Promise<Growth[]> {
 function printGrowth(rows: readonly Growth[]): void {
   const header = [
     "runnables",
-    "lc/s untilAb",
-    "lc/s signal",
-    "lc/s XState",
-    "lc/s Effect",
+    "lc/s done",
+    "XState",
+    "Effect",
+    "stop uA",
+    "stop sig",
+    "XState stop",
+    "Effect intr",
     "restart p99 ms uA",
     "restart p99 ms sig",
     "heap B uA",
@@ -271,10 +355,13 @@ function printGrowth(rows: readonly Growth[]): void {
   const fmt = (v: number) => (v >= 1000 ? Math.round(v).toLocaleString("en-US") : v.toPrecision(3));
   const lines = rows.map((r) => [
     r.runnables.toLocaleString("en-US"),
-    fmt(r.lifecycles.untilAborted),
-    fmt(r.lifecycles.signal),
+    fmt(r.lifecycles.done),
     fmt(r.lifecycles.xstate),
     fmt(r.lifecycles.effect),
+    fmt(r.lifecycles.untilAborted),
+    fmt(r.lifecycles.signal),
+    fmt(r.lifecycles.xstateStop),
+    fmt(r.lifecycles.effectInterrupt),
     fmt(r.restartP99Ms.untilAborted),
     fmt(r.restartP99Ms.signal),
     fmt(r.heapPerRunnable.untilAborted),
@@ -288,25 +375,46 @@ function printGrowth(rows: readonly Growth[]): void {
   for (const l of lines) out(show(l));
 }
 
-const colors: Record<WaitPath | "xstate" | "effect", Rgb> = {
+const colors: Record<Lifecycle, Rgb> = {
+  done: [148, 103, 189],
   untilAborted: [31, 119, 180],
   signal: [255, 127, 14],
   xstate: [44, 160, 44],
   effect: [214, 39, 40],
+  xstateStop: [140, 86, 75],
+  effectInterrupt: [127, 127, 127],
+};
+
+const labels: Record<Lifecycle, string> = {
+  done: "done, supervised",
+  untilAborted: "stopped, untilAborted()",
+  signal: "stopped, ctx.signal",
+  xstate: "done, XState",
+  effect: "done, Effect",
+  xstateStop: "stopped, XState",
+  effectInterrupt: "stopped, Effect",
 };
 
 async function writePlot(rows: readonly Growth[]): Promise<string> {
-  const series = <K extends string>(keys: readonly K[], y: (r: Growth, k: K) => number) =>
+  const series = <K extends Lifecycle>(keys: readonly K[], y: (r: Growth, k: K) => number) =>
     keys.map((k) => ({
-      label: k === "untilAborted" ? "untilAborted()" : k === "signal" ? "ctx.signal" : k,
-      color: colors[k as keyof typeof colors],
+      label: labels[k],
+      color: colors[k],
       points: rows.map((r) => [r.runnables, y(r, k)] as const),
     }));
   const png = logLogPlot([
     {
       title: "lifecycle, µs per runnable",
       series: series(
-        ["untilAborted", "signal", "xstate", "effect"] as const,
+        [
+          "done",
+          "xstate",
+          "effect",
+          "untilAborted",
+          "signal",
+          "xstateStop",
+          "effectInterrupt",
+        ] as const,
         (r, k) => 1e6 / r.lifecycles[k],
       ),
     },
@@ -333,43 +441,68 @@ async function main(): Promise<void> {
     );
     process.exit(2);
   }
-  const ours = {
-    untilAborted: await throughput(N, ROUNDS, supervisedLifecycles("untilAborted")),
-    signal: await throughput(N, ROUNDS, supervisedLifecycles("signal")),
-  };
+  const rates = await lifecycleRates(N, ROUNDS);
   const bare = await throughput(N, ROUNDS, bareLifecycles);
-  const xstate = await throughput(N, ROUNDS, xstateLifecycles);
-  const effect = await throughput(N, ROUNDS, effectLifecycles);
+  const floor = await throughput(N, ROUNDS, abortControllerFloor);
+  const ratio = (measure: string, value: number, target: number): Row => ({
+    measure,
+    value,
+    unit: "×",
+    target: `>= ${target}`,
+    met: value >= target,
+  });
 
   const rows: Row[] = [
     { measure: `(a) lifecycles/s, bare async functions (N=${N})`, value: bare, unit: "ops/s" },
-    { measure: "(a) lifecycles/s, XState v5 createActor", value: xstate, unit: "ops/s" },
-    { measure: "(a) lifecycles/s, Effect forkChild+join", value: effect, unit: "ops/s" },
+    {
+      measure: "(a) done: lifecycles/s, XState v5 (start, send, final)",
+      value: rates.xstate,
+      unit: "ops/s",
+    },
+    {
+      measure: "(a) done: lifecycles/s, Effect (forkChild + join)",
+      value: rates.effect,
+      unit: "ops/s",
+    },
+    { measure: "(a) done: lifecycles/s, supervised", value: rates.done, unit: "ops/s" },
+    ratio("(a) done: supervised / XState", rates.done / rates.xstate, 10),
+    ratio("(a) done: supervised / Effect", rates.done / rates.effect, 1),
+    {
+      measure: "(a') stopped: lifecycles/s, XState v5 (start, stop)",
+      value: rates.xstateStop,
+      unit: "ops/s",
+    },
+    {
+      measure: "(a') stopped: lifecycles/s, Effect (forkChild never + interrupt)",
+      value: rates.effectInterrupt,
+      unit: "ops/s",
+    },
+    {
+      measure: "(a') stopped: native AbortController + listener + abort (no supervisor)",
+      value: floor,
+      unit: "ops/s",
+    },
   ];
   for (const path of paths) {
     const tag = path === "untilAborted" ? "untilAborted()" : "ctx.signal";
-    const rate = ours[path];
+    const rate = rates[path];
     const rounds = await restartLatencies(path, SIBLINGS, RESTART_ROUNDS, RESTARTS_PER_ROUND);
     const p99s = rounds.map((r) => percentile(r, 99));
     const p99 = median(p99s);
     const heap = await retainedHeapPerRunnable(path, IDLE);
     rows.push(
-      { measure: `(a) [${tag}] lifecycles/s, supervised`, value: rate, unit: "ops/s" },
-      {
-        measure: `(a) [${tag}] supervised / XState`,
-        value: rate / xstate,
-        unit: "×",
-        target: ">= 10",
-        met: rate / xstate >= 10,
-      },
-      {
-        measure: `(a) [${tag}] supervised / Effect`,
-        value: rate / effect,
-        unit: "×",
-        target: ">= 1",
-        met: rate / effect >= 1,
-      },
-      { measure: `(a) [${tag}] supervised / bare`, value: rate / bare, unit: "×" },
+      { measure: `(a') [${tag}] stopped: lifecycles/s, supervised`, value: rate, unit: "ops/s" },
+      ratio(`(a') [${tag}] stopped: supervised / XState`, rate / rates.xstateStop, 10),
+      ratio(`(a') [${tag}] stopped: supervised / Effect`, rate / rates.effectInterrupt, 1),
+      ...(path === "signal"
+        ? [
+            {
+              measure: `(a') [${tag}] stopped: supervised / AbortController floor`,
+              value: rate / floor,
+              unit: "×",
+            },
+          ]
+        : []),
       {
         measure: `(b) [${tag}] group restart p50 (${SIBLINGS}), median of rounds`,
         value: median(rounds.map((r) => percentile(r, 50))),

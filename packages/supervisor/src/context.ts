@@ -5,6 +5,7 @@
  */
 import { abortableSleep } from "./abortable-sleep";
 import { noOptions, type ContextHost } from "./context-host";
+import { RunAbortedError } from "./errors";
 import type { TreeNode } from "./tree-node";
 import type { ChildOptions, Logger, RunContext, Runnable } from "./types";
 
@@ -16,6 +17,10 @@ export class RunContextImpl implements RunContext {
   ) {}
 
   get signal(): AbortSignal {
+    // A context kept past its run must not get the next run's signal: what
+    // the ended run left behind is told to stop.
+    if (this.incarnation !== this.node.incarnation)
+      return AbortSignal.abort(new RunAbortedError(this.node.dn, "this run has ended"));
     return this.node.signal();
   }
 

@@ -10,11 +10,25 @@
 import type { Backoff } from "./backoff";
 import type { ChildOptions, Logger, NodeState, Runnable } from "./types";
 
+/**
+ * What most nodes never need: set on failures, restarts, sub-loggers and
+ * logging. Kept out of TreeNode so that an idle or finished node carries one
+ * pointer for all of it (bytes per node: every field costs 8 on every node).
+ */
+class ColdState {
+  reservedNames: Set<string> | undefined;
+  lastError: Error | undefined;
+  givenUp = false;
+  backoff: Backoff | undefined;
+  restartTimes: number[] | undefined;
+  restartTimer: NodeJS.Timeout | undefined;
+  restartAt: number | undefined;
+  logger: Logger | undefined;
+}
+
 export class TreeNode {
   /** Children by name; undefined while there are none. */
   children: Map<string, TreeNode> | undefined;
-  /** Names taken by sub-loggers. */
-  reservedNames: Set<string> | undefined;
   /**
    * The members of this node's `runGroup` (shared by all of them), or
    * undefined for a child started by `run`, which is a group of its own.
@@ -24,9 +38,6 @@ export class TreeNode {
   state: NodeState = "new";
   since = 0;
   restarts = 0;
-  lastError: Error | undefined;
-  /** Failed too often (restart intensity): never restarted again. */
-  givenUp = false;
 
   /** Increments on every (re)start; a RunContext of an older run is stale. */
   incarnation = 0;
@@ -36,22 +47,75 @@ export class TreeNode {
   live = 0;
   /** This run has been told to stop. */
   aborted = false;
+  /** Why this run was told to stop (set with `aborted`, on every abort). */
   abortReason: unknown;
   controller: AbortController | undefined;
   /** What `untilAborted()` returns for this run, and how to release it (two fields, not an object: bytes per idle node). */
   abortWaiter: Promise<void> | undefined;
   releaseWaiter: (() => void) | undefined;
 
-  backoff: Backoff | undefined;
-  /** Times of recent restarts after failures, for the restart intensity. */
-  restartTimes: number[] | undefined;
-  restartTimer: NodeJS.Timeout | undefined;
-  restartAt: number | undefined;
-
-  logger: Logger | undefined;
   /** Fulfilment and rejection handlers of this node's runs, made on first start. */
   onFulfilled: (() => void) | undefined;
   onRejected: ((e: unknown) => void) | undefined;
+
+  /** The rarely used fields below, allocated on the first write of a value. */
+  private cold: ColdState | undefined;
+
+  private coldState(): ColdState {
+    return (this.cold ??= new ColdState());
+  }
+
+  /** Names taken by sub-loggers. */
+  get reservedNames(): Set<string> | undefined {
+    return this.cold?.reservedNames;
+  }
+  set reservedNames(v: Set<string> | undefined) {
+    if (v !== undefined || this.cold) this.coldState().reservedNames = v;
+  }
+  get lastError(): Error | undefined {
+    return this.cold?.lastError;
+  }
+  set lastError(v: Error | undefined) {
+    if (v !== undefined || this.cold) this.coldState().lastError = v;
+  }
+  /** Failed too often (restart intensity): never restarted again. */
+  get givenUp(): boolean {
+    return this.cold?.givenUp ?? false;
+  }
+  set givenUp(v: boolean) {
+    if (v || this.cold) this.coldState().givenUp = v;
+  }
+  get backoff(): Backoff | undefined {
+    return this.cold?.backoff;
+  }
+  set backoff(v: Backoff | undefined) {
+    if (v !== undefined || this.cold) this.coldState().backoff = v;
+  }
+  /** Times of recent restarts after failures, for the restart intensity. */
+  get restartTimes(): number[] | undefined {
+    return this.cold?.restartTimes;
+  }
+  set restartTimes(v: number[] | undefined) {
+    if (v !== undefined || this.cold) this.coldState().restartTimes = v;
+  }
+  get restartTimer(): NodeJS.Timeout | undefined {
+    return this.cold?.restartTimer;
+  }
+  set restartTimer(v: NodeJS.Timeout | undefined) {
+    if (v !== undefined || this.cold) this.coldState().restartTimer = v;
+  }
+  get restartAt(): number | undefined {
+    return this.cold?.restartAt;
+  }
+  set restartAt(v: number | undefined) {
+    if (v !== undefined || this.cold) this.coldState().restartAt = v;
+  }
+  get logger(): Logger | undefined {
+    return this.cold?.logger;
+  }
+  set logger(v: Logger | undefined) {
+    if (v !== undefined || this.cold) this.coldState().logger = v;
+  }
 
   constructor(
     readonly name: string,

@@ -377,11 +377,13 @@ export class Tree implements Supervisor, ContextHost {
       if (top) {
         if (top.groupSettled()) {
           const members = top.groupMembers();
+          // Asked once per group, not per member: winston's answer allocates.
+          const debug = this.rootLogger.isLevelEnabled?.("debug") ?? true;
           for (const m of members) {
             // An aborted parent (stopping, or just failed through an escalation
             // from this very loop) restarts its children itself, fresh.
             if (top.parent?.aborted) break;
-            if (this.needsRestart(m)) this.restart(m);
+            if (this.needsRestart(m)) this.restart(m, debug);
           }
         }
       }
@@ -395,12 +397,12 @@ export class Tree implements Supervisor, ContextHost {
   }
 
   /** `node` and its subtree have settled: run it again, after its backoff if it failed. */
-  private restart(node: TreeNode): void {
+  private restart(node: TreeNode, debug: boolean): void {
     if (node.state !== "dead") {
       // A consequence of a failure that is logged (at error and info) at the
       // failed node's DN; at info, a group of a hundred would drown it.
       // Checked first: no log record is built, per member, for a disabled level.
-      if (this.rootLogger.isLevelEnabled?.("debug") ?? true)
+      if (debug)
         this.loggerOf(node).debug("restarting at once: it was stopped along with its group");
       this.respawn(node);
       return;

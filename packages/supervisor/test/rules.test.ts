@@ -2,6 +2,7 @@ import {
   ChildStartError,
   DuplicateNameError,
   InvalidNameError,
+  RunAbortedError,
   SignalMisuseError,
   type RunContext,
 } from "@metropolis/supervisor";
@@ -150,5 +151,9 @@ describe("signals", () => {
     expect(h.supervisor.logs("root.child").map((l) => l.message)).toContain(
       "healthy() called from a run that has already ended; ignored",
     );
+    // Whatever the ended run left behind is told to stop, not handed the new run's signal.
+    expect(stale!.signal.aborted).toBe(true);
+    expect(stale!.signal.reason).toBeInstanceOf(RunAbortedError);
+    await stale!.untilAborted();
   });
 });
