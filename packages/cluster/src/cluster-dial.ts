@@ -69,15 +69,22 @@ function details(e: unknown): string {
   return err?.details || (e instanceof Error ? e.message : String(e));
 }
 
-/** Whether `e` means "the cluster cannot be reached right now". */
-function unreachable(e: unknown): boolean {
+/**
+ * Whether `e` means "the cluster cannot be reached right now" (retry), as
+ * opposed to an answer of the cluster (final). Exported for its test.
+ */
+export function isUnreachable(e: unknown): boolean {
   if (e instanceof NoLeaderError) return !tlsFailure.test(details(e));
   const code = (e as Partial<ServiceError>)?.code;
   return (
     // UNIMPLEMENTED: a follower answered, the leader is changing (e.g. in a cold start).
+    // CANCELLED: the call's channel was closed under it (the connection moved to a new
+    // leader, or the curator shut down); the caller's own abort is checked before this.
+    // The chaos run found a node that took it for a refusal, and gave up on its cluster.
     (code === status.UNAVAILABLE ||
       code === status.DEADLINE_EXCEEDED ||
-      code === status.UNIMPLEMENTED) &&
+      code === status.UNIMPLEMENTED ||
+      code === status.CANCELLED) &&
     !tlsFailure.test(details(e))
   );
 }
@@ -101,7 +108,7 @@ export async function callCluster<T>(
       return await connection.call(call, { timeoutMs: 10_000, signal: ctx.signal });
     } catch (e) {
       ctx.signal.throwIfAborted();
-      if (!unreachable(e)) throw classify(e, what);
+      if (!isUnreachable(e)) throw classify(e, what);
       onUnreachable(e);
       ctx.logger.warn(`${what}: cluster unreachable (${details(e)}); retrying in ${delay} ms`);
       await ctx.sleep(delay);
