@@ -180,7 +180,9 @@ const tick = (v: number) =>
 /** Draws `panels` side by side, each a log-log plot with a grid at every decade and a legend. */
 export function logLogPlot(panels: readonly Panel[]): Buffer {
   const pw = 420;
-  const ph = 380;
+  // Room below the plot for the longest legend, one row per series.
+  const rows = Math.max(...panels.map((p) => p.series.length));
+  const ph = 260 + 48 + rows * 16 + 8;
   const canvas = new Canvas(pw * panels.length, ph);
   const grey: Rgb = [215, 215, 215];
   const black: Rgb = [0, 0, 0];
@@ -189,7 +191,7 @@ export function logLogPlot(panels: readonly Panel[]): Buffer {
     const left = ox + 70;
     const right = ox + pw - 20;
     const top = 40;
-    const bottom = ph - 120;
+    const bottom = 260;
     const all = panel.series.flatMap((s) => s.points).filter(([x, y]) => x > 0 && y > 0);
     const x0 = decade(Math.min(...all.map((p) => p[0])), false);
     const x1 = decade(Math.max(...all.map((p) => p[0])), true);

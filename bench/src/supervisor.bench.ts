@@ -385,6 +385,11 @@ const colors: Record<Lifecycle, Rgb> = {
   effectInterrupt: [127, 127, 127],
 };
 
+const pathLabels: Record<WaitPath, string> = {
+  untilAborted: "untilAborted()",
+  signal: "ctx.signal",
+};
+
 const labels: Record<Lifecycle, string> = {
   done: "done, supervised",
   untilAborted: "stopped, untilAborted()",
@@ -396,15 +401,19 @@ const labels: Record<Lifecycle, string> = {
 };
 
 async function writePlot(rows: readonly Growth[]): Promise<string> {
-  const series = <K extends Lifecycle>(keys: readonly K[], y: (r: Growth, k: K) => number) =>
+  const series = <K extends Lifecycle>(
+    keys: readonly K[],
+    label: (k: K) => string,
+    y: (r: Growth, k: K) => number,
+  ) =>
     keys.map((k) => ({
-      label: labels[k],
+      label: label(k),
       color: colors[k],
       points: rows.map((r) => [r.runnables, y(r, k)] as const),
     }));
   const png = logLogPlot([
     {
-      title: "lifecycle, µs per runnable",
+      title: "lifecycle, microseconds per runnable",
       series: series(
         [
           "done",
@@ -415,16 +424,25 @@ async function writePlot(rows: readonly Growth[]): Promise<string> {
           "xstateStop",
           "effectInterrupt",
         ] as const,
+        (k) => labels[k],
         (r, k) => 1e6 / r.lifecycles[k],
       ),
     },
     {
       title: "group restart p99, ms",
-      series: series(paths, (r, k) => r.restartP99Ms[k]),
+      series: series(
+        paths,
+        (k) => pathLabels[k],
+        (r, k) => r.restartP99Ms[k],
+      ),
     },
     {
       title: "retained heap, bytes per runnable",
-      series: series(paths, (r, k) => r.heapPerRunnable[k]),
+      series: series(
+        paths,
+        (k) => pathLabels[k],
+        (r, k) => r.heapPerRunnable[k],
+      ),
     },
   ]);
   const path = join(__dirname, "..", "..", "reports", "bench-supervisor-growth.png");
