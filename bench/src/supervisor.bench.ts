@@ -330,7 +330,9 @@ async function growth(): Promise<Growth[]> {
     for (const path of paths) {
       const r = await restartLatencies(path, n, restartRounds, perRound);
       row.restartP99Ms[path] = median(r.map((l) => percentile(l, 99)));
-      row.heapPerRunnable[path] = await retainedHeapPerRunnable(path, n);
+      // Below 1,000 runnables the heap's own noise after a GC (tens of KB)
+      // is larger than what is measured: not reported (NaN, shown as "—").
+      row.heapPerRunnable[path] = n < 1000 ? NaN : await retainedHeapPerRunnable(path, n);
     }
     rows.push(row);
   }
@@ -352,7 +354,8 @@ function printGrowth(rows: readonly Growth[]): void {
     "heap B uA",
     "heap B sig",
   ];
-  const fmt = (v: number) => (v >= 1000 ? Math.round(v).toLocaleString("en-US") : v.toPrecision(3));
+  const fmt = (v: number) =>
+    Number.isNaN(v) ? "—" : v >= 1000 ? Math.round(v).toLocaleString("en-US") : v.toPrecision(3);
   const lines = rows.map((r) => [
     r.runnables.toLocaleString("en-US"),
     fmt(r.lifecycles.done),
