@@ -10,12 +10,13 @@
  * no curator can answer before the consensus members are back; it turns HOME
  * once the cluster answers its JoinNode.
  */
+import { status } from "@grpc/grpc-js";
 import { unaryCall } from "@metropolis/curator";
 import { createEphemeralCertificate } from "@metropolis/pki";
 import { common, type curator, type priv } from "@metropolis/proto";
 import { loadCredentials, type NodeCredentials } from "@metropolis/roleserve";
 import { logProgress } from "@metropolis/supervisor/node-progress";
-import { callCluster, dialWithEphemeral, directoryEndpoints } from "./cluster-dial";
+import { callCluster, dialWithEphemeral, directoryEndpoints, hasCode } from "./cluster-dial";
 import type { EnrolmentEnv } from "./enrolment-env";
 import { ClusterRefusedError, EnrolmentError } from "./errors";
 import { dataPolicyOf } from "./storage-policy";
@@ -51,8 +52,14 @@ export async function joinCluster(
         {},
       ),
     ).catch((e: unknown) => {
-      // The cluster no longer takes this node back (deleted, decommissioned).
-      if (e instanceof ClusterRefusedError) env.setState(common.ClusterState.DISOWNING);
+      // The cluster no longer takes this node back: its join key is unknown
+      // (deleted) or it is no longer UP (decommissioned). Any other refusal
+      // (a curator's internal error) ends this run, not the node's membership.
+      if (
+        e instanceof ClusterRefusedError &&
+        (hasCode(e.cause, status.PERMISSION_DENIED) || hasCode(e.cause, status.FAILED_PRECONDITION))
+      )
+        env.setState(common.ClusterState.DISOWNING);
       throw e;
     });
   try {

@@ -1,4 +1,9 @@
-import { abortable, abortableSleep, isRunnableName } from "@metropolis/supervisor";
+import {
+  abortable,
+  abortableSleep,
+  isRunnableName,
+  runnableNamePattern,
+} from "@metropolis/supervisor";
 
 describe("abortable", () => {
   test("settles as the promise does while the signal is not aborted", async () => {
@@ -43,4 +48,13 @@ test("isRunnableName is the tree's rule for child names", () => {
     expect(isRunnableName(ok)).toBe(true);
   for (const bad of ["", "A", "a.b", "a b", "x".repeat(65)])
     expect(isRunnableName(bad)).toBe(false);
+});
+
+test("isRunnableName agrees with runnableNamePattern on every character and at the length bounds", () => {
+  for (let c = 0; c < 0x3000; c++) {
+    const name = `a${String.fromCharCode(c)}b`;
+    expect([name, isRunnableName(name)]).toEqual([name, runnableNamePattern.test(name)]);
+  }
+  for (const length of [0, 1, 63, 64, 65])
+    expect(isRunnableName("a".repeat(length))).toBe(runnableNamePattern.test("a".repeat(length)));
 });
