@@ -60,7 +60,9 @@ export interface CommandOptions {
 /** The process could not be started (e.g. the binary does not exist). */
 export class CommandStartError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** The command line as it was started. */
     readonly command: string,
     cause: Error,
   ) {
@@ -71,9 +73,13 @@ export class CommandStartError extends SupervisorError {
 /** The process exited while it was supposed to run. */
 export class ProcessExitedError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** The command line as it was started. */
     readonly command: string,
+    /** Exit code, or null when a signal ended it. */
     readonly code: number | null,
+    /** The signal that ended it, or null when it exited. */
     readonly signal: NodeJS.Signals | null,
   ) {
     super(`${dn}: ${command} exited ${signal ? `on signal ${signal}` : `with code ${code}`}`);

@@ -21,7 +21,9 @@ export class SupervisorError extends Error {
 /** A child or sub-logger name that does not match `^[a-z0-9_-]{1,64}$`. */
 export class InvalidNameError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** The name that was refused. */
     readonly childName: string,
   ) {
     super(`${dn}: invalid name ${JSON.stringify(childName)}: names must match ^[a-z0-9_-]{1,64}$`);
@@ -31,7 +33,9 @@ export class InvalidNameError extends SupervisorError {
 /** A name already taken by a child or a sub-logger of the same runnable. */
 export class DuplicateNameError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** The name that was refused. */
     readonly childName: string,
     takenBy: "child" | "sub-logger",
   ) {
@@ -42,6 +46,7 @@ export class DuplicateNameError extends SupervisorError {
 /** `run`/`runGroup` called when the runnable may no longer start children. */
 export class ChildStartError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
     why: string,
   ) {
@@ -52,6 +57,7 @@ export class ChildStartError extends SupervisorError {
 /** `healthy()` or `done()` called in a state where it is not legal. */
 export class SignalMisuseError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
     signal: "healthy" | "done",
     state: string,
@@ -67,6 +73,7 @@ export class SignalMisuseError extends SupervisorError {
 /** A permanent runnable returned without calling `done()`. */
 export class ReturnedWithoutDoneError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
     state: string,
   ) {
@@ -77,7 +84,9 @@ export class ReturnedWithoutDoneError extends SupervisorError {
 /** A runnable threw or rejected with something that is not an Error. */
 export class NonErrorThrownError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** What was thrown (not an Error). */
     readonly value: unknown,
   ) {
     super(`${dn}: failed with a non-Error value: ${String(value)}`);
@@ -87,8 +96,11 @@ export class NonErrorThrownError extends SupervisorError {
 /** A child exceeded its restart intensity; its parent fails with this error. */
 export class EscalationError extends SupervisorError {
   constructor(
+    /** DN of the child that was given up on. */
     readonly childDn: string,
+    /** The intensity it exceeded: more than this many restarts... */
     readonly restarts: number,
+    /** ...within this many milliseconds. */
     readonly periodMs: number,
     cause: unknown,
   ) {
@@ -118,7 +130,9 @@ export class TreeFailedError extends SupervisorError {
  */
 export class RunAbortedError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** Why the run was told to stop. */
     readonly why: string,
   ) {
     super(`${dn}: ${why}`);

@@ -24,7 +24,9 @@ export interface GrpcServerOptions {
 /** The server could not bind its address. */
 export class GrpcBindError extends SupervisorError {
   constructor(
+    /** DN of the runnable concerned. */
     readonly dn: string,
+    /** The address it could not bind. */
     readonly address: string,
     cause: Error,
   ) {

@@ -13,8 +13,11 @@ import type { ChildOptions, LogEntry, Logger, RunContext, Runnable } from "./typ
 
 /** A child that the runnable under test started. */
 export interface RecordedChild {
+  /** The child's name under its parent. */
   name: string;
+  /** What the child runs; {@link MockContext.runChild} runs it. */
   runnable: Runnable;
+  /** The options it was started with. */
   opts: ChildOptions;
   /** Names of the whole group for `runGroup` children; undefined for `run`. */
   group?: string[];
@@ -41,8 +44,11 @@ export class MockContext implements RunContext {
   readonly lines: LogEntry[];
   /** Errors the real supervisor would have failed the runnable with (signal misuse). */
   readonly failures: Error[] = [];
+  /** How often `healthy()` was called (more than once is a misuse, in `failures`). */
   healthyCalls = 0;
+  /** How often `done()` was called. */
   doneCalls = 0;
+  /** Where the runnable is in its lifecycle, as the real tree would see it. */
   state: "new" | "healthy" | "done" = "new";
 
   private readonly controller = new AbortController();
@@ -118,7 +124,7 @@ export class MockContext implements RunContext {
    * Runs the recorded child `name` with a MockContext of its own (sharing
    * this one's log lines), for tests that go one level down.
    */
-  runChild(name: string): { ctx: MockContext; result: Promise<void> } {
+  runChild(name: string): MockChildRun {
     const child = this.child(name);
     if (!child) throw new Error(`${this.dn}: no child named ${JSON.stringify(name)} was started`);
     const ctx = new MockContext(`${this.dn}.${name}`, this.lines);
@@ -155,11 +161,16 @@ export class MockContext implements RunContext {
   }
 }
 
-/** A runnable started on a fresh {@link MockContext} by {@link startOnMock}. */
-export interface MockRun {
+/** A runnable running on a {@link MockContext} of its own. */
+export interface MockChildRun {
+  /** The context it runs on. */
   ctx: MockContext;
   /** The runnable's own promise. */
   result: Promise<void>;
+}
+
+/** A runnable started on a fresh {@link MockContext} by {@link startOnMock}. */
+export interface MockRun extends MockChildRun {
   /** Aborts the context, waits for the runnable to end, and throws if it broke a rule of the tree. */
   stop(): Promise<void>;
 }

@@ -36,32 +36,61 @@ export interface NodeProgressEvents {
    * with it (`bootstrap`), registering with it (`register`, before the
    * owner's approval), or has rejoined the cluster as it (`rejoin`).
    */
-  "cluster.enrolled": { nodeId: string; flow: EnrolmentFlow };
+  "cluster.enrolled": {
+    /** The node's ID in the cluster. */
+    nodeId: string;
+    /** How it got it. */
+    flow: EnrolmentFlow;
+  };
   /** The consensus (etcd) member of node `nodeId`, this node, serves. */
-  "consensus.serving": { nodeId: string };
+  "consensus.serving": {
+    /** This node's ID. */
+    nodeId: string;
+  };
   /**
    * This node's autopromoter promoted the learner of node `nodeId` to a
    * voting member: logged by the node that did it (the etcd leader), not
    * necessarily by the promoted one.
    */
-  "consensus.promoted": { nodeId: string };
+  "consensus.promoted": {
+    /** The promoted member's node ID. */
+    nodeId: string;
+  };
   /** This node's curator (node `nodeId`) serves the cluster's APIs as the leader at `address`. */
-  "curator.leading": { nodeId: string; address: string };
+  "curator.leading": {
+    /** This node's ID. */
+    nodeId: string;
+    /** Where the leader serves, host:port. */
+    address: string;
+  };
   /**
    * This node's curator, the leader, handed the leadership over because its
    * node, `nodeId`, is to leave consensus.
    */
-  "curator.handed-over": { nodeId: string };
+  "curator.handed-over": {
+    /** This node's ID. */
+    nodeId: string;
+  };
   /**
    * The node pushed its status to the cluster: reachable at `address`, and
    * running a curator on `curatorPort`, or none (`null`).
    */
-  "status.pushed": { address: string; curatorPort: number | null };
+  "status.pushed": {
+    /** The node's external address as pushed. */
+    address: string;
+    /** The port of its curator, or null when it runs none. */
+    curatorPort: number | null;
+  };
   /**
    * The node started the workloads it runs as a worker (`worker`: it holds
    * the role), by name, or stopped them all (`worker` false, `workloads` empty).
    */
-  "workloads.changed": { worker: boolean; workloads: string[] };
+  "workloads.changed": {
+    /** Whether the node holds the worker role. */
+    worker: boolean;
+    /** The workloads now running, by name. */
+    workloads: string[];
+  };
 }
 
 /** The name of a progress event. */
@@ -69,7 +98,9 @@ export type NodeProgressEventName = keyof NodeProgressEvents;
 
 /** A progress event: its name in `event`, with its payload. */
 export type NodeProgressEvent<E extends NodeProgressEventName = NodeProgressEventName> = Extract<
-  { [K in NodeProgressEventName]: { event: K } & NodeProgressEvents[K] }[NodeProgressEventName],
+  {
+    [K in NodeProgressEventName]: { event: K } & NodeProgressEvents[K];
+  }[NodeProgressEventName],
   { event: E }
 >;
 

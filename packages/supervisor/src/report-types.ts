@@ -38,6 +38,7 @@ interface ReportBase {
 
 /** A progress report: the runnable was started (first run or a restart). */
 export interface StartedReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "started";
   /** Restarts before this run (0: the first run). */
   restarts: number;
@@ -45,23 +46,29 @@ export interface StartedReport extends ReportBase {
 
 /** A progress report: the runnable declared itself healthy. */
 export interface HealthyReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "healthy";
 }
 
 /** A progress report: the runnable finished its work (or, transient, returned cleanly). */
 export interface DoneReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "done";
 }
 
 /** A crash report: the runnable failed. */
 export interface DiedReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "died";
+  /** What it failed with. */
   error: ReportError;
 }
 
 /** A supervisor report: the failed runnable will be started again after `delayMs`. */
 export interface RestartScheduledReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "restartScheduled";
+  /** Its backoff: how long until it starts again (0: at once). */
   delayMs: number;
   /** Restarts after failures since it was last healthy (1: the first), as its backoff counts them. */
   attempt: number;
@@ -69,8 +76,11 @@ export interface RestartScheduledReport extends ReportBase {
 
 /** A supervisor report: the runnable failed more often than its restart intensity allows. */
 export interface GivenUpReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "givenUp";
+  /** The intensity it exceeded: more than this many restarts... */
   maxRestarts: number;
+  /** ...within this many milliseconds. */
   periodMs: number;
   /** The last failure. */
   error?: ReportError;
@@ -78,6 +88,7 @@ export interface GivenUpReport extends ReportBase {
 
 /** A supervisor report: a given-up runnable's failure was propagated to its parent. */
 export interface EscalatedReport extends ReportBase {
+  /** Tells the report kinds apart. */
   kind: "escalated";
   /** DN of the parent that now fails; undefined past the root (the whole tree fails). */
   to?: string;
@@ -119,6 +130,7 @@ export interface ReportsOptions {
 
 /** One line of `Supervisor.topRestarts()`. */
 export interface RestartCount {
+  /** DN of the runnable. */
   dn: string;
   /**
    * Restarts after failures within the window (not restarts along with a

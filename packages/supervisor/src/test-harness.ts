@@ -39,7 +39,10 @@ export interface TestHarnessOptions extends Omit<SupervisorOptions, "logger"> {
 
 /** A runnable died and the test did not say it might. */
 export class UnexpectedDeathError extends SupervisorError {
-  constructor(readonly transitions: Transition[]) {
+  constructor(
+    /** The unexpected deaths, in order. */
+    readonly transitions: Transition[],
+  ) {
     super(
       `unexpected failure: ${transitions.map((t) => `${t.dn}: ${t.error?.message ?? "died"}`).join("; ")}`,
     );

@@ -15,7 +15,13 @@
  *
  * @module
  */
-export { MockContext, startOnMock, type MockRun, type RecordedChild } from "./mock-context";
+export {
+  MockContext,
+  startOnMock,
+  type MockChildRun,
+  type MockRun,
+  type RecordedChild,
+} from "./mock-context";
 export {
   testHarness,
   HarnessTimeoutError,
