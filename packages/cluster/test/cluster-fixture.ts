@@ -20,7 +20,7 @@ import {
 } from "@metropolis/pki";
 import { api, type common } from "@metropolis/proto";
 import { Roleserver, type WorkloadSpec } from "@metropolis/roleserve";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { ClusterManager } from "../src/manager";
 import type { ClusterStatus } from "../src/status";
 import { getHome } from "../src/status-watcher";
@@ -205,8 +205,20 @@ export class TestOwner {
     );
   }
 
+  /**
+   * Register parameters, once the cluster's directory lists a node with an
+   * address: a cluster that has just bootstrapped lists its first node only
+   * after that node pushed its status, and a node given a directory without
+   * an address refuses its parameters (as `metroctl register-params` does).
+   */
   async registerParameters(): Promise<api.NodeParameters> {
-    const info = await this.clusterInfo();
+    const info = await eventually(async () => {
+      const i = await this.clusterInfo();
+      const nodes = i.clusterDirectory?.nodes ?? [];
+      if (!nodes.some((n) => n.addresses.some((a) => a.host !== "")))
+        throw new Error("the cluster directory lists no node with an address yet");
+      return i;
+    }, "a node with an address in the cluster directory");
     return {
       cluster: {
         $case: "clusterRegister",
