@@ -19,6 +19,7 @@
 export type { GetOptions, Value, Watchable, Watcher } from "./watcher";
 export { MemoryValue } from "./memory-value";
 export { iterateWatcher } from "./watcher-iterator";
+export { Followers } from "./followers";
 export {
   BacklogDone,
   ConcurrentGetError,

@@ -62,6 +62,23 @@ export function nodeMetricsRegistry(): Registry {
   return registry;
 }
 
+/** A gauge in `registry` whose value `read` gives at every scrape. */
+export function readGauge(
+  registry: Registry,
+  name: string,
+  help: string,
+  read: () => number,
+): Gauge {
+  return new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.set(read());
+    },
+  });
+}
+
 /**
  * A registry for the node's host and process figures (/metrics/node): Node's
  * default process metrics and the host's load, memory and uptime. One per
@@ -70,14 +87,7 @@ export function nodeMetricsRegistry(): Registry {
 export function hostMetricsRegistry(): Registry {
   const registry = nodeMetricsRegistry();
   const gauge = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read());
-      },
-    });
+    readGauge(registry, name, help, read);
   gauge("metropolis_host_load1", "The host's 1-minute load average.", () => loadavg()[0]);
   gauge("metropolis_host_load5", "The host's 5-minute load average.", () => loadavg()[1]);
   gauge("metropolis_host_load15", "The host's 15-minute load average.", () => loadavg()[2]);

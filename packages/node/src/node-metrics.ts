@@ -5,11 +5,12 @@
  * Prometheus scrapes.
  */
 import type { ClusterManager } from "@metropolis/cluster";
-import { iterateWatcher, type Watchable, type Watcher } from "@metropolis/event";
+import { Followers, iterateWatcher, type Watcher } from "@metropolis/event";
 import { common } from "@metropolis/proto";
 import type { Roleserver } from "@metropolis/roleserve";
 import type { Runnable } from "@metropolis/supervisor";
 import { Gauge, type Registry } from "prom-client";
+import { readGauge } from "./metrics-server";
 
 interface Latest {
   state: common.ClusterState;
@@ -42,14 +43,7 @@ export function nodeMetricsRunnable(
     },
   });
   const flag = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read());
-      },
-    });
+    readGauge(registry, name, help, read);
   flag("metropolis_consensus_running", "1 while this node runs an etcd member.", () =>
     Number(latest.consensus),
   );
@@ -63,43 +57,32 @@ export function nodeMetricsRunnable(
   );
 
   return async (ctx) => {
-    const watchers: Watcher<unknown>[] = [];
-    /** Applies every value of `source` until the runnable stops (closing the watcher ends the loop). */
-    const follow = <T>(source: Watchable<T>, apply: (v: T) => void): Promise<void> => {
-      const watcher = source.watch();
-      watchers.push(watcher);
-      return (async () => {
-        for await (const v of iterateWatcher(watcher)) apply(v);
-      })();
-    };
+    const followers = new Followers();
     let leaders: Watcher<unknown> | undefined;
-    const following = Promise.all([
-      follow(manager.status, (s) => {
-        latest.state = s.state;
-        latest.consensus = s.hasLocalConsensus;
-        latest.nodeId = s.credentials?.nodeId;
-      }),
-      follow(roleserver.values.workloadStatus, (w) => {
-        latest.workloads = w.running ? w.workloads.length : 0;
-      }),
-      follow(roleserver.values.localControlPlane, (plane) => {
-        // A new control plane has a new curator: follow its leader instead.
-        leaders?.close();
-        latest.leader = false;
-        if (!plane) return;
-        const watcher = plane.curator.leader.watch();
-        leaders = watcher;
-        void (async () => {
-          for await (const leader of iterateWatcher(watcher)) {
-            latest.leader = leader !== undefined && leader.nodeId === latest.nodeId;
-          }
-        })();
-      }),
-    ]);
+    followers.follow(manager.status, (s) => {
+      latest.state = s.state;
+      latest.consensus = s.hasLocalConsensus;
+      latest.nodeId = s.credentials?.nodeId;
+    });
+    followers.follow(roleserver.values.workloadStatus, (w) => {
+      latest.workloads = w.running ? w.workloads.length : 0;
+    });
+    followers.follow(roleserver.values.localControlPlane, (plane) => {
+      // A new control plane has a new curator: follow its leader instead.
+      leaders?.close();
+      latest.leader = false;
+      if (!plane) return;
+      const watcher = plane.curator.leader.watch();
+      leaders = watcher;
+      void (async () => {
+        for await (const leader of iterateWatcher(watcher)) {
+          latest.leader = leader !== undefined && leader.nodeId === latest.nodeId;
+        }
+      })();
+    });
     ctx.healthy();
     await ctx.untilAborted();
-    for (const w of watchers) w.close();
     leaders?.close();
-    await following;
+    await followers.close();
   };
 }

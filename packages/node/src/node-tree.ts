@@ -15,7 +15,7 @@ import { Server } from "@grpc/grpc-js";
 import { ClusterManager } from "@metropolis/cluster";
 import { localTimings } from "@metropolis/consensus";
 import { curatorServerCredentials, identifier, serverLimits } from "@metropolis/curator";
-import { iterateWatcher, waitFor, type Watchable, type Watcher } from "@metropolis/event";
+import { Followers, waitFor } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
 import { credentialsPem, Roleserver } from "@metropolis/roleserve";
@@ -153,22 +153,13 @@ export function nodeServices(
     // The latest etcd socket and directory, read when a request comes.
     let etcdSocket: string | undefined;
     let discovery: DiscoveryGroup[] | undefined;
-    const watchers: Watcher<unknown>[] = [];
-    const follow = <T>(source: Watchable<T>, apply: (v: T) => void): Promise<void> => {
-      const watcher = source.watch();
-      watchers.push(watcher);
-      return (async () => {
-        for await (const v of iterateWatcher(watcher)) apply(v);
-      })();
-    };
-    const following = Promise.all([
-      follow(roleserver.values.localControlPlane, (plane) => {
-        etcdSocket = plane?.consensus.clientSocket;
-      }),
-      follow(roleserver.values.clusterDirectory, (directory) => {
-        discovery = discoveryDocument(directory, config.ports.metrics);
-      }),
-    ]);
+    const followers = new Followers();
+    followers.follow(roleserver.values.localControlPlane, (plane) => {
+      etcdSocket = plane?.consensus.clientSocket;
+    });
+    followers.follow(roleserver.values.clusterDirectory, (directory) => {
+      discovery = discoveryDocument(directory, config.ports.metrics);
+    });
     try {
       await secureMetricsRunnable({
         host: config.address,
@@ -181,8 +172,7 @@ export function nodeServices(
         discovery: () => discovery,
       })(ctx);
     } finally {
-      for (const w of watchers) w.close();
-      await following;
+      await followers.close();
     }
   };
   const root =
