@@ -17,7 +17,10 @@
  *      270k/s here, slower than a whole Effect fiber, so that form measured
  *      V8's combinators, not the supervisor.)
  *  (b) restart latency when one of 100 group siblings throws and all of them
- *      restart with zero backoff (p50/p99 from the throw to all healthy);
+ *      restart with zero backoff (p50/p99 from the throw to all healthy); on
+ *      the signal path beside its floor, 100 bare AbortControllers aborted and
+ *      re-armed, since Node's own AbortSignal work (and the scavenges its
+ *      allocations cause) is most of that path's cost;
  *  (c) retained heap per idle healthy runnable, with 10,000 of them;
  *  (d) how each of them grows from 100 to 100,000 runnables: a table, and a
  *      log-log plot in reports/bench-supervisor-growth.png.
@@ -202,6 +205,50 @@ async function abortControllerFloor(n: number): Promise<void> {
   }
   for (const c of controllers) c.abort();
   await Promise.all(ends);
+}
+
+/**
+ * (b)'s floor on the signal path: what a group restart costs Node itself when
+ * every member waits on its own AbortSignal and nothing supervises them. Each
+ * restart aborts `size` armed controllers (one shared reason, as the tree
+ * does), waits for every listener, and arms `size` fresh ones (the next runs'
+ * signals). Same rounds and per-round count as `restartLatencies`.
+ */
+async function abortControllerRestartFloor(
+  size: number,
+  rounds: number,
+  perRound: number,
+): Promise<number[][]> {
+  const reason = new Error("group restart");
+  const arm = () => {
+    const controllers: AbortController[] = [];
+    const ends: Promise<void>[] = [];
+    for (let i = 0; i < size; i++) {
+      const controller = new AbortController();
+      const signal = controller.signal;
+      ends.push(
+        new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        ),
+      );
+      controllers.push(controller);
+    }
+    return { controllers, ends };
+  };
+  let armed = arm();
+  const result: number[][] = [];
+  for (let round = -1; round < rounds; round++) {
+    const latencies: number[] = [];
+    for (let i = 0; i < perRound; i++) {
+      const start = performance.now();
+      for (const c of armed.controllers) c.abort(reason);
+      await Promise.all(armed.ends);
+      armed = arm();
+      latencies.push(performance.now() - start);
+    }
+    if (round >= 0) result.push(latencies);
+  }
+  return result;
 }
 
 /**
@@ -511,6 +558,29 @@ async function main(): Promise<void> {
     const p99s = rounds.map((r) => percentile(r, 99));
     const p99 = median(p99s);
     const heap = await retainedHeapPerRunnable(path, IDLE);
+    const floorP99 =
+      path === "signal"
+        ? median(
+            (await abortControllerRestartFloor(SIBLINGS, RESTART_ROUNDS, RESTARTS_PER_ROUND)).map(
+              (r) => percentile(r, 99),
+            ),
+          )
+        : undefined;
+    const restartFloorRows = (supervisedP99: number) =>
+      floorP99 === undefined
+        ? []
+        : [
+            {
+              measure: `(b) floor: ${SIBLINGS} native AbortControllers aborted and re-armed, p99 (no supervisor)`,
+              value: floorP99,
+              unit: "ms",
+            },
+            {
+              measure: `(b) [${tag}] group restart p99 / that floor`,
+              value: supervisedP99 / floorP99,
+              unit: "×",
+            },
+          ];
     rows.push(
       { measure: `(a') [${tag}] stopped: lifecycles/s, supervised`, value: rate, unit: "ops/s" },
       ratio(`(a') [${tag}] stopped: supervised / XState`, rate / rates.xstateStop, 10),
@@ -541,6 +611,7 @@ async function main(): Promise<void> {
         value: Math.max(...p99s),
         unit: "ms",
       },
+      ...(path === "signal" ? restartFloorRows(p99) : []),
       {
         measure: `(c) [${tag}] retained heap per idle runnable (${IDLE})`,
         value: heap,
