@@ -44,11 +44,16 @@ export class CuratorProcess {
   readonly exited: Promise<void>;
   private readonly child: ChildProcess;
 
+  /** `host:port`, for dialling. */
+  readonly address: string;
+
   private constructor(
     readonly nodeId: string,
-    readonly address: string,
-    config: CuratorProcessConfig,
+    readonly host: string,
+    readonly port: number,
+    private readonly config: CuratorProcessConfig,
   ) {
+    this.address = `${host}:${port}`;
     this.child = fork(
       join(__dirname, "..", "fixtures", "curator-process.js"),
       [JSON.stringify(config)],
@@ -58,11 +63,18 @@ export class CuratorProcess {
     this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
   }
 
-  /** Starts a curator of the context's cluster on a new loopback address, tracked by the context. */
-  static async start(ctx: BenchContext): Promise<CuratorProcess> {
+  /**
+   * Starts a curator of the context's cluster on a new loopback address,
+   * tracked by the context, talking to the etcd member at `socketPath`
+   * (default: the cluster's first member).
+   */
+  static async start(
+    ctx: BenchContext,
+    socketPath = ctx.cluster.socketPath,
+  ): Promise<CuratorProcess> {
     const id = await curatorIdentity(ctx.cluster, ctx.nextHost());
-    const p = new CuratorProcess(id.nodeId, `${id.host}:${id.port}`, {
-      socketPath: ctx.cluster.socketPath,
+    const p = new CuratorProcess(id.nodeId, id.host, id.port, {
+      socketPath,
       keyring: ctx.cluster.keyring,
       nodeId: id.nodeId,
       tls: id.tls,
@@ -70,6 +82,16 @@ export class CuratorProcess {
       port: id.port,
       leaderTtlSeconds: ctx.config.leaderTtlSeconds,
     });
+    ctx.processes.add(p);
+    return p;
+  }
+
+  /**
+   * A new process of this same curator (identity, address, etcd member), as
+   * a node restarts its curator after a crash; tracked by the context.
+   */
+  respawn(ctx: BenchContext): CuratorProcess {
+    const p = new CuratorProcess(this.nodeId, this.host, this.port, this.config);
     ctx.processes.add(p);
     return p;
   }
@@ -85,6 +107,11 @@ export class CuratorProcess {
     await waitFor(this.leader, (l) => l?.nodeId === this.nodeId, AbortSignal.timeout(timeoutMs));
   }
 
+  /** Resolves once this curator knows who leads (itself or another). */
+  async following(timeoutMs = 30_000): Promise<void> {
+    await waitFor(this.leader, (l) => l !== undefined, AbortSignal.timeout(timeoutMs));
+  }
+
   kill(signal: NodeJS.Signals): void {
     if (this.child.exitCode === null && this.child.signalCode === null)
       process.kill(this.pid, signal);
@@ -96,6 +123,14 @@ export class CuratorProcess {
     const timer = setTimeout(() => this.kill("SIGKILL"), 5000);
     await this.exited;
     clearTimeout(timer);
+  }
+
+  /** Resident set size of the process now, in bytes (VmRSS of /proc/<pid>/status). */
+  rssBytes(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
+    const kib = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+    if (!kib) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
+    return Number(kib[1]) * 1024;
   }
 
   /** CPU time (user + system) the process has used so far, in milliseconds. */

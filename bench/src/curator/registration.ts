@@ -16,6 +16,7 @@ import {
   tlsMaterial,
 } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
+import type { NodeCredentials } from "@metropolis/roleserve";
 import { median, type Row } from "../report";
 import type { BenchContext } from "./bench-context";
 import type { CuratorProcess } from "./curator-processes";
@@ -25,6 +26,8 @@ import { pool, rpc, untilServing } from "./grpc-calls";
 export interface RegisteredNode {
   nodeId: string;
   tls: TlsPem;
+  /** The same identity as the node keeps it (raw key seed, DER certificates). */
+  credentials: NodeCredentials;
 }
 
 export interface Registration {
@@ -36,13 +39,14 @@ export interface Registration {
   leaderCpuMsPerNode: number;
 }
 
-/** Registers the configured number of nodes through `leader`, a few at a time. */
+/** Registers `count` nodes (default: the configured number) through `leader`, a few at a time. */
 export async function measureRegistration(
   ctx: BenchContext,
   leader: CuratorProcess,
+  count = ctx.config.nodes,
 ): Promise<Registration> {
   const { cluster } = ctx;
-  const { nodes: count, registerConcurrency, rpcDeadlineMs } = ctx.config;
+  const { registerConcurrency, rpcDeadlineMs } = ctx.config;
   const address = leader.address;
   const owner = new api.ManagementClient(
     address,
@@ -95,7 +99,16 @@ export async function measureRegistration(
           privateKey: keys.privateKey,
           ca: committed.caCertificate,
         });
-        return { nodeId, tls };
+        return {
+          nodeId,
+          tls,
+          credentials: {
+            nodeId,
+            privateKey: keys.privateKey,
+            certificate: committed.nodeCertificate,
+            caCertificate: committed.caCertificate,
+          },
+        };
       } finally {
         client.close();
       }

@@ -33,6 +33,12 @@ export interface HeartbeatOptions {
    * hangs keeps its connection open, so only a deadline notices it.
    */
   replyTimeoutMs?: number;
+  /**
+   * Called with each heartbeat's answer latency in milliseconds (from the
+   * write to the answer): for a node's metrics, and for the scale simulator,
+   * which runs this worker for thousands of simulated nodes.
+   */
+  onAnswered?: (latencyMs: number) => void;
 }
 
 /** The answer to the heartbeat just sent, or HeartbeatTimeoutError after `timeoutMs`. */
@@ -55,7 +61,10 @@ async function answered(
  * heartbeats to the curator leader every `intervalMs`. Healthy once the
  * first heartbeat was answered; fails when the stream fails or ends.
  */
-export function heartbeatWorker(values: RoleserveValues, opts: HeartbeatOptions = {}): Runnable {
+export function heartbeatWorker(
+  values: Pick<RoleserveValues, "curatorConnection">,
+  opts: HeartbeatOptions = {},
+): Runnable {
   const intervalMs = opts.intervalMs ?? defaultHeartbeatIntervalMs;
   const replyTimeoutMs = opts.replyTimeoutMs ?? 2 * intervalMs;
   if (!(intervalMs > 0))
@@ -88,7 +97,9 @@ export function heartbeatWorker(values: RoleserveValues, opts: HeartbeatOptions 
         ]);
         sentAt = Date.now();
         stream.call.write({});
+        const writtenAt = performance.now();
         await answered(stream, replyTimeoutMs, ctx.signal);
+        opts.onAnswered?.(performance.now() - writtenAt);
       }
     } catch (e) {
       // Stopping is not a failure; whatever it interrupted is moot.

@@ -10,7 +10,8 @@
  * failing when its flag flips and being restarted by the supervisor.
  */
 export { Roleserver, type RoleserverConfig } from "./roleserver";
-export type { LocalControlPlane } from "./values";
+export type { CuratorConnectionValue, LocalControlPlane } from "./values";
+export { defaultHeartbeatIntervalMs, heartbeatWorker, type HeartbeatOptions } from "./heartbeat";
 export {
   credentialsPem,
   loadCredentials,

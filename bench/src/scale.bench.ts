@@ -1,0 +1,401 @@
+/**
+ * The scale simulator: `npm run bench:scale -- --nodes 5000` (also 1000,
+ * 2500, 10000). What the control plane costs as the node count grows, and
+ * whether it recovers from losing its leader with thousands of nodes
+ * attached.
+ *
+ *   this process                                 separate processes
+ *   ┌─────────────────────────────┐   mTLS    ┌──────────────┐  unix  ┌──────┐
+ *   │ N simulated nodes:          │──gRPC────▶│ curator ×3   │───────▶│ etcd │×3
+ *   │  heartbeat worker (roleserve)│           │ (one leads)  │        │ raft │
+ *   │  + CuratorConnection each   │           └──────────────┘        └──────┘
+ *   │ owner: GetNodes, labels     │
+ *   │ 10 watchers, 10 owner lists │
+ *   └─────────────────────────────┘
+ *
+ * One cluster grows through the sizes of the ladder up to `--nodes` (see
+ * scale/scale-config.ts); at each size:
+ *
+ * 1. enrolment: the new nodes go through RegisterNode (ticket) → the owner's
+ *    ApproveNode → CommitNode, 20 at a time; nodes UP per second;
+ * 2. attach: each new node starts the node's own heartbeat worker
+ *    (production interval) on its own connection; time until the leader
+ *    reports every node HEALTHY;
+ * 3. steady state: heartbeat answer latency p50/p99, the leader process's
+ *    CPU (ms per second) and RSS, both per node too, etcd's database size and
+ *    its write rate (revisions per second);
+ * 4. Watch(all) backlog time, and the latency of one label change reaching
+ *    10 watchers (p99);
+ * 5. failover: SIGKILL of the leader's process (the lease is the production
+ *    10 s) until the new leader reports every node HEALTHY again; the killed
+ *    curator is restarted (same node, same address) afterwards;
+ * 6. the same with 10 owner clients listing every node once a second.
+ *
+ * Targets (issue 16) apply at 5,000 nodes. Prints a table per size, writes
+ * reports/bench-scale.json and a log-log plot of each cost against the node
+ * count, reports/bench-scale.png. Every process is stopped by PID at the end;
+ * a watchdog ends the run if it takes far longer than expected.
+ */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { Etcd3 } from "etcd3";
+import type { CuratorAddress, CuratorConnection } from "@metropolis/curator";
+import { logLogPlot, type Rgb } from "./png";
+import { median, percentile, printTable, writeReport, type Row } from "./report";
+import { loopbackHosts, progressReporter, type BenchContext } from "./curator/bench-context";
+import { startCluster } from "./curator/cluster";
+import { benchConfig } from "./curator/config";
+import { CuratorProcess, CuratorProcesses } from "./curator/curator-processes";
+import { measureRegistration, type RegisteredNode } from "./curator/registration";
+import { measureWatchBacklog } from "./curator/watch-backlog";
+import { measureChangeFanout } from "./scale/change-fanout";
+import { addMembers } from "./scale/more-members";
+import { ListingOwners, ownerConnection, untilAllHealthy } from "./scale/owner-view";
+import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
+import { SimulatedNodes } from "./scale/simulated-nodes";
+
+/** What was measured at one size. */
+interface SizeResult {
+  nodes: number;
+  enrolmentPerSecond: number;
+  attachMs: number;
+  heartbeatP50Ms: number;
+  heartbeatP99Ms: number;
+  heartbeatsPerSecond: number;
+  leaderCpuMsPerSecond: number;
+  leaderRssBytes: number;
+  etcdDbBytes: number;
+  etcdRevisionsPerSecond: number;
+  watchBacklogMs: number;
+  fanoutP99Ms: number;
+  failoverMs: number;
+  failoverWithOwnersMs: number;
+  ownerListingP99Ms: number;
+  ownerListingFailures: number;
+}
+
+/** The curators, which of them leads, and how the nodes find them. */
+class Curators {
+  constructor(
+    private readonly ctx: BenchContext,
+    public all: CuratorProcess[],
+  ) {}
+
+  get addresses(): CuratorAddress[] {
+    return this.all.map((c) => ({ host: c.host, port: c.port, nodeId: c.nodeId }));
+  }
+
+  /** The curator that leads (waiting for one to). */
+  leader(timeoutMs = 60_000): Promise<CuratorProcess> {
+    return Promise.any(this.all.map((c) => c.leading(timeoutMs).then(() => c)));
+  }
+
+  /**
+   * SIGKILLs `victim`; once `recovered` resolves, restarts it on the same
+   * address (so that every node's and owner's list of curators stays true)
+   * and waits until it follows the leader, so that three curators serve again.
+   */
+  async killAndRespawn<T>(victim: CuratorProcess, recovered: () => Promise<T>): Promise<T> {
+    victim.kill("SIGKILL");
+    await victim.exited;
+    const result = await recovered();
+    const respawned = victim.respawn(this.ctx);
+    this.all = this.all.map((c) => (c === victim ? respawned : c));
+    await respawned.following();
+    return result;
+  }
+}
+
+const targetAt = 5000;
+
+async function measureSize(
+  ctx: BenchContext,
+  scale: ScaleConfig,
+  size: number,
+  curators: Curators,
+  owner: CuratorConnection,
+  sims: SimulatedNodes,
+  registered: RegisteredNode[],
+  ids: Set<string>,
+  etcd: Etcd3,
+): Promise<SizeResult> {
+  const { progress } = ctx;
+  let leader = await curators.leader();
+
+  progress(`(1) enrolling ${size - registered.length} nodes (to ${size})`);
+  const reg = await measureRegistration(ctx, leader, size - registered.length);
+  registered.push(...reg.nodes);
+  for (const n of reg.nodes) ids.add(n.nodeId);
+
+  progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
+  sims.add(reg.nodes);
+  const attachMs = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress);
+
+  progress(`(3) steady state for ${scale.steadySeconds} s`);
+  const before = await etcd.maintenance.status();
+  const cpuBefore = leader.cpuMs();
+  const started = performance.now();
+  sims.startRecording();
+  await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
+  sims.stopRecording();
+  const seconds = (performance.now() - started) / 1000;
+  const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
+  const after = await etcd.maintenance.status();
+  const latencies = sims.latencies;
+
+  progress("(4) Watch(all) backlog and change fan-out");
+  const backlog = await measureWatchBacklog(ctx, leader.address, registered[0], size + 1);
+  const fanout = await measureChangeFanout(
+    leader.address,
+    ctx.cluster.caPem,
+    registered.slice(0, scale.watchers),
+    owner,
+    registered[scale.watchers].nodeId,
+    scale.changes,
+  );
+
+  progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
+  const failoverMs = await curators.killAndRespawn(leader, () =>
+    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
+  );
+  progress(`    all HEALTHY after ${(failoverMs / 1000).toFixed(1)} s`);
+
+  leader = await curators.leader();
+  progress(`(6) the same with ${scale.owners} owners listing every node each second`);
+  const owners = new ListingOwners(scale.owners, () =>
+    ownerConnection(ctx.cluster.caPem, ctx.cluster.owner, curators.addresses),
+  );
+  let failoverWithOwnersMs: number;
+  try {
+    // Let the listings run for a few seconds first: the leader is loaded when it dies.
+    await new Promise((r) => setTimeout(r, 3000));
+    failoverWithOwnersMs = await curators.killAndRespawn(leader, () =>
+      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
+    );
+  } finally {
+    await owners.stop();
+  }
+  progress(`    all HEALTHY after ${(failoverWithOwnersMs / 1000).toFixed(1)} s`);
+
+  return {
+    nodes: size,
+    enrolmentPerSecond: reg.rate,
+    attachMs,
+    heartbeatP50Ms: percentile(latencies, 50),
+    heartbeatP99Ms: percentile(latencies, 99),
+    heartbeatsPerSecond: latencies.length / seconds,
+    leaderCpuMsPerSecond,
+    leaderRssBytes: (await curators.leader()).rssBytes(),
+    etcdDbBytes: Number(after.dbSize),
+    etcdRevisionsPerSecond:
+      (Number(after.header.revision) - Number(before.header.revision)) / seconds,
+    watchBacklogMs: median(backlog),
+    fanoutP99Ms: percentile(fanout, 99),
+    failoverMs,
+    failoverWithOwnersMs,
+    ownerListingP99Ms: percentile(owners.latencies, 99),
+    ownerListingFailures: owners.failures,
+  };
+}
+
+function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
+  const t = r.nodes === targetAt;
+  const target = (text: string, met: boolean) => (t ? { target: text, met } : {});
+  const n = r.nodes;
+  return [
+    {
+      measure: `[${n}] enrolment (register → approve → commit), 20 in flight`,
+      value: r.enrolmentPerSecond,
+      unit: "nodes/s",
+    },
+    {
+      measure: `[${n}] new nodes' heartbeat workers started → all HEALTHY`,
+      value: r.attachMs / 1000,
+      unit: "s",
+    },
+    {
+      measure: `[${n}] heartbeats answered (interval ${scale.heartbeatIntervalMs} ms)`,
+      value: r.heartbeatsPerSecond,
+      unit: "beats/s",
+    },
+    { measure: `[${n}] heartbeat answer p50`, value: r.heartbeatP50Ms, unit: "ms" },
+    {
+      measure: `[${n}] heartbeat answer p99`,
+      value: r.heartbeatP99Ms,
+      unit: "ms",
+      ...target("< 100", r.heartbeatP99Ms < 100),
+    },
+    {
+      measure: `[${n}] leader CPU, steady state`,
+      value: r.leaderCpuMsPerSecond,
+      unit: "ms/s",
+      ...target("< 500", r.leaderCpuMsPerSecond < 500),
+    },
+    {
+      measure: `[${n}] leader CPU per node`,
+      value: (r.leaderCpuMsPerSecond * 1000) / n,
+      unit: "µs/s",
+    },
+    { measure: `[${n}] leader RSS`, value: r.leaderRssBytes / 2 ** 20, unit: "MiB" },
+    { measure: `[${n}] leader RSS per node`, value: r.leaderRssBytes / n / 1024, unit: "KiB" },
+    { measure: `[${n}] etcd database size`, value: r.etcdDbBytes / 2 ** 20, unit: "MiB" },
+    { measure: `[${n}] etcd writes, steady state`, value: r.etcdRevisionsPerSecond, unit: "rev/s" },
+    {
+      measure: `[${n}] Watch(all) backlog`,
+      value: r.watchBacklogMs,
+      unit: "ms",
+      ...target("< 1000", r.watchBacklogMs < 1000),
+    },
+    {
+      measure: `[${n}] a change reaching ${scale.watchers} watchers, p99`,
+      value: r.fanoutP99Ms,
+      unit: "ms",
+      ...target("< 100", r.fanoutP99Ms < 100),
+    },
+    {
+      measure: `[${n}] leader SIGKILL → all HEALTHY (lease ${scale.leaderTtlSeconds} s)`,
+      value: r.failoverMs / 1000,
+      unit: "s",
+      ...target("< 30", r.failoverMs < 30_000),
+    },
+    {
+      measure: `[${n}] the same, ${scale.owners} owners listing every second`,
+      value: r.failoverWithOwnersMs / 1000,
+      unit: "s",
+      ...target("< 30", r.failoverWithOwnersMs < 30_000),
+    },
+    {
+      measure: `[${n}] an owner's listing of every node, p99`,
+      value: r.ownerListingP99Ms,
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] owners' listings failed (during the failover)`,
+      value: r.ownerListingFailures,
+      unit: "",
+    },
+  ];
+}
+
+const palette: Rgb[] = [
+  [31, 119, 180],
+  [214, 39, 40],
+  [44, 160, 44],
+  [148, 103, 189],
+];
+
+async function writePlot(results: readonly SizeResult[]): Promise<string> {
+  const panel = (title: string, series: [string, (r: SizeResult) => number][]) => ({
+    title,
+    series: series.map(([label, y], i) => ({
+      label,
+      color: palette[i],
+      points: results.map((r) => [r.nodes, y(r)] as const),
+    })),
+  });
+  const png = logLogPlot([
+    panel("leader cost", [
+      ["CPU, ms per s", (r) => r.leaderCpuMsPerSecond],
+      ["RSS, MiB", (r) => r.leaderRssBytes / 2 ** 20],
+      ["etcd DB, MiB", (r) => r.etcdDbBytes / 2 ** 20],
+    ]),
+    panel("latency, ms", [
+      ["heartbeat p99", (r) => r.heartbeatP99Ms],
+      ["change to 10 watchers p99", (r) => r.fanoutP99Ms],
+      ["Watch(all) backlog", (r) => r.watchBacklogMs],
+    ]),
+    panel("recovery, s", [
+      ["failover to all HEALTHY", (r) => r.failoverMs / 1000],
+      ["the same, 10 owners listing", (r) => r.failoverWithOwnersMs / 1000],
+      ["new nodes to all HEALTHY", (r) => r.attachMs / 1000],
+    ]),
+  ]);
+  const path = join(__dirname, "..", "..", "reports", "bench-scale.png");
+  await writeFile(path, png);
+  return path;
+}
+
+async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<void> {
+  const largest = scale.sizes[scale.sizes.length - 1];
+  const config = {
+    ...benchConfig(),
+    leaderTtlSeconds: scale.leaderTtlSeconds,
+    nodes: largest,
+    watchdogMs: (20 + largest / 200) * 60_000,
+  };
+  const progress = progressReporter();
+  const watchdog = setTimeout(() => {
+    console.error(`scale simulator: still running after ${config.watchdogMs / 1000} s, giving up`);
+    processes.killAll();
+    process.exit(1);
+  }, config.watchdogMs);
+  watchdog.unref();
+
+  progress("starting a 3-member etcd cluster and bootstrapping a cluster in it");
+  const cluster = await startCluster(config.leaderTtlSeconds);
+  const members = await addMembers(cluster, 2).catch(async (e: unknown) => {
+    await cluster.stop();
+    throw e;
+  });
+  const interrupted = () => {
+    processes.killAll();
+    void members
+      .stop()
+      .then(() => cluster.stop())
+      .finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupted).once("SIGTERM", interrupted);
+  const ctx: BenchContext = { config, cluster, processes, nextHost: loopbackHosts(), progress };
+  const etcd = new Etcd3({ hosts: `unix://${cluster.socketPath}` });
+  const results: SizeResult[] = [];
+  let sims: SimulatedNodes | undefined;
+  let owner: CuratorConnection | undefined;
+  try {
+    progress("starting three curators, one per etcd member");
+    const curators = new Curators(
+      ctx,
+      await Promise.all(members.sockets.map((s) => CuratorProcess.start(ctx, s))),
+    );
+    await curators.leader();
+    owner = ownerConnection(cluster.caPem, cluster.owner, curators.addresses);
+    sims = new SimulatedNodes(cluster.caPem, curators.addresses, scale.heartbeatIntervalMs);
+    const registered: RegisteredNode[] = [];
+    const ids = new Set<string>();
+    for (const size of scale.sizes) {
+      const r = await measureSize(ctx, scale, size, curators, owner, sims, registered, ids, etcd);
+      results.push(r);
+      printTable(`scale at ${size} nodes`, rowsOf(r, scale));
+    }
+  } finally {
+    progress("stopping");
+    await sims?.stop();
+    owner?.close();
+    etcd.close();
+    await processes.stopAll();
+    await members.stop();
+    await cluster.stop();
+  }
+  const rows = results.flatMap((r) => rowsOf(r, scale));
+  printTable("scale", rows);
+  console.log(`\nplot written to ${await writePlot(results)}`);
+  await writeReport("bench-scale.json", rows, console.log, {
+    settings: scale,
+    results,
+    simulatedNodeLog: {
+      errors: sims?.log.errors,
+      warnings: sims?.log.warnings,
+      firstError: sims?.log.firstError,
+    },
+  });
+}
+
+const processes = new CuratorProcesses();
+run(processes, scaleConfig(process.argv.slice(2))).then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    processes.killAll();
+    process.exit(1);
+  },
+);

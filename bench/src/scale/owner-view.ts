@@ -1,0 +1,118 @@
+/**
+ * The cluster as its owner sees it, through the Management API of whichever
+ * curator leads (found and followed by a `CuratorConnection`, as metroctl's
+ * is): how many of a set of nodes the leader reports HEALTHY, waiting until
+ * all of them are, and owner clients that list every node once a second (the
+ * load of operators and dashboards on the leader).
+ */
+import { performance } from "node:perf_hooks";
+import {
+  CuratorConnection,
+  unaryCall,
+  type CuratorAddress,
+  type TlsPem,
+} from "@metropolis/curator";
+import { common, type api } from "@metropolis/proto";
+
+/** An owner's connection to the cluster's leader. */
+export function ownerConnection(
+  caPem: string,
+  owner: TlsPem,
+  curators: readonly CuratorAddress[],
+): CuratorConnection {
+  return new CuratorConnection({
+    endpoints: curators,
+    ca: caPem,
+    identity: { cert: owner.cert, key: owner.key },
+  });
+}
+
+/** Every node of the cluster, as the leader lists it to its owner. */
+export async function listNodes(owner: CuratorConnection, timeoutMs = 30_000): Promise<api.Node[]> {
+  const res = await owner.call(
+    (leader) =>
+      unaryCall<api.GetNodesRequest, api.GetNodesResponse>(
+        leader.management.getNodes.bind(leader.management),
+        { states: [], roles: [], labels: new Map() },
+      ),
+    { timeoutMs },
+  );
+  return res.nodes;
+}
+
+/** How many of `ids` the leader reports HEALTHY. */
+export async function healthyCount(
+  owner: CuratorConnection,
+  ids: ReadonlySet<string>,
+): Promise<number> {
+  const nodes = await listNodes(owner);
+  return nodes.filter((n) => ids.has(n.id) && n.health === common.NodeHealth.HEALTHY).length;
+}
+
+/**
+ * Polls the leader every `everyMs` until it reports every one of `ids`
+ * HEALTHY; resolves with the time that took, in ms. Rejects after
+ * `timeoutMs`, saying how many were HEALTHY by then.
+ */
+export async function untilAllHealthy(
+  owner: CuratorConnection,
+  ids: ReadonlySet<string>,
+  timeoutMs: number,
+  progress: (what: string) => void,
+  everyMs = 500,
+): Promise<number> {
+  const started = performance.now();
+  let last = -1;
+  for (;;) {
+    let healthy = 0;
+    try {
+      healthy = await healthyCount(owner, ids);
+    } catch {
+      // No leader yet (a failover): the connection retried for 30 s; poll again.
+    }
+    const elapsed = performance.now() - started;
+    if (healthy === ids.size) return elapsed;
+    if (elapsed > timeoutMs)
+      throw new Error(`${healthy} of ${ids.size} nodes HEALTHY after ${Math.round(elapsed)} ms`);
+    if (healthy !== last && Math.floor(healthy / 500) !== Math.floor(last / 500))
+      progress(`  ${healthy} of ${ids.size} HEALTHY after ${(elapsed / 1000).toFixed(1)} s`);
+    last = healthy;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Owner clients each listing every node once a second, until stopped. */
+export class ListingOwners {
+  /** Listings answered, and the time each took (ms). */
+  readonly latencies: number[] = [];
+  failures = 0;
+  private stopped = false;
+  private readonly loops: Promise<void>[];
+  private readonly connections: CuratorConnection[];
+
+  constructor(count: number, connect: () => CuratorConnection) {
+    this.connections = Array.from({ length: count }, connect);
+    this.loops = this.connections.map((c, i) => this.loop(c, (i * 1000) / count));
+  }
+
+  private async loop(connection: CuratorConnection, offsetMs: number): Promise<void> {
+    await new Promise((r) => setTimeout(r, offsetMs));
+    while (!this.stopped) {
+      const started = performance.now();
+      try {
+        await listNodes(connection);
+        this.latencies.push(performance.now() - started);
+      } catch {
+        this.failures++;
+      }
+      const wait = 1000 - (performance.now() - started);
+      if (wait > 0 && !this.stopped) await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all(this.loops);
+    for (const c of this.connections) c.close();
+  }
+}
