@@ -59,6 +59,31 @@ describe("heartbeatWorker", () => {
     );
   });
 
+  it("hands each answered heartbeat's latency to onAnswered", async () => {
+    const node = await cluster.addNode();
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const latencies: number[] = [];
+    const ctx = new MockContext("root.heartbeat");
+    const result = heartbeatWorker(values, {
+      intervalMs: INTERVAL_MS,
+      onAnswered: (ms) => latencies.push(ms),
+    })(ctx);
+    try {
+      await eventually(() => latencies.length >= 3, "three heartbeats answered");
+    } finally {
+      ctx.abort();
+      await result;
+    }
+    expect(ctx.failures).toEqual([]);
+    // Each is the time from a write to its answer: positive, and within the
+    // reply deadline (twice the interval), or the worker would have failed.
+    for (const ms of latencies) {
+      expect(ms).toBeGreaterThan(0);
+      expect(ms).toBeLessThan(2 * INTERVAL_MS);
+    }
+  });
+
   it("fails when its stream breaks, and beats again once restarted on the new curator", async () => {
     const node = await cluster.addNode();
     const values = new RoleserveValues();
