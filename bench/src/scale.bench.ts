@@ -51,7 +51,7 @@ import { measureRegistration, type RegisteredNode } from "./curator/registration
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
-import { ListingOwners, ownerConnection, untilAllHealthy } from "./scale/owner-view";
+import { ListingOwners, ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { SimulatedNodes } from "./scale/simulated-nodes";
 
@@ -60,6 +60,8 @@ interface SizeResult {
   nodes: number;
   enrolmentPerSecond: number;
   attachMs: number;
+  /** The owner's view (see Recovery) during the attach and the two failovers. */
+  timelines: Record<"attach" | "failover" | "failoverWithOwners", Recovery["timeline"]>;
   heartbeatP50Ms: number;
   heartbeatP99Ms: number;
   heartbeatsPerSecond: number;
@@ -130,7 +132,7 @@ async function measureSize(
 
   progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
   sims.add(reg.nodes);
-  const attachMs = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress);
+  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
   const before = await etcd.maintenance.status();
@@ -156,32 +158,37 @@ async function measureSize(
   );
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
-  const failoverMs = await curators.killAndRespawn(leader, () =>
+  const failover = await curators.killAndRespawn(leader, () =>
     untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
   );
-  progress(`    all HEALTHY after ${(failoverMs / 1000).toFixed(1)} s`);
+  progress(`    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s`);
 
   leader = await curators.leader();
   progress(`(6) the same with ${scale.owners} owners listing every node each second`);
   const owners = new ListingOwners(scale.owners, () =>
     ownerConnection(ctx.cluster.caPem, ctx.cluster.owner, curators.addresses),
   );
-  let failoverWithOwnersMs: number;
+  let failoverWithOwners: Recovery;
   try {
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
-    failoverWithOwnersMs = await curators.killAndRespawn(leader, () =>
+    failoverWithOwners = await curators.killAndRespawn(leader, () =>
       untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
     );
   } finally {
     await owners.stop();
   }
-  progress(`    all HEALTHY after ${(failoverWithOwnersMs / 1000).toFixed(1)} s`);
+  progress(`    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s`);
 
   return {
     nodes: size,
     enrolmentPerSecond: reg.rate,
-    attachMs,
+    attachMs: attach.ms,
+    timelines: {
+      attach: attach.timeline,
+      failover: failover.timeline,
+      failoverWithOwners: failoverWithOwners.timeline,
+    },
     heartbeatP50Ms: percentile(latencies, 50),
     heartbeatP99Ms: percentile(latencies, 99),
     heartbeatsPerSecond: latencies.length / seconds,
@@ -192,8 +199,8 @@ async function measureSize(
       (Number(after.header.revision) - Number(before.header.revision)) / seconds,
     watchBacklogMs: median(backlog),
     fanoutP99Ms: percentile(fanout, 99),
-    failoverMs,
-    failoverWithOwnersMs,
+    failoverMs: failover.ms,
+    failoverWithOwnersMs: failoverWithOwners.ms,
     ownerListingP99Ms: percentile(owners.latencies, 99),
     ownerListingFailures: owners.failures,
   };

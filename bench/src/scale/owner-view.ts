@@ -44,15 +44,24 @@ export async function listNodes(owner: CuratorConnection, timeoutMs = 30_000): P
 export async function healthyCount(
   owner: CuratorConnection,
   ids: ReadonlySet<string>,
+  timeoutMs?: number,
 ): Promise<number> {
-  const nodes = await listNodes(owner);
+  const nodes = await listNodes(owner, timeoutMs);
   return nodes.filter((n) => ids.has(n.id) && n.health === common.NodeHealth.HEALTHY).length;
+}
+
+/** How long a poll of the owner's view took to reach every node HEALTHY, and what it saw on the way. */
+export interface Recovery {
+  ms: number;
+  /** [ms since the start, nodes HEALTHY (-1: the listing failed)] of every poll. */
+  timeline: [number, number][];
 }
 
 /**
  * Polls the leader every `everyMs` until it reports every one of `ids`
- * HEALTHY; resolves with the time that took, in ms. Rejects after
- * `timeoutMs`, saying how many were HEALTHY by then.
+ * HEALTHY. Each poll may take 5 s at most (a failed one counts as none
+ * HEALTHY), so that a stalled listing shows in the timeline rather than
+ * hiding it. Rejects after `timeoutMs`, saying how many were HEALTHY by then.
  */
 export async function untilAllHealthy(
   owner: CuratorConnection,
@@ -60,23 +69,27 @@ export async function untilAllHealthy(
   timeoutMs: number,
   progress: (what: string) => void,
   everyMs = 500,
-): Promise<number> {
+): Promise<Recovery> {
   const started = performance.now();
-  let last = -1;
+  const timeline: [number, number][] = [];
+  let shown = 0;
   for (;;) {
-    let healthy = 0;
+    let healthy = -1;
     try {
-      healthy = await healthyCount(owner, ids);
+      healthy = await healthyCount(owner, ids, 5000);
     } catch {
-      // No leader yet (a failover): the connection retried for 30 s; poll again.
+      // No leader yet (a failover), or one too busy to answer in time: poll again.
     }
     const elapsed = performance.now() - started;
-    if (healthy === ids.size) return elapsed;
+    timeline.push([Math.round(elapsed), healthy]);
+    if (healthy === ids.size) return { ms: elapsed, timeline };
     if (elapsed > timeoutMs)
       throw new Error(`${healthy} of ${ids.size} nodes HEALTHY after ${Math.round(elapsed)} ms`);
-    if (healthy !== last && Math.floor(healthy / 500) !== Math.floor(last / 500))
-      progress(`  ${healthy} of ${ids.size} HEALTHY after ${(elapsed / 1000).toFixed(1)} s`);
-    last = healthy;
+    if (elapsed - shown > 5000) {
+      shown = elapsed;
+      const seen = healthy < 0 ? "no answer" : `${healthy} of ${ids.size} HEALTHY`;
+      progress(`  ${seen} after ${(elapsed / 1000).toFixed(1)} s`);
+    }
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

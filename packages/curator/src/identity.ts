@@ -131,7 +131,7 @@ export function identifier(
 }
 
 async function classify(cert: ParsedCertificate, ca: ParsedCertificate): Promise<Caller> {
-  if (cert.issuer === cert.subject && cert.isSignedBy(cert.publicKey)) {
+  if (cert.isSelfIssued() && cert.isSignedBy(cert.publicKey)) {
     // TLS proved the caller holds the key; the certificate claims nothing else.
     if (cert.commonName !== nodeIdFromPublicKey(cert.publicKey)) {
       throw new UnauthenticatedError(

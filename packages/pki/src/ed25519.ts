@@ -159,6 +159,11 @@ export function publicKeyFromSpki(input: Uint8Array | string, what = "public key
       cause,
     });
   }
+  return rawPublicKey(key, what);
+}
+
+/** The raw 32-byte key of a Node public KeyObject, which must be Ed25519 ({@link WrongKeyTypeError} otherwise). */
+export function rawPublicKey(key: KeyObject, what = "public key"): Buffer {
   requireEd25519(key, what);
   return Buffer.from(key.export({ format: "jwk" }).x as string, "base64url");
 }
