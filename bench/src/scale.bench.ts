@@ -133,6 +133,7 @@ async function measureSize(
   progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
   sims.add(reg.nodes);
   const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress);
+  progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
   const before = await etcd.maintenance.status();
@@ -161,7 +162,7 @@ async function measureSize(
   const failover = await curators.killAndRespawn(leader, () =>
     untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
   );
-  progress(`    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s`);
+  progress(`    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
 
   leader = await curators.leader();
   progress(`(6) the same with ${scale.owners} owners listing every node each second`);
@@ -178,7 +179,9 @@ async function measureSize(
   } finally {
     await owners.stop();
   }
-  progress(`    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s`);
+  progress(
+    `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`,
+  );
 
   return {
     nodes: size,

@@ -75,10 +75,12 @@ export async function untilAllHealthy(
   let shown = 0;
   for (;;) {
     let healthy = -1;
+    let failure = "";
     try {
       healthy = await healthyCount(owner, ids, 5000);
-    } catch {
+    } catch (e) {
       // No leader yet (a failover), or one too busy to answer in time: poll again.
+      failure = e instanceof Error ? e.message : String(e);
     }
     const elapsed = performance.now() - started;
     timeline.push([Math.round(elapsed), healthy]);
@@ -87,7 +89,7 @@ export async function untilAllHealthy(
       throw new Error(`${healthy} of ${ids.size} nodes HEALTHY after ${Math.round(elapsed)} ms`);
     if (elapsed - shown > 5000) {
       shown = elapsed;
-      const seen = healthy < 0 ? "no answer" : `${healthy} of ${ids.size} HEALTHY`;
+      const seen = healthy < 0 ? `no answer (${failure})` : `${healthy} of ${ids.size} HEALTHY`;
       progress(`  ${seen} after ${(elapsed / 1000).toFixed(1)} s`);
     }
     await new Promise((r) => setTimeout(r, everyMs));

@@ -92,6 +92,12 @@ export class SimulatedNodes {
     );
   }
 
+  /** What the nodes' supervisors logged so far, in a line. */
+  describeLog(): string {
+    const { errors, warnings, firstError } = this.log;
+    return `nodes logged ${errors} errors, ${warnings} warnings${firstError ? ` (first: ${firstError.slice(0, 300)})` : ""}`;
+  }
+
   /** Records heartbeat latencies from now (clearing earlier ones) until `stopRecording`. */
   startRecording(): void {
     this.latencies.length = 0;

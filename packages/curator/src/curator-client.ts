@@ -21,7 +21,7 @@ import { status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
-import { abortableSleep } from "@metropolis/supervisor";
+import { abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
@@ -80,6 +80,23 @@ export class UnusableLeaderAnswerError extends Error {
   }
 }
 
+/**
+ * Delays between retries of a call, and between rounds of asking the known
+ * curators: 50 ms doubling to 1 s, each ±50 %. The jitter matters: after a
+ * leader fails, every node of the cluster retries at once, and without it
+ * they would keep arriving at the curators in lockstep.
+ */
+const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000, jitter: 0.5 });
+
+/**
+ * How long an answer naming the leader that just failed is waited past: the
+ * curator asked keeps naming it until its lease expires (10 s by default),
+ * then names the new leader on the same stream. Waiting there instead of
+ * dialling the dead leader and asking again keeps a cluster's worth of nodes
+ * from polling the curators through the whole lease.
+ */
+const staleLeaderWaitMs = 5000;
+
 const isRetryable = (e: unknown) =>
   typeof e === "object" &&
   e !== null &&
@@ -104,6 +121,14 @@ export class CuratorConnection {
   private readonly channelOptions: ClientOptions;
   private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
+  /** The leader last given up (its call failed), until another is found. */
+  private failedLeader: CuratorEndpoint | undefined;
+  /**
+   * CuratorLocal clients of the curators asked, by address: kept, so that
+   * asking again reuses the connection instead of making a TLS handshake
+   * each time (a cluster's nodes all ask at once after a failover).
+   */
+  private readonly locals = new Map<string, curatorProto.CuratorLocalClient>();
 
   constructor(opts: CuratorConnectionOptions) {
     if (opts.endpoints.length === 0)
@@ -129,17 +154,17 @@ export class CuratorConnection {
     opts: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
     const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
-    let delay = 50;
+    const backoff = new Backoff(retryBackoff);
     for (;;) {
       opts.signal?.throwIfAborted();
       try {
         return await fn(await this.leaderClients(deadline, opts.signal));
       } catch (e) {
         opts.signal?.throwIfAborted();
+        const delay = backoff.next();
         if (!isRetryable(e) || Date.now() + delay > deadline) throw e;
         this.dropLeader();
         await abortableSleep(delay, opts.signal);
-        delay = Math.min(delay * 2, 1000);
       }
     }
   }
@@ -160,6 +185,13 @@ export class CuratorConnection {
   setEndpoints(endpoints: readonly CuratorAddress[]): void {
     if (endpoints.length === 0) return;
     this.endpoints.splice(0, this.endpoints.length, ...endpoints);
+    // Curators no longer listed are not asked again: let their connections go.
+    const listed = new Set(endpoints.map(localKey));
+    for (const [key, local] of this.locals) {
+      if (listed.has(key)) continue;
+      local.close();
+      this.locals.delete(key);
+    }
   }
 
   /** The current leader, asking the known curators if needed. */
@@ -169,11 +201,14 @@ export class CuratorConnection {
 
   close(): void {
     this.dropLeader();
+    for (const local of this.locals.values()) local.close();
+    this.locals.clear();
   }
 
   private async leaderClients(deadline: number, signal?: AbortSignal): Promise<LeaderClients> {
     if (this.current) return this.current;
     const endpoint = await this.findLeader(deadline, signal);
+    this.failedLeader = undefined;
     const address = formatCuratorAddress(endpoint);
     if (!this.endpoints.some((e) => sameAddress(e, endpoint))) this.endpoints.push(endpoint);
     // The leader a verified curator named: only its own certificate is accepted.
@@ -201,6 +236,7 @@ export class CuratorConnection {
   private dropLeader(): void {
     const c = this.current;
     this.current = undefined;
+    if (c) this.failedLeader = c.endpoint;
     for (const client of [c?.curator, c?.management, c?.aaa] as (Client | undefined)[])
       client?.close();
   }
@@ -208,9 +244,13 @@ export class CuratorConnection {
   /** Asks each known curator in turn, until one names a leader or the deadline passes. */
   private async findLeader(deadline: number, signal?: AbortSignal): Promise<CuratorEndpoint> {
     let lastError: unknown = new Error("no curator answered");
-    let delay = 50;
+    const backoff = new Backoff(retryBackoff);
     while (Date.now() < deadline) {
-      for (const curator of this.endpoints) {
+      // Each client starts at another curator, so that a cluster's nodes
+      // spread their questions over the curators instead of all asking the first.
+      const start = Math.floor(Math.random() * this.endpoints.length);
+      const order = [...this.endpoints.slice(start), ...this.endpoints.slice(0, start)];
+      for (const curator of order) {
         signal?.throwIfAborted();
         try {
           return await this.askLeader(curator, deadline, signal);
@@ -219,56 +259,98 @@ export class CuratorConnection {
           lastError = e;
         }
       }
-      await abortableSleep(delay, signal);
-      delay = Math.min(delay * 2, 1000);
+      await abortableSleep(backoff.next(), signal);
     }
     throw new NoLeaderError(this.endpoints, lastError);
   }
 
+  /**
+   * Asks `curator` who leads. An answer naming the leader that just failed is
+   * waited past for up to {@link staleLeaderWaitMs}, on the same stream (the
+   * curator sends the new leader there once elected), and only then taken.
+   */
   private askLeader(
     curator: CuratorAddress,
     deadline: number,
     signal?: AbortSignal,
   ): Promise<CuratorEndpoint> {
-    const address = formatCuratorAddress(curator);
-    const local = new curatorProto.CuratorLocalClient(
-      address,
-      this.credentialsFor(curator.nodeId),
-      this.channelOptions,
-    );
+    const local = this.localClient(curator);
+    const failed = this.failedLeader;
+    const firstAnswerMs = 5000;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
       const stream = local.getCurrentLeader(
         {},
-        { deadline: Math.min(deadline, Date.now() + 5000) },
+        { deadline: Math.min(deadline, Date.now() + firstAnswerMs + staleLeaderWaitMs) },
       );
-      const onAbort = () => finish(() => reject(signal!.reason));
+      let stale: CuratorEndpoint | undefined;
+      let timer = setTimeout(
+        () =>
+          finish(() =>
+            reject(new UnusableLeaderAnswerError(curator, `no answer within ${firstAnswerMs} ms`)),
+          ),
+        Math.max(0, Math.min(firstAnswerMs, deadline - Date.now())),
+      );
+      const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {
+        clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
         stream.removeAllListeners();
         stream.on("error", () => undefined); // the cancel below reports CANCELLED
         stream.cancel();
-        local.close();
         result();
       };
-      stream.once("data", (res: curatorProto.GetCurrentLeaderResponse) =>
-        finish(() => {
-          const problem = leaderAnswerProblem(curator, res);
-          if (problem !== undefined) reject(new UnusableLeaderAnswerError(curator, problem));
-          else resolve({ nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort });
-        }),
-      );
-      stream.once("error", (e) => finish(() => reject(e)));
+      stream.on("data", (res: curatorProto.GetCurrentLeaderResponse) => {
+        const problem = leaderAnswerProblem(curator, res);
+        if (problem !== undefined) {
+          finish(() => reject(new UnusableLeaderAnswerError(curator, problem)));
+          return;
+        }
+        const named = { nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort };
+        if (stale === undefined && failed !== undefined && sameAddress(named, failed)) {
+          // Probably the curator does not know yet; wait for it to say otherwise.
+          stale = named;
+          clearTimeout(timer);
+          timer = setTimeout(
+            () => finish(() => resolve(named)),
+            Math.max(0, Math.min(staleLeaderWaitMs, deadline - Date.now())),
+          );
+          return;
+        }
+        finish(() => resolve(named));
+      });
+      stream.once("error", (e) => finish(() => (stale ? resolve(stale) : reject(e))));
       stream.once("end", () =>
         finish(() =>
-          reject(
-            new UnusableLeaderAnswerError(curator, "ended the leader stream without an answer"),
-          ),
+          stale
+            ? resolve(stale)
+            : reject(
+                new UnusableLeaderAnswerError(curator, "ended the leader stream without an answer"),
+              ),
         ),
       );
     });
   }
+
+  /** The (kept) CuratorLocal client of `curator`. */
+  private localClient(curator: CuratorAddress): curatorProto.CuratorLocalClient {
+    const key = localKey(curator);
+    let local = this.locals.get(key);
+    if (!local) {
+      local = new curatorProto.CuratorLocalClient(
+        formatCuratorAddress(curator),
+        this.credentialsFor(curator.nodeId),
+        this.channelOptions,
+      );
+      this.locals.set(key, local);
+    }
+    return local;
+  }
 }
+
+/** Key of a curator's kept CuratorLocal client: its address and the node expected there. */
+const localKey = (curator: CuratorAddress) =>
+  `${formatCuratorAddress(curator)} ${curator.nodeId ?? ""}`;
 
 function sameAddress(a: CuratorAddress, b: CuratorAddress): boolean {
   return a.host === b.host && a.port === b.port && a.nodeId === b.nodeId;

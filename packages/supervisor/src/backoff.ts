@@ -12,7 +12,11 @@ export const defaultBackoff: Readonly<Required<BackoffOptions>> = Object.freeze(
   maxMs: 60_000,
 });
 
-/** Fills in defaults and rejects nonsense, so a bad option fails at `run()` and not at the first restart. */
+/**
+ * Fills in defaults (`base`, by default {@link defaultBackoff}) and rejects
+ * nonsense with a RangeError, so a bad option fails at `run()` and not at the
+ * first restart.
+ */
 export function resolveBackoff(
   opts: BackoffOptions | undefined,
   base: Readonly<Required<BackoffOptions>> = defaultBackoff,
@@ -27,7 +31,15 @@ export function resolveBackoff(
   return Object.freeze(r);
 }
 
-/** The backoff state of one node. */
+/**
+ * The backoff state of one runnable (or of anything else that retries, such
+ * as a client looking for its server): delays that grow by `multiplier` up to
+ * `maxMs`, each spread by ±`jitter`, so that many clients failing together do
+ * not retry together.
+ *
+ *   const backoff = new Backoff(resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000 }));
+ *   await abortableSleep(backoff.next(), signal);
+ */
 export class Backoff {
   private interval: number;
   /** Delays handed out since the last reset: the attempt the next restart is. */

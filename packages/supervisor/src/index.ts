@@ -52,7 +52,7 @@
 export type * from "./types";
 export * from "./report-types";
 export { supervise } from "./supervise";
-export { defaultBackoff } from "./backoff";
+export { Backoff, defaultBackoff, resolveBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
 export { abortable } from "./abortable";
 export { isRunnableName, runnableNamePattern } from "./names";
