@@ -103,6 +103,10 @@ const isRetryable = (e: unknown) =>
   // UNIMPLEMENTED: a follower answered a leader-only method — the leader moved (or its key is stale).
   [status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED].includes((e as ServiceError).code);
 
+/** A grpc-js failure that names no cause: the channel was still waiting to reconnect. */
+const isCauseless = (e: unknown) =>
+  e instanceof Error && e.message.includes("No connection established. Last error: null");
+
 /** Calls a unary gRPC client method as a promise. */
 export function unaryCall<Req, Res>(
   method: (req: Req, callback: (err: ServiceError | null, res: Res) => void) => unknown,
@@ -155,14 +159,21 @@ export class CuratorConnection {
   ): Promise<T> {
     const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
     const backoff = new Backoff(retryBackoff);
+    let cause: unknown;
     for (;;) {
       opts.signal?.throwIfAborted();
       try {
         return await fn(await this.leaderClients(deadline, opts.signal));
       } catch (e) {
         opts.signal?.throwIfAborted();
+        // grpc-js answers a retry on a connection still in reconnect backoff
+        // with "No connection established" and no cause; the attempt that
+        // broke it said why (a refused certificate, say), and that is what
+        // the caller is told when the call gives up.
+        if (cause === undefined || !isCauseless(e)) cause = e;
         const delay = backoff.next();
-        if (!isRetryable(e) || Date.now() + delay > deadline) throw e;
+        if (!isRetryable(e)) throw e;
+        if (Date.now() + delay > deadline) throw cause;
         this.dropLeader();
         await abortableSleep(delay, opts.signal);
       }

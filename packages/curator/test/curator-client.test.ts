@@ -5,7 +5,7 @@
  * node — the rogue of issue 11 (a node of the cluster without the consensus
  * role, serving "the leader is me") is refused, whatever it answers.
  */
-import { Server, type ServerWritableStream } from "@grpc/grpc-js";
+import { Server, status, type ServerWritableStream } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import {
   CertificateAuthority,
@@ -50,8 +50,18 @@ async function node(ca: CertificateAuthority) {
 
 type Node = Awaited<ReturnType<typeof node>>;
 
-/** A CuratorLocal served with `self`'s certificate that names `leader` as the leader; counts its calls. */
-async function fakeCurator(self: Node, leader: (port: number) => curator.GetCurrentLeaderResponse) {
+type LeaderAnswer = (port: number) => curator.GetCurrentLeaderResponse;
+
+/**
+ * A CuratorLocal served with `self`'s certificate that names `leader` as the
+ * leader (and, `then.afterMs` later on the same stream, `then.leader`, as a
+ * curator does once a new leader is elected); counts its calls.
+ */
+async function fakeCurator(
+  self: Node,
+  leader: LeaderAnswer,
+  then?: { afterMs: number; leader: LeaderAnswer },
+) {
   const server = new Server();
   const calls = { count: 0 };
   let port = 0;
@@ -61,6 +71,9 @@ async function fakeCurator(self: Node, leader: (port: number) => curator.GetCurr
     ) => {
       calls.count++;
       call.write(leader(port));
+      if (!then) return;
+      const timer = setTimeout(() => call.write(then.leader(port)), then.afterMs);
+      call.on("cancelled", () => clearTimeout(timer));
     },
     getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
   };
@@ -176,6 +189,53 @@ describe("CuratorConnection trusts only the curators it expects", () => {
     } finally {
       connection.close();
       confused.stop();
+    }
+  });
+});
+
+describe("CuratorConnection after its leader failed", () => {
+  it("waits on the curator's stream for a new leader instead of taking the failed one again", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client] = [await node(ca), await node(ca)];
+    const [failed, elected] = [await node(ca), await node(ca)];
+    // The member names the failed leader first (its lease has not expired
+    // yet), and the newly elected one 300 ms later on the same stream.
+    const named = (who: Node) => (): curator.GetCurrentLeaderResponse => ({
+      leaderNodeId: who.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: 1,
+      thisNodeId: member.nodeId,
+    });
+    const curatorOfMember = await fakeCurator(member, named(failed), {
+      afterMs: 300,
+      leader: named(elected),
+    });
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: curatorOfMember.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    const used: string[] = [];
+    try {
+      const leader = await connection.call(
+        async ({ endpoint }) => {
+          used.push(endpoint.nodeId);
+          // Only the elected leader answers; the failed one is gone.
+          if (endpoint.nodeId !== elected.nodeId)
+            throw Object.assign(new Error("connection refused"), { code: status.UNAVAILABLE });
+          return endpoint.nodeId;
+        },
+        { timeoutMs: 10_000 },
+      );
+      expect(leader).toBe(elected.nodeId);
+      // The failed leader was tried once (the first answer named it and
+      // nothing said otherwise yet); after it failed, the curator was asked
+      // once more and its stale answer waited past, not dialled again.
+      expect(used).toEqual([failed.nodeId, elected.nodeId]);
+      expect(curatorOfMember.calls.count).toBe(2);
+    } finally {
+      connection.close();
+      curatorOfMember.stop();
     }
   });
 });
