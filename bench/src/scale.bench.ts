@@ -88,6 +88,15 @@ class Curators {
     return this.all.map((c) => ({ host: c.host, port: c.port, nodeId: c.nodeId }));
   }
 
+  /** Who each curator says leads, e.g. "a1b2c3@40123 → d4e5f6": for progress lines. */
+  views(): string {
+    const short = (id: string | undefined) =>
+      (id ?? "nobody").replace("metropolis-", "").slice(0, 6);
+    return this.all
+      .map((c) => `${short(c.nodeId)}@${c.port} → ${short(c.lastLeader?.nodeId)}`)
+      .join(", ");
+  }
+
   /** The curator that leads (waiting for one to). */
   leader(timeoutMs = 60_000): Promise<CuratorProcess> {
     return Promise.any(this.all.map((c) => c.leading(timeoutMs).then(() => c)));
@@ -99,6 +108,11 @@ class Curators {
    * and waits until it follows the leader, so that three curators serve again.
    */
   async killAndRespawn<T>(victim: CuratorProcess, recovered: () => Promise<T>): Promise<T> {
+    if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
+      // Its profile first (see fixtures/curator-process.ts), then its end.
+      victim.kill("SIGUSR2");
+      await new Promise((r) => setTimeout(r, 3000));
+    }
     victim.kill("SIGKILL");
     await victim.exited;
     const result = await recovered();
@@ -132,7 +146,9 @@ async function measureSize(
 
   progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
   sims.add(reg.nodes);
-  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress);
+  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () =>
+    curators.views(),
+  );
   progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
@@ -160,7 +176,7 @@ async function measureSize(
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
   const failover = await curators.killAndRespawn(leader, () =>
-    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
+    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () => curators.views()),
   );
   progress(`    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
 
@@ -174,7 +190,7 @@ async function measureSize(
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
     failoverWithOwners = await curators.killAndRespawn(leader, () =>
-      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress),
+      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () => curators.views()),
     );
   } finally {
     await owners.stop();
@@ -348,10 +364,12 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
     await cluster.stop();
     throw e;
   });
+  let sims: SimulatedNodes | undefined;
   const interrupted = () => {
     processes.killAll();
-    void members
-      .stop()
+    // The nodes first: left running, they keep dialling curators that are gone.
+    void (sims?.stop() ?? Promise.resolve())
+      .then(() => members.stop())
       .then(() => cluster.stop())
       .finally(() => process.exit(130));
   };
@@ -359,7 +377,6 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
   const ctx: BenchContext = { config, cluster, processes, nextHost: loopbackHosts(), progress };
   const etcd = new Etcd3({ hosts: `unix://${cluster.socketPath}` });
   const results: SizeResult[] = [];
-  let sims: SimulatedNodes | undefined;
   let owner: CuratorConnection | undefined;
   try {
     progress("starting three curators, one per etcd member");

@@ -41,6 +41,8 @@ export class CuratorProcesses {
 export class CuratorProcess {
   /** The leader as the child sees it. */
   readonly leader = new MemoryValue<Endpoint>(undefined);
+  /** The last leader the child reported (for progress lines). */
+  lastLeader: Endpoint;
   readonly exited: Promise<void>;
   private readonly child: ChildProcess;
 
@@ -59,7 +61,10 @@ export class CuratorProcess {
       [JSON.stringify(config)],
       { stdio: ["ignore", "inherit", "inherit", "ipc"] },
     );
-    this.child.on("message", (m: CuratorProcessMessage) => this.leader.set(m.leader ?? undefined));
+    this.child.on("message", (m: CuratorProcessMessage) => {
+      this.lastLeader = m.leader ?? undefined;
+      this.leader.set(this.lastLeader);
+    });
     this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
   }
 

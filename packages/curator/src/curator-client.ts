@@ -97,6 +97,15 @@ const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000,
  */
 const staleLeaderWaitMs = 5000;
 
+/**
+ * Every client waiting past a failed leader hears of the new one at the same
+ * moment (the curators announce it on their streams at once); each waits a
+ * random part of this before dialling it, so that the new leader meets its
+ * cluster's nodes over two seconds rather than in one burst of TLS
+ * handshakes (which overflowed its accept queue in the scale simulator).
+ */
+const newLeaderSpreadMs = 2000;
+
 const isRetryable = (e: unknown) =>
   typeof e === "object" &&
   e !== null &&
@@ -328,7 +337,18 @@ export class CuratorConnection {
           );
           return;
         }
-        finish(() => resolve(named));
+        if (stale === undefined) {
+          finish(() => resolve(named));
+          return;
+        }
+        // A new leader, broadcast to every client waiting past the old one at
+        // the same moment: each dials it after a random part of the spread.
+        finish(() =>
+          abortableSleep(Math.random() * newLeaderSpreadMs, signal).then(
+            () => resolve(named),
+            reject,
+          ),
+        );
       });
       stream.once("error", (e) => finish(() => (stale ? resolve(stale) : reject(e))));
       stream.once("end", () =>
