@@ -343,12 +343,12 @@ export class CuratorConnection {
         }
         // A new leader, broadcast to every client waiting past the old one at
         // the same moment: each dials it after a random part of the spread.
-        finish(() =>
+        finish(() => {
           abortableSleep(Math.random() * newLeaderSpreadMs, signal).then(
             () => resolve(named),
             reject,
-          ),
-        );
+          );
+        });
       });
       stream.once("error", (e) => finish(() => (stale ? resolve(stale) : reject(e))));
       stream.once("end", () =>
