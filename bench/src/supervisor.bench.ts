@@ -190,7 +190,8 @@ async function effectStoppedLifecycles(n: number): Promise<void> {
   );
 }
 
-async function abortControllerFloor(n: number): Promise<void> {
+/** `n` bare AbortControllers, each with one abort listener; `ends` settle as they fire. */
+function armControllers(n: number): { controllers: AbortController[]; ends: Promise<void>[] } {
   const controllers: AbortController[] = [];
   const ends: Promise<void>[] = [];
   for (let i = 0; i < n; i++) {
@@ -203,6 +204,11 @@ async function abortControllerFloor(n: number): Promise<void> {
     );
     controllers.push(controller);
   }
+  return { controllers, ends };
+}
+
+async function abortControllerFloor(n: number): Promise<void> {
+  const { controllers, ends } = armControllers(n);
   for (const c of controllers) c.abort();
   await Promise.all(ends);
 }
@@ -220,22 +226,7 @@ async function abortControllerRestartFloor(
   perRound: number,
 ): Promise<number[][]> {
   const reason = new Error("group restart");
-  const arm = () => {
-    const controllers: AbortController[] = [];
-    const ends: Promise<void>[] = [];
-    for (let i = 0; i < size; i++) {
-      const controller = new AbortController();
-      const signal = controller.signal;
-      ends.push(
-        new Promise<void>((resolve) =>
-          signal.addEventListener("abort", () => resolve(), { once: true }),
-        ),
-      );
-      controllers.push(controller);
-    }
-    return { controllers, ends };
-  };
-  let armed = arm();
+  let armed = armControllers(size);
   const result: number[][] = [];
   for (let round = -1; round < rounds; round++) {
     const latencies: number[] = [];
@@ -243,7 +234,7 @@ async function abortControllerRestartFloor(
       const start = performance.now();
       for (const c of armed.controllers) c.abort(reason);
       await Promise.all(armed.ends);
-      armed = arm();
+      armed = armControllers(size);
       latencies.push(performance.now() - start);
     }
     if (round >= 0) result.push(latencies);
