@@ -13,7 +13,11 @@
  */
 import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
 import { MemoryValue } from "@metropolis/event";
-import { heartbeatWorker, type CuratorConnectionValue } from "@metropolis/roleserve";
+import {
+  heartbeatRestartBackoff,
+  heartbeatWorker,
+  type CuratorConnectionValue,
+} from "@metropolis/roleserve";
 import { supervise, type Logger, type Runnable, type Supervisor } from "@metropolis/supervisor";
 import type { RegisteredNode } from "../curator/registration";
 
@@ -83,7 +87,9 @@ export class SimulatedNodes {
     this.supervisors.push(
       supervise(
         async (ctx) => {
-          for (const [name, worker] of Object.entries(workers)) ctx.run(name, worker);
+          // Restarted as the roleserver restarts a node's heartbeat worker.
+          const backoff = heartbeatRestartBackoff(this.heartbeatIntervalMs);
+          for (const [name, worker] of Object.entries(workers)) ctx.run(name, worker, { backoff });
           ctx.healthy();
           await ctx.untilAborted();
         },

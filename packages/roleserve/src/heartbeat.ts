@@ -9,7 +9,7 @@
  * fails the worker, and the supervisor restarts it, by which time
  * CuratorConnection finds the leader again (a new one after a failover).
  */
-import type { Runnable } from "@metropolis/supervisor";
+import { defaultBackoff, type BackoffOptions, type Runnable } from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
 import type { curator } from "@metropolis/proto";
 import { openStream, type CuratorStream } from "./curator-calls";
@@ -39,6 +39,25 @@ export interface HeartbeatOptions {
    * which runs this worker for thousands of simulated nodes.
    */
   onAnswered?: (latencyMs: number) => void;
+}
+
+/**
+ * How the heartbeat worker is restarted: the supervisor's backoff, but
+ * growing only up to the heartbeat interval. The default cap (60 s) is for
+ * services that keep failing; a node whose heartbeat worker waited that long
+ * between attempts (every attempt failing while a new leader is swamped after
+ * a failover) would be reported HEARTBEAT_TIMEOUT long after the control
+ * plane could hear it again — the scale simulator saw nodes stay unhealthy
+ * for minutes that way. Pass it as the child's `backoff` option.
+ */
+export function heartbeatRestartBackoff(
+  intervalMs = defaultHeartbeatIntervalMs,
+): Required<BackoffOptions> {
+  return {
+    ...defaultBackoff,
+    initialMs: Math.min(defaultBackoff.initialMs, intervalMs),
+    maxMs: intervalMs,
+  };
 }
 
 /** The answer to the heartbeat just sent, or HeartbeatTimeoutError after `timeoutMs`. */

@@ -11,7 +11,12 @@
  */
 export { Roleserver, type RoleserverConfig } from "./roleserver";
 export type { CuratorConnectionValue, LocalControlPlane } from "./values";
-export { defaultHeartbeatIntervalMs, heartbeatWorker, type HeartbeatOptions } from "./heartbeat";
+export {
+  defaultHeartbeatIntervalMs,
+  heartbeatRestartBackoff,
+  heartbeatWorker,
+  type HeartbeatOptions,
+} from "./heartbeat";
 export {
   credentialsPem,
   loadCredentials,

@@ -15,7 +15,7 @@ import type { common } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
 import { directoryWorker } from "./directory";
-import { heartbeatWorker } from "./heartbeat";
+import { heartbeatRestartBackoff, heartbeatWorker } from "./heartbeat";
 import { credentialsPem, type NodeCredentials } from "./node-credentials";
 import { revocationWorker } from "./revocation";
 import { roleFetchWorker } from "./rolefetch";
@@ -100,6 +100,7 @@ export class Roleserver {
     ctx.run(
       "heartbeat",
       heartbeatWorker(this.values, { intervalMs: this.config.heartbeatIntervalMs }),
+      { backoff: heartbeatRestartBackoff(this.config.heartbeatIntervalMs) },
     );
     ctx.run("workloads", workloadsWorker(this.values, { workloads: this.config.workloads ?? [] }));
     ctx.run("revocation", revocationWorker(this.values, { file: storage.data.node.revocations }));

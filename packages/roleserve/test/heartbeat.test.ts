@@ -4,9 +4,14 @@
  * fails (to be restarted onto the new curator) when its stream breaks.
  */
 import { common } from "@metropolis/proto";
+import { Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { MockContext, testHarness, eventually } from "@metropolis/supervisor/testing";
 import { CuratorStreamError } from "../src/errors";
-import { defaultHeartbeatIntervalMs, heartbeatWorker } from "../src/heartbeat";
+import {
+  defaultHeartbeatIntervalMs,
+  heartbeatRestartBackoff,
+  heartbeatWorker,
+} from "../src/heartbeat";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type TestCluster } from "./curator-fixture";
 
@@ -57,6 +62,18 @@ describe("heartbeatWorker", () => {
       async () => (await healthOf(node.nodeId)) === common.NodeHealth.HEARTBEAT_TIMEOUT,
       "the node timed out after the worker stopped",
     );
+  });
+
+  it("is restarted no later than a heartbeat interval after failing, however often it failed", () => {
+    // The supervisor's own cap (60 s) would keep a node that failed a few
+    // times in a row silent for longer than the curator's heartbeat timeout.
+    for (const intervalMs of [defaultHeartbeatIntervalMs, 50]) {
+      const backoff = new Backoff(resolveBackoff(heartbeatRestartBackoff(intervalMs)));
+      const delays = Array.from({ length: 40 }, () => backoff.next());
+      // ±50 % jitter around at most the interval.
+      expect(Math.max(...delays)).toBeLessThanOrEqual(1.5 * intervalMs);
+      expect(Math.max(...delays)).toBeGreaterThan(0.5 * intervalMs);
+    }
   });
 
   it("hands each answered heartbeat's latency to onAnswered", async () => {
