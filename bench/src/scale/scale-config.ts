@@ -2,7 +2,8 @@
  * Settings of the scale simulator, and its command line: `--nodes N` is the
  * largest cluster simulated; the simulator measures at every size of its
  * ladder below N too (1,000, 2,500, 5,000, 10,000), growing one cluster, so
- * that the report shows how each cost grows with the node count.
+ * that the report shows how each cost grows with the node count;
+ * `--no-ladder` measures N alone.
  */
 import { defaultHeartbeatIntervalMs } from "@metropolis/roleserve";
 
@@ -30,7 +31,9 @@ export interface ScaleConfig {
 /** Bad command line. */
 export class ScaleUsageError extends Error {
   constructor(message: string) {
-    super(`${message}\nusage: npm run bench:scale -- [--nodes N] (default 1000)`);
+    super(
+      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] (default 1000; --no-ladder: N only)`,
+    );
     this.name = new.target.name;
   }
 }
@@ -38,8 +41,13 @@ export class ScaleUsageError extends Error {
 /** Reads `--nodes N` (or `--nodes=N`) from `argv` (without node and script). */
 export function scaleConfig(argv: readonly string[]): ScaleConfig {
   let nodes = 1000;
+  let ladder = true;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
+    if (arg === "--no-ladder") {
+      ladder = false;
+      continue;
+    }
     const text = arg === "--nodes" ? argv[++i] : arg.startsWith("--nodes=") ? arg.slice(8) : null;
     if (text === null) throw new ScaleUsageError(`unknown argument ${JSON.stringify(arg)}`);
     const n = Number(text);
@@ -48,7 +56,7 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     nodes = n;
   }
   return {
-    sizes: [...LADDER.filter((s) => s < nodes), nodes],
+    sizes: ladder ? [...LADDER.filter((s) => s < nodes), nodes] : [nodes],
     leaderTtlSeconds: 10,
     heartbeatIntervalMs: defaultHeartbeatIntervalMs,
     steadySeconds: 15,
