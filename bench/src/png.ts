@@ -169,6 +169,8 @@ export interface Series {
 
 export interface Panel {
   title: string;
+  /** What the x axis counts. @default "runnables" */
+  xLabel?: string;
   series: readonly Series[];
 }
 
@@ -194,7 +196,8 @@ export function logLogPlot(panels: readonly Panel[]): Buffer {
     const bottom = 260;
     const all = panel.series.flatMap((s) => s.points).filter(([x, y]) => x > 0 && y > 0);
     const x0 = decade(Math.min(...all.map((p) => p[0])), false);
-    const x1 = decade(Math.max(...all.map((p) => p[0])), true);
+    let x1 = decade(Math.max(...all.map((p) => p[0])), true);
+    if (x1 === x0) x1 = x0 * 10; // one size only (a run of one ladder step)
     const y0 = decade(Math.min(...all.map((p) => p[1])), false);
     let y1 = decade(Math.max(...all.map((p) => p[1])), true);
     if (y1 === y0) y1 = y0 * 10;
@@ -215,7 +218,7 @@ export function logLogPlot(panels: readonly Panel[]): Buffer {
     }
     canvas.line(left, top, left, bottom, black);
     canvas.line(left, bottom, right, bottom, black);
-    canvas.text(left + 60, bottom + 26, "runnables (log)", black);
+    canvas.text(left + 60, bottom + 26, `${panel.xLabel ?? "runnables"} (log)`, black);
     panel.series.forEach((s, j) => {
       const pts = s.points.filter(([x, y]) => x > 0 && y > 0);
       for (let k = 1; k < pts.length; k++)

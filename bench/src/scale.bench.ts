@@ -314,6 +314,7 @@ const palette: Rgb[] = [
 async function writePlot(results: readonly SizeResult[]): Promise<string> {
   const panel = (title: string, series: [string, (r: SizeResult) => number][]) => ({
     title,
+    xLabel: "nodes",
     series: series.map(([label, y], i) => ({
       label,
       color: palette[i],
