@@ -89,13 +89,15 @@ export class UnusableLeaderAnswerError extends Error {
 const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000, jitter: 0.5 });
 
 /**
- * How long an answer naming the leader that just failed is waited past: the
- * curator asked keeps naming it until its lease expires (10 s by default),
- * then names the new leader on the same stream. Waiting there instead of
- * dialling the dead leader and asking again keeps a cluster's worth of nodes
- * from polling the curators through the whole lease.
+ * How long an answer naming the leader that could not be reached is waited
+ * past: the curator asked keeps naming a dead leader until its lease expires
+ * (10 s by default), then names the new leader on the same stream. Waiting
+ * there instead of dialling the dead leader and asking again at once keeps a
+ * cluster's worth of nodes from polling the curators through the whole
+ * lease. Short, because the answer may be right: the same node restarted and
+ * leads again (a one-node cluster after a reboot), and then this is a delay.
  */
-const staleLeaderWaitMs = 5000;
+const staleLeaderWaitMs = 1000;
 
 /**
  * Every client waiting past a failed leader hears of the new one at the same
@@ -114,6 +116,12 @@ const isRetryable = (e: unknown) =>
   e !== null &&
   // UNIMPLEMENTED: a follower answered a leader-only method — the leader moved (or its key is stale).
   [status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED].includes((e as ServiceError).code);
+
+/** A failure that says the leader could not be reached (not: it answered, but not as the leader). */
+const isGone = (e: unknown) =>
+  typeof e === "object" &&
+  e !== null &&
+  [status.UNAVAILABLE, status.CANCELLED].includes((e as ServiceError).code);
 
 /** A grpc-js failure that names no cause: the channel was still waiting to reconnect. */
 const isCauseless = (e: unknown) =>
@@ -193,7 +201,7 @@ export class CuratorConnection {
         const delay = backoff.next();
         if (!isRetryable(e)) throw e;
         if (Date.now() + delay > deadline) throw cause;
-        this.dropLeader();
+        this.dropLeader(isGone(e));
         await abortableSleep(delay, opts.signal);
       }
     }
@@ -263,10 +271,16 @@ export class CuratorConnection {
     return credentials;
   }
 
-  private dropLeader(): void {
+  /**
+   * Forgets the current leader. `gone`: it could not be reached, so an
+   * answer naming it again is waited past (see askLeader); otherwise (it
+   * answered, but not as the leader: still starting, or stepped down) it is
+   * simply asked about again.
+   */
+  private dropLeader(gone = false): void {
     const c = this.current;
     this.current = undefined;
-    if (c) this.failedLeader = c.endpoint;
+    this.failedLeader = gone ? c?.endpoint : undefined;
     for (const client of [c?.curator, c?.management, c?.aaa] as (Client | undefined)[])
       client?.close();
   }
