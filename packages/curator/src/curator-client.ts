@@ -123,9 +123,14 @@ const isGone = (e: unknown) =>
   e !== null &&
   [status.UNAVAILABLE, status.CANCELLED].includes((e as ServiceError).code);
 
-/** A grpc-js failure that names no cause: the channel was still waiting to reconnect. */
+/**
+ * A grpc-js failure that names no cause: the connection was still waiting
+ * to reconnect (or connecting) when the call was made or ran out of time.
+ */
 const isCauseless = (e: unknown) =>
-  e instanceof Error && e.message.includes("No connection established. Last error: null");
+  e instanceof Error &&
+  (e.message.includes("No connection established. Last error: null") ||
+    e.message.includes("Waiting for LB pick"));
 
 /** Calls a unary gRPC client method as a promise. */
 export function unaryCall<Req, Res>(
@@ -288,6 +293,7 @@ export class CuratorConnection {
   /** Asks each known curator in turn, until one names a leader or the deadline passes. */
   private async findLeader(deadline: number, signal?: AbortSignal): Promise<CuratorEndpoint> {
     let lastError: unknown = new Error("no curator answered");
+    let answered = false;
     const backoff = new Backoff(retryBackoff);
     while (Date.now() < deadline) {
       // Each client starts at another curator, so that a cluster's nodes
@@ -300,7 +306,10 @@ export class CuratorConnection {
           return await this.askLeader(curator, deadline, signal);
         } catch (e) {
           signal?.throwIfAborted();
-          lastError = e;
+          // Keep the error that says why (a refused certificate, say) over a
+          // later one of the same connection still reconnecting.
+          if (!answered || !isCauseless(e)) lastError = e;
+          answered = true;
         }
       }
       await abortableSleep(backoff.next(), signal);
