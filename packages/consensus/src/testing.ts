@@ -93,12 +93,15 @@ export interface TestMember {
   harness: TestHarness;
 }
 
-/** The runnables that die when the member's etcd does. */
-const etcdDependants = new Set([
-  "root.consensus.etcd",
-  "root.consensus.keyring",
-  "root.consensus.peercrl",
-]);
+/**
+ * Whether `dn` is a runnable that dies when the etcd of the consensus
+ * service supervised at `serviceDn` does: etcd itself, and the followers
+ * reading it (keyring, peer CRL), whose reads fail while it is gone. For a
+ * test harness's `expectDeath` when a test stops or removes a member.
+ */
+export function diesWithEtcd(dn: string, serviceDn = "root.consensus"): boolean {
+  return ["etcd", "keyring", "peercrl"].some((name) => dn === `${serviceDn}.${name}`);
+}
 
 /**
  * Runs a consensus member for `node` (bootstrapping a new cluster, joining
@@ -114,7 +117,7 @@ export async function runTestMember(
   const { service, harness } = startTestMember(node, mode, {
     // The followers reading this member's etcd (keyring, peer CRL) may die
     // with it too: a read while etcd restarts fails, and they are restarted.
-    expectDeath: (dn) => opts.expectEtcdDeath === true && etcdDependants.has(dn),
+    expectDeath: (dn) => opts.expectEtcdDeath === true && diesWithEtcd(dn),
   });
   try {
     const status = await waitFor(
