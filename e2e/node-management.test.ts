@@ -33,13 +33,6 @@ it("node logs: the node's own entries, by level, DN exactly, backlog, concise", 
       .split("\n")
       .filter((l) => l !== "");
   };
-  // metroctl dials the node at the address it reported; a just-bootstrapped
-  // node reports it with its first status push, which may come after UP.
-  await eventually(
-    async () =>
-      (await e2e.cluster.metroctl(["node", "logs", node.id, "--backlog", "1"])).exitCode === 0,
-    "the node has reported its address",
-  );
   // `time level dn message [meta]`
   const full = await logs("--level", "info", "--backlog", "5");
   expect(full.length).toBe(5);

@@ -30,14 +30,15 @@ const retryIntervalMs = 200;
 /**
  * Creates the cluster: starts node1 with bootstrap parameters, waits until
  * it knows its node ID and its curator leads, takes ownership, and waits
- * until node1 is UP and HEALTHY. node1 joins `cluster.nodes`.
+ * until node1 is UP and HEALTHY and has reported its address. node1 joins
+ * `cluster.nodes`.
  */
 export async function bootstrapFirstNode(cluster: LocalCluster): Promise<void> {
   const node = cluster.newNode(1);
   const params = await cluster.paramsPath(node);
   await cluster.metroctlOk(["bootstrap-params", "-o", params]);
   const wait = { signal: cluster.signal };
-  await cluster.timed(
+  const proc = await cluster.timed(
     (ms) => `${node.name} bootstrapped the cluster as ${node.id}: curator leader in ${seconds(ms)}`,
     async () => {
       const proc = cluster.startNode(node, params);
@@ -50,6 +51,7 @@ export async function bootstrapFirstNode(cluster: LocalCluster): Promise<void> {
         ...wait,
         where: (e) => e.nodeId === node.id,
       });
+      return proc;
     },
   );
   cluster.nodes.push(node);
@@ -58,6 +60,10 @@ export async function bootstrapFirstNode(cluster: LocalCluster): Promise<void> {
     () => cluster.metroctlOk(["takeownership"]),
   );
   await cluster.waitFor(node, { state: "UP", health: "HEALTHY" });
+  // UP and HEALTHY come from the heartbeat; the node's address (which new
+  // nodes register with and metroctl dials the node at) from its first status
+  // push, which can come later on a loaded machine: the cluster is up once both are in.
+  await proc.waitForProgress("status.pushed", cluster.stepTimeoutMs, wait);
   await cluster.saveState();
 }
 
