@@ -4,14 +4,16 @@
  * whether it recovers from losing its leader with thousands of nodes
  * attached.
  *
- *   this process                                 separate processes
+ *   node hosts (--hosts K processes)              separate processes
  *   ┌─────────────────────────────┐   mTLS    ┌──────────────┐  unix  ┌──────┐
- *   │ N simulated nodes:          │──gRPC────▶│ curator ×3   │───────▶│ etcd │×3
- *   │  heartbeat worker (roleserve)│           │ (one leads)  │        │ raft │
- *   │  + CuratorConnection each   │           └──────────────┘        └──────┘
- *   │ owner: GetNodes, labels     │
- *   │ 10 watchers, 10 owner lists │
- *   └─────────────────────────────┘
+ *   │ N/K simulated nodes each:   │──gRPC────▶│ curator ×3   │───────▶│ etcd │×3
+ *   │ heartbeat worker (roleserve)│           │ (one leads)  │        │ raft │
+ *   │ + CuratorConnection each    │     ┌────▶└──────────────┘        └──────┘
+ *   └──────────────▲──────────────┘     │
+ *                  │ IPC                │
+ *   this process ──┘ enrols the nodes,  │
+ *     owner: GetNodes, labels ──────────┘
+ *     10 watchers, 10 owner lists
  *
  * One cluster grows through the sizes of the ladder up to `--nodes` (see
  * scale/scale-config.ts); at each size:
@@ -53,7 +55,7 @@ import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
 import { ListingOwners, ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
-import { SimulatedNodes } from "./scale/simulated-nodes";
+import { NodeHosts } from "./scale/node-hosts";
 
 /** What was measured at one size. */
 interface SizeResult {
@@ -131,7 +133,7 @@ async function measureSize(
   size: number,
   curators: Curators,
   owner: CuratorConnection,
-  sims: SimulatedNodes,
+  sims: NodeHosts,
   registered: RegisteredNode[],
   ids: Set<string>,
   etcd: Etcd3,
@@ -145,23 +147,22 @@ async function measureSize(
   for (const n of reg.nodes) ids.add(n.nodeId);
 
   progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
-  sims.add(reg.nodes);
+  await sims.add(reg.nodes);
   const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () =>
     curators.views(),
   );
-  progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
+  progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
   const before = await etcd.maintenance.status();
   const cpuBefore = leader.cpuMs();
   const started = performance.now();
-  sims.startRecording();
+  await sims.startRecording();
   await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
-  sims.stopRecording();
+  const latencies = await sims.stopRecording();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
   const after = await etcd.maintenance.status();
-  const latencies = sims.latencies;
 
   progress("(4) Watch(all) backlog and change fan-out");
   const backlog = await measureWatchBacklog(ctx, leader.address, registered[0], size + 1);
@@ -178,7 +179,9 @@ async function measureSize(
   const failover = await curators.killAndRespawn(leader, () =>
     untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () => curators.views()),
   );
-  progress(`    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`);
+  progress(
+    `    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
+  );
 
   leader = await curators.leader();
   progress(`(6) the same with ${scale.owners} owners listing every node each second`);
@@ -196,7 +199,7 @@ async function measureSize(
     await owners.stop();
   }
   progress(
-    `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${sims.describeLog()}`,
+    `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
   );
 
   return {
@@ -365,12 +368,12 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
     await cluster.stop();
     throw e;
   });
-  let sims: SimulatedNodes | undefined;
+  let sims: NodeHosts | undefined;
   const interrupted = () => {
     processes.killAll();
-    // The nodes first: left running, they keep dialling curators that are gone.
-    void (sims?.stop() ?? Promise.resolve())
-      .then(() => members.stop())
+    sims?.killAll();
+    void members
+      .stop()
       .then(() => cluster.stop())
       .finally(() => process.exit(130));
   };
@@ -387,7 +390,15 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
     );
     await curators.leader();
     owner = ownerConnection(cluster.caPem, cluster.owner, curators.addresses);
-    sims = new SimulatedNodes(cluster.caPem, curators.addresses, scale.heartbeatIntervalMs);
+    progress(`starting ${scale.hosts} node host processes`);
+    sims = new NodeHosts(
+      {
+        caPem: cluster.caPem,
+        curators: curators.addresses,
+        heartbeatIntervalMs: scale.heartbeatIntervalMs,
+      },
+      scale.hosts,
+    );
     const registered: RegisteredNode[] = [];
     const ids = new Set<string>();
     for (const size of scale.sizes) {
@@ -410,11 +421,7 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
   await writeReport("bench-scale.json", rows, console.log, {
     settings: scale,
     results,
-    simulatedNodeLog: {
-      errors: sims?.log.errors,
-      warnings: sims?.log.warnings,
-      firstError: sims?.log.firstError,
-    },
+    simulatedNodeLog: sims?.log,
   });
 }
 

@@ -3,7 +3,8 @@
  * largest cluster simulated; the simulator measures at every size of its
  * ladder below N too (1,000, 2,500, 5,000, 10,000), growing one cluster, so
  * that the report shows how each cost grows with the node count;
- * `--no-ladder` measures N alone.
+ * `--no-ladder` measures N alone; `--hosts K` runs the simulated nodes in K
+ * processes.
  */
 import { defaultHeartbeatIntervalMs } from "@metropolis/roleserve";
 
@@ -26,34 +27,62 @@ export interface ScaleConfig {
   readonly owners: number;
   /** The longest any "until every node is HEALTHY" may take before the simulator gives up. */
   readonly healthyTimeoutMs: number;
+  /**
+   * Processes the simulated nodes run in (see scale/node-hosts.ts).
+   * @default one per 1,250 nodes of the largest size
+   */
+  readonly hosts: number;
 }
 
 /** Bad command line. */
 export class ScaleUsageError extends Error {
   constructor(message: string) {
     super(
-      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] (default 1000; --no-ladder: N only)`,
+      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes)`,
     );
     this.name = new.target.name;
   }
 }
 
-/** Reads `--nodes N` (or `--nodes=N`) from `argv` (without node and script). */
+/** The integer value of flag `name` (`--name N` or `--name=N`) at `argv[i]`, and the next index. */
+function integerFlag(
+  argv: readonly string[],
+  i: number,
+  name: string,
+  min: number,
+  max: number,
+): { value: number; next: number } | undefined {
+  const arg = argv[i];
+  const inline = arg.startsWith(`--${name}=`);
+  if (arg !== `--${name}` && !inline) return undefined;
+  const text = inline ? arg.slice(name.length + 3) : argv[i + 1];
+  const n = Number(text);
+  if (text === undefined || !Number.isInteger(n) || n < min || n > max)
+    throw new ScaleUsageError(`--${name} must be an integer from ${min} to ${max}, not ${text}`);
+  return { value: n, next: inline ? i + 1 : i + 2 };
+}
+
+/** Reads the command line `argv` (without node and script). */
 export function scaleConfig(argv: readonly string[]): ScaleConfig {
   let nodes = 1000;
+  let hosts: number | undefined;
   let ladder = true;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === "--no-ladder") {
+  for (let i = 0; i < argv.length;) {
+    if (argv[i] === "--no-ladder") {
       ladder = false;
+      i++;
       continue;
     }
-    const text = arg === "--nodes" ? argv[++i] : arg.startsWith("--nodes=") ? arg.slice(8) : null;
-    if (text === null) throw new ScaleUsageError(`unknown argument ${JSON.stringify(arg)}`);
-    const n = Number(text);
-    if (text === undefined || !Number.isInteger(n) || n < 10 || n > 50_000)
-      throw new ScaleUsageError(`--nodes must be an integer from 10 to 50000, not ${text}`);
-    nodes = n;
+    const flag = integerFlag(argv, i, "nodes", 10, 50_000);
+    if (flag) {
+      nodes = flag.value;
+      i = flag.next;
+      continue;
+    }
+    const hostsFlag = integerFlag(argv, i, "hosts", 1, 64);
+    if (!hostsFlag) throw new ScaleUsageError(`unknown argument ${JSON.stringify(argv[i])}`);
+    hosts = hostsFlag.value;
+    i = hostsFlag.next;
   }
   return {
     sizes: ladder ? [...LADDER.filter((s) => s < nodes), nodes] : [nodes],
@@ -64,5 +93,6 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     changes: 20,
     owners: 10,
     healthyTimeoutMs: 180_000,
+    hosts: hosts ?? Math.ceil(nodes / 1250),
   };
 }

@@ -9,7 +9,8 @@
  *
  * The supervisor's log lines are counted, not written (thousands of nodes
  * each logging their restarts would measure the terminal); the first error
- * is kept for the report.
+ * is kept for the report. The simulator runs these in node host processes
+ * (scale/node-hosts.ts), each with its share of the nodes.
  */
 import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
 import { MemoryValue } from "@metropolis/event";
@@ -96,12 +97,6 @@ export class SimulatedNodes {
         { logger: this.log },
       ),
     );
-  }
-
-  /** What the nodes' supervisors logged so far, in a line. */
-  describeLog(): string {
-    const { errors, warnings, firstError } = this.log;
-    return `nodes logged ${errors} errors, ${warnings} warnings${firstError ? ` (first: ${firstError.slice(0, 300)})` : ""}`;
   }
 
   /** Records heartbeat latencies from now (clearing earlier ones) until `stopRecording`. */

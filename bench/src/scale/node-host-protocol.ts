@@ -1,0 +1,45 @@
+/**
+ * What the scale simulator and its node hosts (processes that each run a
+ * share of the simulated nodes, see fixtures/node-host.ts) say to each other
+ * over the IPC channel (`serialization: "advanced"`, so certificates and
+ * keys travel as bytes). Every request carries an `id` its answer repeats.
+ */
+import type { CuratorAddress } from "@metropolis/curator";
+import type { RegisteredNode } from "../curator/registration";
+
+/** A node host's settings: its one command-line argument, as JSON. */
+export interface NodeHostConfig {
+  caPem: string;
+  curators: CuratorAddress[];
+  heartbeatIntervalMs: number;
+}
+
+/** What the simulator asks a node host. */
+export type NodeHostCall =
+  | { type: "add"; nodes: RegisteredNode[] }
+  /** Start recording heartbeat latencies (dropping earlier ones). */
+  | { type: "startRecording" }
+  /** Stop recording; answered with the latencies recorded. */
+  | { type: "stopRecording" }
+  | { type: "log" }
+  /** Stop every node; answered once they are stopped (the host then exits). */
+  | { type: "stop" };
+
+/** A call as sent: with the `id` its answer repeats. */
+export type NodeHostRequest = NodeHostCall & { id: number };
+
+/** What the simulated nodes' supervisors logged: counted, not written. */
+export interface NodeHostLog {
+  errors: number;
+  warnings: number;
+  firstError: string | undefined;
+}
+
+/** A node host's answer to request `id`. */
+export interface NodeHostAnswer {
+  id: number;
+  latencies?: number[];
+  log?: NodeHostLog;
+  /** The request failed: why. */
+  error?: string;
+}

@@ -1,0 +1,142 @@
+/**
+ * The scale simulator's nodes, spread over node host processes (see
+ * fixtures/node-host.ts): one Node process hosting every simulated node's
+ * client saturates its one core at about 2,500 nodes on this machine while
+ * the curators sit idle, and then the simulator measures itself. Each host
+ * runs its share of the nodes exactly as scale/simulated-nodes.ts does; this
+ * class hands out the nodes round-robin and gathers what the hosts measured.
+ *
+ *   simulator ──IPC──▶ node host 1: nodes 0, k, 2k … ──mTLS gRPC──▶ curators
+ *             ──IPC──▶ node host 2: nodes 1, k+1 …
+ *
+ * Every host is stopped by its PID at the end (SIGKILL if it has not exited
+ * 10 s after being asked to stop), and exits by itself if the simulator dies.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import type { RegisteredNode } from "../curator/registration";
+import type {
+  NodeHostAnswer,
+  NodeHostCall,
+  NodeHostConfig,
+  NodeHostLog,
+  NodeHostRequest,
+} from "./node-host-protocol";
+
+/** A request a node host answered with an error, or did not answer. */
+export class NodeHostError extends Error {
+  constructor(pid: number | undefined, what: string, problem: string) {
+    super(`node host ${pid ?? "(not started)"}: ${what}: ${problem}`);
+    this.name = new.target.name;
+  }
+}
+
+/** One node host process. */
+class NodeHost {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, (a: NodeHostAnswer) => void>();
+  private nextId = 0;
+  readonly exited: Promise<void>;
+  size = 0;
+
+  constructor(config: NodeHostConfig) {
+    this.child = fork(join(__dirname, "..", "fixtures", "node-host.js"), [JSON.stringify(config)], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+      serialization: "advanced",
+    });
+    this.child.on("message", (a: NodeHostAnswer) => {
+      this.pending.get(a.id)?.(a);
+      this.pending.delete(a.id);
+    });
+    this.exited = new Promise((resolve) =>
+      this.child.once("exit", () => {
+        for (const [id, answer] of this.pending) answer({ id, error: "the process exited" });
+        this.pending.clear();
+        resolve();
+      }),
+    );
+  }
+
+  async ask(request: NodeHostCall): Promise<NodeHostAnswer> {
+    const id = this.nextId++;
+    const answer = new Promise<NodeHostAnswer>((resolve) => this.pending.set(id, resolve));
+    this.child.send({ ...request, id } satisfies NodeHostRequest);
+    const a = await answer;
+    if (a.error !== undefined) throw new NodeHostError(this.child.pid, request.type, a.error);
+    return a;
+  }
+
+  kill(): void {
+    if (this.child.exitCode === null && this.child.signalCode === null && this.child.pid)
+      process.kill(this.child.pid, "SIGKILL");
+  }
+
+  /** Asks the host to stop its nodes and exit; SIGKILL after 10 s. */
+  async stop(): Promise<void> {
+    const timer = setTimeout(() => this.kill(), 10_000);
+    await this.ask({ type: "stop" }).catch(() => this.kill());
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Simulated nodes spread over `hosts` processes; the same surface as SimulatedNodes. */
+export class NodeHosts {
+  private readonly hosts: NodeHost[];
+  private next = 0;
+  /** What the hosts' nodes logged, as of the last `describeLog()`. */
+  log: NodeHostLog = { errors: 0, warnings: 0, firstError: undefined };
+
+  constructor(config: NodeHostConfig, hosts: number) {
+    this.hosts = Array.from({ length: hosts }, () => new NodeHost(config));
+  }
+
+  get size(): number {
+    return this.hosts.reduce((sum, h) => sum + h.size, 0);
+  }
+
+  /** Starts `nodes`' heartbeat workers, spread round-robin over the hosts. */
+  async add(nodes: readonly RegisteredNode[]): Promise<void> {
+    const shares: RegisteredNode[][] = this.hosts.map(() => []);
+    for (const node of nodes) shares[this.next++ % this.hosts.length].push(node);
+    await Promise.all(
+      this.hosts.map(async (h, i) => {
+        if (shares[i].length === 0) return;
+        await h.ask({ type: "add", nodes: shares[i] });
+        h.size += shares[i].length;
+      }),
+    );
+  }
+
+  async startRecording(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.ask({ type: "startRecording" })));
+  }
+
+  /** Stops recording; resolves to every host's heartbeat answer latencies, in ms. */
+  async stopRecording(): Promise<number[]> {
+    const answers = await Promise.all(this.hosts.map((h) => h.ask({ type: "stopRecording" })));
+    return answers.flatMap((a) => a.latencies ?? []);
+  }
+
+  /** What the nodes' supervisors logged so far, in a line. */
+  async describeLog(): Promise<string> {
+    const logs = await Promise.all(this.hosts.map((h) => h.ask({ type: "log" })));
+    this.log = {
+      errors: logs.reduce((n, a) => n + (a.log?.errors ?? 0), 0),
+      warnings: logs.reduce((n, a) => n + (a.log?.warnings ?? 0), 0),
+      firstError: logs.find((a) => a.log?.firstError !== undefined)?.log?.firstError,
+    };
+    const { errors, warnings, firstError } = this.log;
+    return `nodes logged ${errors} errors, ${warnings} warnings${firstError ? ` (first: ${firstError.slice(0, 300)})` : ""}`;
+  }
+
+  /** SIGKILLs every host now (an interrupted run). */
+  killAll(): void {
+    for (const h of this.hosts) h.kill();
+  }
+
+  /** Stops every host's nodes and the hosts themselves. */
+  async stop(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.stop()));
+  }
+}
