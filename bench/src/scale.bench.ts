@@ -112,8 +112,9 @@ class Curators {
   async killAndRespawn<T>(victim: CuratorProcess, recovered: () => Promise<T>): Promise<T> {
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // Its profile first (see fixtures/curator-process.ts), then its end.
-      victim.kill("SIGUSR2");
-      await new Promise((r) => setTimeout(r, 3000));
+      this.ctx.progress(
+        `    ${victim.nodeId.slice(0, 20)}…'s CPU profile: ${await victim.profile()}`,
+      );
     }
     victim.kill("SIGKILL");
     await victim.exited;

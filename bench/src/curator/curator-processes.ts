@@ -43,6 +43,8 @@ export class CuratorProcess {
   readonly leader = new MemoryValue<Endpoint>(undefined);
   /** The last leader the child reported (for progress lines). */
   lastLeader: Endpoint;
+  /** Told the path of the next CPU profile the child writes (see {@link profile}). */
+  private profileWritten: ((path: string) => void) | undefined;
   readonly exited: Promise<void>;
   private readonly child: ChildProcess;
 
@@ -62,6 +64,10 @@ export class CuratorProcess {
       { stdio: ["ignore", "inherit", "inherit", "ipc"] },
     );
     this.child.on("message", (m: CuratorProcessMessage) => {
+      if ("profile" in m) {
+        this.profileWritten?.(m.profile);
+        return;
+      }
       this.lastLeader = m.leader ?? undefined;
       this.leader.set(this.lastLeader);
     });
@@ -115,6 +121,28 @@ export class CuratorProcess {
   /** Resolves once this curator knows who leads (itself or another). */
   async following(timeoutMs = 30_000): Promise<void> {
     await waitFor(this.leader, (l) => l !== undefined, AbortSignal.timeout(timeoutMs));
+  }
+
+  /**
+   * Has the child write its CPU profile (it must run with
+   * METROPOLIS_BENCH_PROFILE_DIR set); resolves to the file's path.
+   */
+  async profile(timeoutMs = 30_000): Promise<string> {
+    let timer: NodeJS.Timeout | undefined;
+    const written = new Promise<string>((resolve, reject) => {
+      this.profileWritten = resolve;
+      timer = setTimeout(
+        () => reject(new Error(`curator ${this.nodeId} wrote no profile within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+    });
+    this.kill("SIGUSR2");
+    try {
+      return await written;
+    } finally {
+      clearTimeout(timer);
+      this.profileWritten = undefined;
+    }
   }
 
   kill(signal: NodeJS.Signals): void {

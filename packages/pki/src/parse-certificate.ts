@@ -65,6 +65,37 @@ interface PeculiarFields {
   keyUsage: readonly KeyUsageName[];
 }
 
+/**
+ * Decodes `der` with one of the two parsers (`decode`) and reads fields of the
+ * result (`read`); a failure of either is a CertificateParseError saying
+ * which step failed (an InvalidKeyError from reading goes through as it is).
+ */
+function decodeDer<C, T>(
+  der: Buffer,
+  decode: (der: Buffer) => C,
+  subjectOf: (cert: C) => string,
+  read: (cert: C) => T,
+): T {
+  let cert: C;
+  try {
+    cert = decode(der);
+  } catch (cause) {
+    throw new CertificateParseError(
+      `not a valid DER X.509 certificate (${der.length} bytes): ${describeCause(cause)}`,
+      { cause },
+    );
+  }
+  try {
+    return read(cert);
+  } catch (cause) {
+    if (cause instanceof InvalidKeyError) throw cause;
+    throw new CertificateParseError(
+      `X.509 certificate ${subjectOf(cert)} has malformed fields: ${describeCause(cause)}`,
+      { cause },
+    );
+  }
+}
+
 /** An Ed25519 X.509 certificate and the fields Metropolis looks at. */
 export class ParsedCertificate {
   /** The certificate's DER encoding, exactly as stored and sent. */
@@ -124,57 +155,35 @@ export class ParsedCertificate {
   }
 
   private peculiar(): PeculiarFields {
-    if (this.#peculiar) return this.#peculiar;
-    let cert: x509.X509Certificate;
-    try {
-      cert = new x509.X509Certificate(this.der);
-    } catch (cause) {
-      throw new CertificateParseError(
-        `not a valid DER X.509 certificate (${this.der.length} bytes): ${describeCause(cause)}`,
-        { cause },
-      );
-    }
-    try {
-      const names = cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? [];
-      const usageBits = cert.getExtension(x509.KeyUsagesExtension)?.usages ?? 0;
-      this.#peculiar = {
-        subject: cert.subject,
-        issuer: cert.issuer,
-        dnsNames: names.filter((name) => name.type === "dns").map((name) => name.value),
-        ipAddresses: names.filter((name) => name.type === "ip").map((name) => name.value),
-        keyUsage: KEY_USAGE_FLAGS.filter(([, bit]) => (usageBits & bit) !== 0).map(
-          ([name]) => name,
-        ),
-      };
-    } catch (cause) {
-      throw new CertificateParseError(
-        `X.509 certificate ${cert.subject} has malformed fields: ${describeCause(cause)}`,
-        { cause },
-      );
-    }
+    this.#peculiar ??= decodeDer(
+      this.der,
+      (der) => new x509.X509Certificate(der),
+      (cert) => cert.subject,
+      (cert) => {
+        const names = cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? [];
+        const usageBits = cert.getExtension(x509.KeyUsagesExtension)?.usages ?? 0;
+        return {
+          subject: cert.subject,
+          issuer: cert.issuer,
+          dnsNames: names.filter((name) => name.type === "dns").map((name) => name.value),
+          ipAddresses: names.filter((name) => name.type === "ip").map((name) => name.value),
+          keyUsage: KEY_USAGE_FLAGS.filter(([, bit]) => (usageBits & bit) !== 0).map(
+            ([name]) => name,
+          ),
+        };
+      },
+    );
     return this.#peculiar;
   }
 
   /** @internal Parses DER; see {@link parseCertificate} for the public entry point. */
   static fromDer(der: Buffer): ParsedCertificate {
-    let node: NodeX509Certificate;
-    try {
-      node = new NodeX509Certificate(der);
-    } catch (cause) {
-      throw new CertificateParseError(
-        `not a valid DER X.509 certificate (${der.length} bytes): ${describeCause(cause)}`,
-        { cause },
-      );
-    }
-    try {
-      return new ParsedCertificate(der, node);
-    } catch (cause) {
-      if (cause instanceof InvalidKeyError) throw cause;
-      throw new CertificateParseError(
-        `X.509 certificate ${node.subject.replace(/\n/g, ", ")} has malformed fields: ${describeCause(cause)}`,
-        { cause },
-      );
-    }
+    return decodeDer(
+      der,
+      (bytes) => new NodeX509Certificate(bytes),
+      (node) => node.subject.replace(/\n/g, ", "),
+      (node) => new ParsedCertificate(der, node),
+    );
   }
 
   /**
