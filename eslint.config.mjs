@@ -35,14 +35,14 @@ export default tseslint.config(
     // Type-aware rules: they catch real bugs (a promise nobody awaits, an
     // async callback where a void one is expected, an assertion that hides
     // nothing). Each .ts file is checked with the tsconfig that owns it.
-    files: ["**/*.ts"],
+    files: ["**/*.ts", "**/*.tsx"],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     plugins: { "import-x": importX },
     settings: {
-      "import-x/extensions": [".ts", ".js"],
-      "import-x/resolver": { node: { extensions: [".ts", ".js"] } },
+      "import-x/extensions": [".ts", ".tsx", ".js"],
+      "import-x/resolver": { node: { extensions: [".ts", ".tsx", ".js"] } },
     },
     rules: {
       "@typescript-eslint/no-floating-promises": "error",

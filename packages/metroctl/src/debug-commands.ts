@@ -14,6 +14,7 @@ import { formatEndpoint } from "./endpoints";
 import { parseCount, parsePortFlag } from "./flag-values";
 import { writeLine } from "./io";
 import { nodeEndpoint } from "./node-endpoint";
+import type { ObservedReport } from "./observe/observer-protocol";
 import { outputFormatOption, writeJson, type OutputFormat } from "./output";
 import { buildSupervisionTree, renderSupervisionTree } from "./supervision-tree";
 
@@ -243,8 +244,8 @@ export function formatReport(r: api.SupervisorReport): string {
   return `${time} ${kind} ${r.dn}${detail ? " " + detail : ""}${dropped ? " " + dropped.trim() : ""}`;
 }
 
-/** A report as `reports -o json` prints it: one JSON object per line. */
-function reportJson(r: api.SupervisorReport): Record<string, unknown> {
+/** A report as `reports -o json` prints it (one JSON object per line) and the observer sends it. */
+export function reportJson(r: api.SupervisorReport): ObservedReport {
   return {
     seq: r.seq,
     time: r.time ? r.time.toISOString() : null,
@@ -300,7 +301,8 @@ export async function nodeReports(
   }
 }
 
-const debugPortOption = (define: ReturnType<DefineCommand>) =>
+/** Adds `--debug-port` to a command that dials nodes. */
+export const debugPortOption = (define: ReturnType<DefineCommand>) =>
   define.option(
     "--debug-port <port>",
     `port of the node's Debug service (default ${defaultDebugPort})`,

@@ -14,7 +14,8 @@ import { parseLabelChanges, parseNodeId, parseOnOff } from "./flag-values";
 import { writeLine } from "./io";
 import { addListingOptions, listNodesWith, type ListingOptions } from "./nodes-command";
 
-const byId = (id: string) => ({ $case: "id" as const, id });
+/** A request's `node` naming node `id`. */
+export const byId = (id: string) => ({ $case: "id" as const, id });
 
 /** `approve ID` */
 export async function approveNode(ctx: CommandContext, id: string): Promise<void> {
@@ -51,6 +52,42 @@ export interface SetRoleOptions {
   worker?: string;
 }
 
+/** Roles to give (true) or take away (false); an unset role stays as it is. */
+export interface RoleChanges {
+  consensus?: boolean;
+  controller?: boolean;
+  worker?: boolean;
+}
+
+/**
+ * The UpdateNodeRoles request of `changes` for node `id`.
+ * @throws UsageError when it changes nothing
+ */
+export function rolesRequest(id: string, changes: RoleChanges): api.UpdateNodeRolesRequest {
+  const req: api.UpdateNodeRolesRequest = {
+    node: byId(id),
+    consensusMember: changes.consensus,
+    kubernetesController: changes.controller,
+    kubernetesWorker: changes.worker,
+  };
+  if (
+    req.consensusMember === undefined &&
+    req.kubernetesController === undefined &&
+    req.kubernetesWorker === undefined
+  ) {
+    throw new UsageError("give at least one of --consensus, --controller, --worker (on or off)");
+  }
+  return req;
+}
+
+/** What `changes` does, in words: `consensus on, worker off`. */
+export function describeRoleChanges(changes: RoleChanges): string {
+  return (["consensus", "controller", "worker"] as const)
+    .filter((role) => changes[role] !== undefined)
+    .map((role) => `${role} ${changes[role] ? "on" : "off"}`)
+    .join(", ");
+}
+
 /** `set-role ID --consensus on|off --controller on|off --worker on|off` */
 export async function setRole(
   ctx: CommandContext,
@@ -60,28 +97,14 @@ export async function setRole(
   parseNodeId(id);
   const flag = (value: string | undefined, name: string) =>
     value === undefined ? undefined : parseOnOff(value, name);
-  const req: api.UpdateNodeRolesRequest = {
-    node: byId(id),
-    consensusMember: flag(opts.consensus, "--consensus"),
-    kubernetesController: flag(opts.controller, "--controller"),
-    kubernetesWorker: flag(opts.worker, "--worker"),
+  const changes: RoleChanges = {
+    consensus: flag(opts.consensus, "--consensus"),
+    controller: flag(opts.controller, "--controller"),
+    worker: flag(opts.worker, "--worker"),
   };
-  if (
-    req.consensusMember === undefined &&
-    req.kubernetesController === undefined &&
-    req.kubernetesWorker === undefined
-  ) {
-    throw new UsageError("give at least one of --consensus, --controller, --worker (on or off)");
-  }
+  const req = rolesRequest(id, changes);
   await withOwnerSession(ctx, (session) => session.updateNodeRoles(req));
-  const changes = [
-    ["consensus", req.consensusMember],
-    ["controller", req.kubernetesController],
-    ["worker", req.kubernetesWorker],
-  ]
-    .filter(([, on]) => on !== undefined)
-    .map(([role, on]) => `${role} ${on ? "on" : "off"}`);
-  writeLine(ctx.io.stdout, `node ${id}: ${changes.join(", ")}`);
+  writeLine(ctx.io.stdout, `node ${id}: ${describeRoleChanges(changes)}`);
 }
 
 /** `label ID k=v|k- …` */

@@ -7,7 +7,6 @@
  *
  * Exit codes: 0 success (and --help), 1 failure, 130 interrupted.
  */
-import { status, type ServiceError } from "@grpc/grpc-js";
 import { Command, CommanderError } from "commander";
 import { registerClusterInfoCommand } from "./cluster-info";
 import { registerClusterConfigureCommand } from "./cluster-configure";
@@ -15,13 +14,8 @@ import { registerCompletionCommand } from "./completion";
 import { defaultDialTimeoutMs } from "./command-context";
 import { registerDebugCommands } from "./debug-commands";
 import { commandDefiner, type RunOutcome } from "./define-command";
-import {
-  CommandFailedError,
-  describeError,
-  errorName,
-  InterruptedError,
-  MetroctlError,
-} from "./errors";
+import { CommandFailedError } from "./errors";
+import { describeFailure } from "./failure-message";
 import { writeLine, type MetroctlIo } from "./io";
 import { registerMetricsCommand } from "./metrics-command";
 import { registerNodeManagementCommands } from "./node-management-commands";
@@ -30,6 +24,7 @@ import { registerNodeDescribeCommand } from "./node-describe";
 import { registerParamsCommands } from "./node-params";
 import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
 import { registerNodesCommand } from "./nodes-command";
+import { registerObserveCommand } from "./observe/observe-command";
 import { registerTakeOwnershipCommand } from "./take-ownership";
 import { registerWaitCommand } from "./wait-command";
 
@@ -70,34 +65,8 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerCompletionCommand(define, () => program);
   registerMetricsCommand(define);
   registerNodeManagementCommands(define);
+  registerObserveCommand(define);
   return program;
-}
-
-const isServiceError = (e: unknown): e is ServiceError =>
-  typeof e === "object" &&
-  e !== null &&
-  typeof (e as ServiceError).code === "number" &&
-  typeof (e as ServiceError).details === "string";
-
-const isAbort = (e: unknown) =>
-  e instanceof InterruptedError ||
-  errorName(e) === "AbortError" ||
-  (isServiceError(e) && e.code === status.CANCELLED);
-
-/** The one-line message and exit code of a command's failure. */
-function describeFailure(e: unknown, signal: AbortSignal | undefined): [string, number] {
-  if (signal?.aborted && (isAbort(e) || e === signal.reason)) {
-    const interrupted = new InterruptedError();
-    return [interrupted.message, interrupted.exitCode];
-  }
-  if (e instanceof CommanderError) return [e.message.replace(/^error: /, ""), e.exitCode || 1];
-  if (e instanceof MetroctlError) return [e.message, e.exitCode];
-  if (isServiceError(e)) {
-    // grpc-js appends an empty "Resolution note:" to connection failures.
-    const details = e.details.replace(/\s*Resolution note:\s*$/, "");
-    return [`${status[e.code] ?? e.code}: ${details}`, 1];
-  }
-  return [describeError(e), 1];
 }
 
 const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ").trim();
