@@ -39,9 +39,7 @@ test("1,000 nodes: windowed, scrollable, live, with a confirmed action", async (
   await page.goto(server.url);
   const started = Date.now();
   backend.clusterChannel.push({ nodes, leaderId: fakeNodeId(0) });
-  await page.waitForFunction(
-    () => document.querySelector("[data-testid=node-count]")?.textContent === "1000",
-  );
+  await page.locator("[data-testid=node-count]", { hasText: /^1000$/ }).waitFor();
   await page.locator(row(fakeNodeId(0))).waitFor();
   const firstRenderMs = Date.now() - started;
   const rowsInDom = await page.locator("[data-testid=node-list] [data-node-id]").count();
