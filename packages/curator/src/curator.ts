@@ -18,9 +18,9 @@
  * Guarantees: the run is healthy once it knows the leader (itself or
  * another); a leader announces itself (`leader`) only once it serves, so
  * clients told of it find it answering; a follower keeps its listener across
- * changes of the election until it leads; the listener is rebuilt on the
- * same port when the follower becomes leader, binding only once the
- * follower's server has shut down.
+ * changes of the election until it leads; when it leads, the leader's
+ * server takes over the same listening socket once the follower's server has
+ * shut down (connections arriving in between wait for it: listener.ts).
  */
 import type { ServerCredentials } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
@@ -127,7 +127,7 @@ export class Curator {
       await this.lead(run);
     } finally {
       this.leader.set(undefined);
-      await candidacy.resign();
+      await Promise.all([candidacy.resign(), listener.close()]);
     }
   };
 
