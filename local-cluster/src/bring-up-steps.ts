@@ -68,10 +68,11 @@ export async function bootstrapFirstNode(cluster: LocalCluster): Promise<void> {
 }
 
 /**
- * Registers node number `nodes.length + 1`, approves it, and waits until it
- * is UP and HEALTHY. A node whose registration fails is stopped.
+ * Registers node number `nodes.length + 1` and waits until the cluster
+ * lists it as NEW, waiting for the owner's approval; the node joins
+ * `cluster.nodes`. A node whose registration fails is stopped.
  */
-export async function registerNode(cluster: LocalCluster): Promise<ClusterNode> {
+export async function enrolNode(cluster: LocalCluster): Promise<ClusterNode> {
   const node = cluster.newNode(cluster.nodes.length + 1);
   await removeNodeRoot(node.root);
   const params = await cluster.paramsPath(node);
@@ -97,6 +98,15 @@ export async function registerNode(cluster: LocalCluster): Promise<ClusterNode> 
     `${node.name} registered as ${node.id}: NEW ${seconds(performance.now() - started)} after start`,
     performance.now() - started,
   );
+  return node;
+}
+
+/**
+ * Registers node number `nodes.length + 1`, approves it, and waits until it
+ * is UP and HEALTHY. A node whose registration fails is stopped.
+ */
+export async function registerNode(cluster: LocalCluster): Promise<ClusterNode> {
+  const node = await enrolNode(cluster);
   await cluster.metroctlOk(["approve", node.id]);
   await cluster.timed(
     (ms) => `${node.name} UP and HEALTHY after approval in ${seconds(ms)}`,

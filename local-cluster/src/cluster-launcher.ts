@@ -32,6 +32,7 @@ import { rebootExitStatus, type NodeConfigFile } from "@metropolis/node";
 import {
   bootstrapFirstNode,
   coldStartNodes,
+  enrolNode,
   registerNode,
   rejoined,
   seconds,
@@ -374,6 +375,14 @@ export class LocalCluster {
   record(step: string, ms: number): void {
     this.timings.push({ step, ms });
     this.log(step);
+  }
+
+  /**
+   * Registers node number `nodes.length + 1` and waits until it is NEW; the
+   * owner approves it (or not) afterwards.
+   */
+  enrolNode(): Promise<ClusterNode> {
+    return enrolNode(this);
   }
 
   /** Registers node number `nodes.length + 1`, approves it, and waits until it is UP and HEALTHY. */
