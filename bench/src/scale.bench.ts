@@ -38,7 +38,8 @@
  * count, reports/bench-scale.png. Every process is stopped by PID at the end;
  * a watchdog ends the run if it takes far longer than expected.
  */
-import { writeFile } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Etcd3 } from "etcd3";
@@ -399,6 +400,7 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
         heartbeatIntervalMs: scale.heartbeatIntervalMs,
       },
       scale.hosts,
+      await mkdtemp(join(tmpdir(), "bench-scale-nodes-")),
     );
     const registered: RegisteredNode[] = [];
     const ids = new Set<string>();

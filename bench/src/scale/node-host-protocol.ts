@@ -12,6 +12,10 @@ export interface NodeHostConfig {
   caPem: string;
   curators: CuratorAddress[];
   heartbeatIntervalMs: number;
+  /** Where the host's nodes keep their files (see SimulatedNodes). */
+  stateDir: string;
+  /** The first two octets of the addresses its nodes report, unique per host. */
+  addressPrefix: string;
 }
 
 /** What the simulator asks a node host. */

@@ -13,6 +13,7 @@
  * 10 s after being asked to stop), and exits by itself if the simulator dies.
  */
 import { fork, type ChildProcess } from "node:child_process";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { RegisteredNode } from "../curator/registration";
 import type {
@@ -87,8 +88,22 @@ export class NodeHosts {
   /** What the hosts' nodes logged, as of the last `describeLog()`. */
   log: NodeHostLog = { errors: 0, warnings: 0, firstError: undefined };
 
-  constructor(config: NodeHostConfig, hosts: number) {
-    this.hosts = Array.from({ length: hosts }, () => new NodeHost(config));
+  /** Starts `hosts` hosts; host `i` keeps its nodes' files under `stateDir/host-i`. */
+  constructor(
+    config: Omit<NodeHostConfig, "stateDir" | "addressPrefix">,
+    hosts: number,
+    private readonly stateDir: string,
+  ) {
+    this.hosts = Array.from(
+      { length: hosts },
+      (_, i) =>
+        new NodeHost({
+          ...config,
+          stateDir: join(stateDir, `host-${i}`),
+          // 127.100.0.0/16 on: clear of the curators' and the bench cluster's addresses.
+          addressPrefix: `127.${100 + i}`,
+        }),
+    );
   }
 
   get size(): number {
@@ -135,8 +150,9 @@ export class NodeHosts {
     for (const h of this.hosts) h.kill();
   }
 
-  /** Stops every host's nodes and the hosts themselves. */
+  /** Stops every host's nodes and the hosts themselves, and removes the nodes' files. */
   async stop(): Promise<void> {
     await Promise.all(this.hosts.map((h) => h.stop()));
+    await rm(this.stateDir, { recursive: true, force: true });
   }
 }

@@ -1,23 +1,34 @@
 /**
- * The scale simulator's nodes: many enrolled nodes in this one process, each
- * running what a real node runs to stay HEALTHY — the roleserver's own
- * heartbeat worker, on its own `CuratorConnection` (its own identity, its own
- * TLS connection, the node's leader discovery and retries) under a
- * supervisor, so that a failed stream is restarted with the supervisor's
- * jittered backoff exactly as on a node. Nothing here is a stand-in for the
- * node's client: a bottleneck found here is fixed in roleserve or curator.
+ * The scale simulator's nodes: many enrolled nodes in one process, each
+ * running what a real node runs against its cluster — the roleserver's own
+ * workers on its own `CuratorConnection` (its own identity, its own TLS
+ * connections, the node's leader discovery and retries) under a supervisor:
+ *
+ * - heartbeat: the heartbeat stream at the production interval;
+ * - statuspush: its status (a unique loopback address) at start and on change;
+ * - rolefetch: a Watch of itself, its roles persisted to a file of its own.
+ *
+ * A failed worker is restarted with the supervisor's jittered backoff
+ * exactly as on a node. Nothing here is a stand-in for the node's client: a
+ * bottleneck found here is fixed in roleserve or curator. Not run: the
+ * directory worker (a Watch of every node, per node) and the revocation
+ * worker (curator README, "Cost model", says why).
  *
  * The supervisor's log lines are counted, not written (thousands of nodes
  * each logging their restarts would measure the terminal); the first error
  * is kept for the report. The simulator runs these in node host processes
  * (scale/node-hosts.ts), each with its share of the nodes.
  */
+import { join } from "node:path";
 import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
-import { MemoryValue } from "@metropolis/event";
+import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
+import { common } from "@metropolis/proto";
 import {
   heartbeatRestartBackoff,
   heartbeatWorker,
-  type CuratorConnectionValue,
+  roleFetchWorker,
+  RoleserveValues,
+  statusPushWorker,
 } from "@metropolis/roleserve";
 import { supervise, type Logger, type Runnable, type Supervisor } from "@metropolis/supervisor";
 import type { RegisteredNode } from "../curator/registration";
@@ -49,48 +60,70 @@ export class SimulatedNodes {
   private readonly connections: CuratorConnection[] = [];
   /** One supervision tree per batch added (a runnable starts its children before it is healthy). */
   private readonly supervisors: Supervisor[] = [];
+  /** Nodes added so far (numbers their addresses). */
   private count = 0;
 
+  /**
+   * @param stateDir where each node keeps its roles file (a directory per node)
+   * @param addressPrefix the first two octets of the nodes' addresses: node
+   *   `i` of this process reports `prefix.(i / 256).(i % 256)`, unique in the cluster
+   */
   constructor(
     private readonly caPem: string,
     private readonly curators: readonly CuratorAddress[],
     private readonly heartbeatIntervalMs: number,
+    private readonly stateDir: string,
+    private readonly addressPrefix: string,
   ) {}
 
-  get size(): number {
-    return this.count;
-  }
-
-  /** Starts the heartbeat worker of each of `nodes`, under a new supervision tree. */
-  add(nodes: readonly RegisteredNode[]): void {
-    const workers: Record<string, Runnable> = {};
+  /** Starts the workers of each of `nodes`, under a new supervision tree. */
+  async add(nodes: readonly RegisteredNode[]): Promise<void> {
+    const workers: Record<string, Record<string, Runnable>> = {};
     for (const node of nodes) {
+      const i = this.count++;
       const connection = new CuratorConnection({
         endpoints: this.curators,
         ca: this.caPem,
         identity: { cert: node.tls.cert, key: node.tls.key },
       });
       this.connections.push(connection);
-      const value = new MemoryValue<CuratorConnectionValue>({
-        credentials: node.credentials,
-        connection,
-      });
-      workers[`n${this.count++}`] = heartbeatWorker(
-        { curatorConnection: value },
-        {
+      const values = new RoleserveValues();
+      values.curatorConnection.set({ credentials: node.credentials, connection });
+      values.localControlPlane.set(undefined); // a node without the consensus role
+      const storage = place(
+        dir({ roles: file("roles.pb", { codec: protobufCodec(common.NodeRoles) }) }),
+        join(this.stateDir, node.nodeId),
+      );
+      await storage.mkdirAll();
+      workers[`n${i}`] = {
+        heartbeat: heartbeatWorker(values, {
           intervalMs: this.heartbeatIntervalMs,
           onAnswered: (ms) => {
             if (this.recording) this.latencies.push(ms);
           },
-        },
-      );
+        }),
+        statuspush: statusPushWorker(values, {
+          address: `${this.addressPrefix}.${(i >> 8) & 255}.${i & 255}`,
+          version: "scale-simulator",
+          bootId: node.nodeId,
+        }),
+        rolefetch: roleFetchWorker(values, { roles: storage.roles }),
+      };
     }
+    // Restarted as the roleserver restarts a node's workers.
+    const backoff = heartbeatRestartBackoff(this.heartbeatIntervalMs);
     this.supervisors.push(
       supervise(
         async (ctx) => {
-          // Restarted as the roleserver restarts a node's heartbeat worker.
-          const backoff = heartbeatRestartBackoff(this.heartbeatIntervalMs);
-          for (const [name, worker] of Object.entries(workers)) ctx.run(name, worker, { backoff });
+          for (const [name, node] of Object.entries(workers)) {
+            ctx.run(name, async (nodeCtx) => {
+              nodeCtx.run("heartbeat", node.heartbeat, { backoff });
+              nodeCtx.run("statuspush", node.statuspush);
+              nodeCtx.run("rolefetch", node.rolefetch);
+              nodeCtx.healthy();
+              await nodeCtx.untilAborted();
+            });
+          }
           ctx.healthy();
           await ctx.untilAborted();
         },

@@ -10,7 +10,9 @@
  * failing when its flag flips and being restarted by the supervisor.
  */
 export { Roleserver, type RoleserverConfig } from "./roleserver";
-export type { CuratorConnectionValue, LocalControlPlane } from "./values";
+export { RoleserveValues, type CuratorConnectionValue, type LocalControlPlane } from "./values";
+export { roleFetchWorker, type RoleFetchOptions } from "./rolefetch";
+export { statusPushWorker, type StatusPushOptions } from "./statuspush";
 export {
   defaultHeartbeatIntervalMs,
   heartbeatRestartBackoff,
