@@ -4,22 +4,9 @@
  */
 import type { api, common } from "@metropolis/proto";
 import { nodeHealthName, nodeStateName } from "./flag-values";
+import type { NodeDescription, NodeView } from "./node-fields";
 
-/** One row of `metroctl nodes`. */
-export interface NodeView {
-  id: string;
-  /** The address the node reported; null before its first status. */
-  address: string | null;
-  /** NEW, STANDBY, UP or DECOMMISSIONED. */
-  state: string;
-  /** Held roles: consensus, controller, worker. */
-  roles: string[];
-  /** UNKNOWN, HEALTHY or HEARTBEAT_TIMEOUT, as the curator leader sees it. */
-  health: string;
-  /** Seconds since the leader's last heartbeat from the node; null if it never heard one. */
-  heartbeatAgeSeconds: number | null;
-  labels: Record<string, string>;
-}
+export type { NodeDescription, NodeView } from "./node-fields";
 
 /** The operator's names of the roles, as `set-role` takes them. */
 export function roleNames(roles: common.NodeRoles | undefined): string[] {
@@ -43,37 +30,6 @@ export function nodeView(node: api.Node): NodeView {
         ? null
         : Math.round(node.timeSinceHeartbeatMs / 100) / 10,
     labels: Object.fromEntries(node.labels),
-  };
-}
-
-/**
- * Everything metroctl knows about a node: the {@link NodeView} and what the
- * node last reported, its consensus membership and its curator. This is
- * what `node describe` prints and what `--filter` expressions see as `node`.
- */
-export interface NodeDescription extends NodeView {
-  /** Version of the node software, from its last status; null before the first. */
-  version: string | null;
-  /** Identifier of the node's current boot, from its last status; null before the first. */
-  bootId: string | null;
-  /** When the node produced its last status (ISO 8601); null if unknown. */
-  statusTime: string | null;
-  consensus: {
-    /** The node holds the consensus member role (runs an etcd member and a curator). */
-    member: boolean;
-    /**
-     * Whether its etcd member votes or is still a learner: always null, because the
-     * Management API does not expose etcd membership (GetNodes only has the role).
-     */
-    voter: null;
-  };
-  curator: {
-    /** The node reported a running curator. */
-    running: boolean;
-    /** The curator's port at `address`; null when none runs. */
-    port: number | null;
-    /** The node's curator is the leader metroctl talked to. */
-    leader: boolean;
   };
 }
 

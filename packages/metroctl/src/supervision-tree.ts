@@ -5,27 +5,10 @@
  * when a node does not come up.
  */
 import { api } from "@metropolis/proto";
+import type { SupervisionTreeNode } from "./node-fields";
 import { renderTable } from "./output";
 
-/** One runnable of the tree, as `tree -o json` prints it. */
-export interface SupervisionTreeNode {
-  /** Full DN. */
-  dn: string;
-  /** Last part of the DN. */
-  name: string;
-  /** NEW, HEALTHY, DONE, DEAD or CANCELED. */
-  state: string;
-  restarts: number;
-  /** When it entered its state (ISO 8601), if known. */
-  since: string | null;
-  /** Message of its last failure, if it ever failed. */
-  lastError: string | null;
-  /** Milliseconds until its scheduled restart, if one is scheduled. */
-  nextRestartInMs: number | null;
-  /** True when it failed too often and will not be restarted. */
-  givenUp: boolean;
-  children: SupervisionTreeNode[];
-}
+export type { SupervisionTreeNode } from "./node-fields";
 
 const parentDn = (dn: string) => {
   const dot = dn.lastIndexOf(".");

@@ -2,33 +2,18 @@
  * The observer's wire format: what its HTTP server sends the page (as
  * server-sent events) and what the page sends back (actions). Shared by the
  * server (packages/metroctl/src/observe) and the page (observer-ui), so it
- * is plain types with no imports: the page's build must not pull in Node.
+ * is plain types, importing only the import-free node-fields.ts: the
+ * page's build must not pull in Node.
  */
+import type { NodeDescription, SupervisionTreeNode } from "../node-fields";
 
-/** One node as the cluster view shows it (metroctl's NodeDescription, plus when its heartbeat came). */
-export interface ObservedNode {
-  id: string;
-  /** The address the node reported; null before its first status. */
-  address: string | null;
-  /** NEW, STANDBY, UP or DECOMMISSIONED. */
-  state: string;
-  /** Held roles: consensus, controller, worker. */
-  roles: string[];
-  /** UNKNOWN, HEALTHY or HEARTBEAT_TIMEOUT, as the curator leader sees it. */
-  health: string;
-  /** Seconds since the leader's last heartbeat from the node, when the server asked; null if none. */
-  heartbeatAgeSeconds: number | null;
+/** One node as the cluster view shows it: metroctl's NodeDescription, and when its heartbeat came. */
+export interface ObservedNode extends NodeDescription {
   /**
    * When the leader last heard a heartbeat from the node, in the server's
    * clock (ms since the epoch); null if never. The page ages it itself.
    */
   heartbeatAt: number | null;
-  labels: Record<string, string>;
-  version: string | null;
-  bootId: string | null;
-  statusTime: string | null;
-  consensus: { member: boolean; voter: null };
-  curator: { running: boolean; port: number | null; leader: boolean };
 }
 
 /** `snapshot` event of the cluster stream: everything, sent first. */
@@ -51,19 +36,7 @@ export interface ClusterDelta {
 }
 
 /** One runnable of a node's supervision tree (metroctl's `tree -o json`). */
-export interface ObservedRunnable {
-  dn: string;
-  name: string;
-  /** NEW, HEALTHY, DONE, DEAD or CANCELED. */
-  state: string;
-  restarts: number;
-  since: string | null;
-  lastError: string | null;
-  /** Milliseconds until its scheduled restart, when the tree was received; null if none. */
-  nextRestartInMs: number | null;
-  givenUp: boolean;
-  children: ObservedRunnable[];
-}
+export type ObservedRunnable = SupervisionTreeNode;
 
 /** `tree` event of a node's tree stream: the whole tree after a change. */
 export interface TreeSnapshot {
