@@ -21,7 +21,7 @@ import { status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
-import { abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
+import { abortable, abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
@@ -68,6 +68,14 @@ export class NoLeaderError extends Error {
       `no curator leader found through ${endpoints.map(formatCuratorAddress).join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
+    this.name = new.target.name;
+  }
+}
+
+/** The search for the leader was ended by CuratorConnection.close(). */
+export class CuratorConnectionClosedError extends Error {
+  constructor() {
+    super("the curator connection was closed while it looked for the leader");
     this.name = new.target.name;
   }
 }
@@ -150,6 +158,10 @@ export class CuratorConnection {
   private readonly channelOptions: ClientOptions;
   private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
+  /** The search for the leader under way, shared by its callers (see leaderClients). */
+  private search: Promise<LeaderClients> | undefined;
+  /** Aborted by close(): ends the search under way, which no caller may wait for any more. */
+  private closing = new AbortController();
   /** The leader last given up (its call failed), until another is found. */
   private failedLeader: CuratorEndpoint | undefined;
   /**
@@ -242,15 +254,42 @@ export class CuratorConnection {
     return (await this.leaderClients(Date.now() + timeoutMs)).endpoint;
   }
 
+  /**
+   * Closes every connection (a search for the leader under way ends with
+   * CuratorConnectionClosedError). A later call connects anew.
+   */
   close(): void {
+    this.closing.abort(new CuratorConnectionClosedError());
+    this.closing = new AbortController();
     this.dropLeader();
     for (const local of this.locals.values()) local.close();
     this.locals.clear();
   }
 
+  /**
+   * The current leader's clients, found if need be. One search at a time,
+   * shared by every caller: a node's workers all start (and all lose the
+   * leader) at once, and each searching on its own multiplied a cluster's
+   * questions to the curators, and its connections to the leader, by the
+   * workers per node (seen in the scale simulator).
+   */
   private async leaderClients(deadline: number, signal?: AbortSignal): Promise<LeaderClients> {
-    if (this.current) return this.current;
-    const endpoint = await this.findLeader(deadline, signal);
+    for (;;) {
+      if (this.current) return this.current;
+      this.search ??= this.connectLeader(deadline).finally(() => (this.search = undefined));
+      try {
+        return await (signal ? abortable(this.search, signal) : this.search);
+      } catch (e) {
+        signal?.throwIfAborted();
+        // The search ran to an earlier caller's deadline: this caller's is later.
+        if (Date.now() >= deadline || e instanceof CuratorConnectionClosedError) throw e;
+      }
+    }
+  }
+
+  /** Finds the leader (until `deadline`, or until closed) and makes its clients current. */
+  private async connectLeader(deadline: number): Promise<LeaderClients> {
+    const endpoint = await this.findLeader(deadline, this.closing.signal);
     this.failedLeader = undefined;
     const address = formatCuratorAddress(endpoint);
     if (!this.endpoints.some((e) => sameAddress(e, endpoint))) this.endpoints.push(endpoint);

@@ -17,6 +17,7 @@
 export { Curator, clusterServices, defaultCuratorPort, type CuratorConfig } from "./curator";
 export {
   CuratorConnection,
+  CuratorConnectionClosedError,
   NoLeaderError,
   unaryCall,
   UnusableLeaderAnswerError,

@@ -14,7 +14,12 @@ import {
   tlsMaterial,
 } from "@metropolis/pki";
 import { curator } from "@metropolis/proto";
-import { CuratorConnection, NoLeaderError, unaryCall } from "../src/curator-client";
+import {
+  CuratorConnection,
+  CuratorConnectionClosedError,
+  NoLeaderError,
+  unaryCall,
+} from "../src/curator-client";
 import { curatorServerCredentials } from "../src/credentials";
 
 describe("CuratorConnection", () => {
@@ -237,5 +242,51 @@ describe("CuratorConnection after its leader failed", () => {
       connection.close();
       curatorOfMember.stop();
     }
+  });
+});
+
+describe("CuratorConnection searches for the leader once for all its callers", () => {
+  it("asks one curator once when five callers start at once, and they share the leader's clients", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client] = [await node(ca), await node(ca)];
+    const curatorServer = await fakeCurator(member, (port) => ({
+      leaderNodeId: member.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port,
+      thisNodeId: member.nodeId,
+    }));
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: curatorServer.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      // A node's workers (heartbeat, status push, role watch …) all start together.
+      const clients = await Promise.all(
+        Array.from({ length: 5 }, () => connection.call(async (leader) => leader)),
+      );
+      expect(curatorServer.calls.count).toBe(1);
+      expect(new Set(clients).size).toBe(1);
+    } finally {
+      connection.close();
+      curatorServer.stop();
+    }
+  });
+
+  it("ends the search under way on close(), and a later call searches anew", async () => {
+    const ca = await CertificateAuthority.create();
+    const port = await freePort("127.0.0.1");
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port }],
+      ca: ca.certificate.toPem(),
+    });
+    const searching = connection.leader(600_000);
+    connection.close();
+    await expect(searching).rejects.toBeInstanceOf(CuratorConnectionClosedError);
+    const again = new AbortController();
+    const later = connection.call(async () => "unreachable", { signal: again.signal });
+    again.abort(new Error("given up"));
+    await expect(later).rejects.toThrow("given up");
+    connection.close();
   });
 });
