@@ -37,7 +37,10 @@ export function codeOf(e: unknown): number | undefined {
 
 export const isCancelled = (e: unknown): boolean => codeOf(e) === status.CANCELLED;
 
-/** Runs `call` until it is not answered UNAVAILABLE (a listener not bound yet), for up to 10 s. */
+/**
+ * Runs `call` until it is not answered UNAVAILABLE (a listener not bound yet,
+ * or etcd changing its leader), for up to 10 s.
+ */
 export async function untilServing<T>(call: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + 10_000;
   for (;;) {

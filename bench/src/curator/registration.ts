@@ -76,24 +76,34 @@ export async function measureRegistration(
         ),
       );
       try {
-        await rpc<curatorProto.RegisterNodeRequest, curatorProto.RegisterNodeResponse>(
-          `RegisterNode of ${nodeId}`,
-          rpcDeadlineMs,
-          client.registerNode.bind(client),
-          { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: new Map() },
+        // Each step is retried while answered UNAVAILABLE (etcd changing its
+        // leader under load: the curator says "retry"), as an operator's script would.
+        const joinKey = generateKeyPair().publicKey;
+        await untilServing(() =>
+          rpc<curatorProto.RegisterNodeRequest, curatorProto.RegisterNodeResponse>(
+            `RegisterNode of ${nodeId}`,
+            rpcDeadlineMs,
+            client.registerNode.bind(client),
+            { registerTicket: ticket, joinKey, labels: new Map() },
+          ),
         );
-        await rpc<api.ApproveNodeRequest, api.ApproveNodeResponse>(
-          `ApproveNode of ${nodeId}`,
-          rpcDeadlineMs,
-          owner.approveNode.bind(owner),
-          { node: { $case: "pubkey", pubkey: keys.publicKey } },
+        await untilServing(() =>
+          rpc<api.ApproveNodeRequest, api.ApproveNodeResponse>(
+            `ApproveNode of ${nodeId}`,
+            rpcDeadlineMs,
+            owner.approveNode.bind(owner),
+            { node: { $case: "pubkey", pubkey: keys.publicKey } },
+          ),
         );
-        const committed = await rpc<
-          curatorProto.CommitNodeRequest,
-          curatorProto.CommitNodeResponse
-        >(`CommitNode of ${nodeId}`, rpcDeadlineMs, client.commitNode.bind(client), {
-          clusterUnlockKey: randomBytes(32),
-        });
+        const clusterUnlockKey = randomBytes(32);
+        const committed = await untilServing(() =>
+          rpc<curatorProto.CommitNodeRequest, curatorProto.CommitNodeResponse>(
+            `CommitNode of ${nodeId}`,
+            rpcDeadlineMs,
+            client.commitNode.bind(client),
+            { clusterUnlockKey },
+          ),
+        );
         const tls = tlsMaterial({
           certificate: committed.nodeCertificate,
           privateKey: keys.privateKey,
