@@ -41,9 +41,12 @@ class NodeHost {
   size = 0;
 
   constructor(config: NodeHostConfig) {
+    // With METROPOLIS_BENCH_PROFILE_DIR set, each host writes its CPU profile there when it stops.
+    const profileDir = process.env.METROPOLIS_BENCH_PROFILE_DIR;
     this.child = fork(join(__dirname, "..", "fixtures", "node-host.js"), [JSON.stringify(config)], {
       stdio: ["ignore", "inherit", "inherit", "ipc"],
       serialization: "advanced",
+      execArgv: profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [],
     });
     this.child.on("message", (a: NodeHostAnswer) => {
       this.pending.get(a.id)?.(a);
