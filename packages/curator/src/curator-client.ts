@@ -16,8 +16,13 @@
  * curator. Only an operator's client may give a bare address (an address
  * it vouches for), where any node of the cluster may say who leads.
  */
-import type { ChannelCredentials, Client, ClientOptions, ServiceError } from "@grpc/grpc-js";
-import { status } from "@grpc/grpc-js";
+import type {
+  ChannelCredentials,
+  ChannelInterface,
+  ChannelOptions,
+  ServiceError,
+} from "@grpc/grpc-js";
+import { Channel, status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
@@ -155,7 +160,7 @@ export class CuratorConnection {
   private readonly identity: { cert: string; key: string } | undefined;
   /** Client credentials by the node expected at the other end ("" for any node). */
   private readonly credentials = new Map<string, ChannelCredentials>();
-  private readonly channelOptions: ClientOptions;
+  private readonly channelOptions: ChannelOptions;
   private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
   /** The search for the leader under way, shared by its callers (see leaderClients). */
@@ -170,6 +175,8 @@ export class CuratorConnection {
    * each time (a cluster's nodes all ask at once after a failover).
    */
   private readonly locals = new Map<string, curatorProto.CuratorLocalClient>();
+  /** Channels by address and expected node, with how many clients use each (see acquireChannel). */
+  private readonly channels = new Map<string, { channel: ChannelInterface; users: number }>();
 
   constructor(opts: CuratorConnectionOptions) {
     if (opts.endpoints.length === 0)
@@ -188,6 +195,7 @@ export class CuratorConnection {
       // failure grew the wait, and nodes sat in it for minutes after the new
       // leader served (seen in the scale simulator at 2,500 nodes).
       "grpc.max_reconnect_backoff_ms": maxReconnectBackoffMs,
+      "grpc.use_local_subchannel_pool": 1,
     };
   }
 
@@ -244,7 +252,7 @@ export class CuratorConnection {
     const listed = new Set(endpoints.map(localKey));
     for (const [key, local] of this.locals) {
       if (listed.has(key)) continue;
-      local.close();
+      this.releaseChannel(local.getChannel());
       this.locals.delete(key);
     }
   }
@@ -262,7 +270,7 @@ export class CuratorConnection {
     this.closing.abort(new CuratorConnectionClosedError());
     this.closing = new AbortController();
     this.dropLeader();
-    for (const local of this.locals.values()) local.close();
+    for (const local of this.locals.values()) this.releaseChannel(local.getChannel());
     this.locals.clear();
   }
 
@@ -294,12 +302,14 @@ export class CuratorConnection {
     const address = formatCuratorAddress(endpoint);
     if (!this.endpoints.some((e) => sameAddress(e, endpoint))) this.endpoints.push(endpoint);
     // The leader a verified curator named: only its own certificate is accepted.
+    const channel = this.acquireChannel(address, endpoint.nodeId);
     const credentials = this.credentialsFor(endpoint.nodeId);
+    const options = { channelOverride: channel };
     this.current = {
       endpoint,
-      curator: new curatorProto.CuratorClient(address, credentials, this.channelOptions),
-      management: new api.ManagementClient(address, credentials, this.channelOptions),
-      aaa: new api.AAAClient(address, credentials, this.channelOptions),
+      curator: new curatorProto.CuratorClient(address, credentials, options),
+      management: new api.ManagementClient(address, credentials, options),
+      aaa: new api.AAAClient(address, credentials, options),
     };
     return this.current;
   }
@@ -325,8 +335,8 @@ export class CuratorConnection {
     const c = this.current;
     this.current = undefined;
     this.failedLeader = gone ? c?.endpoint : undefined;
-    for (const client of [c?.curator, c?.management, c?.aaa] as (Client | undefined)[])
-      client?.close();
+    // Its three clients share one channel (closing a client would close it).
+    if (c) this.releaseChannel(c.curator.getChannel());
   }
 
   /** Asks each known curator in turn, until one names a leader or the deadline passes. */
@@ -435,16 +445,49 @@ export class CuratorConnection {
     });
   }
 
+  /**
+   * The channel to `address` that accepts only node `nodeId`'s certificate,
+   * shared by every client of this connection that needs it (the leader's
+   * three, and the CuratorLocal client of the same curator): one TLS
+   * connection per curator. Each channel has its own subchannel pool:
+   * grpc-js' global pool is a list per address scanned on every new
+   * connection, which a process holding many nodes' connections (the scale
+   * simulator) turned into its hottest code. Released with {@link releaseChannel}.
+   */
+  private acquireChannel(address: string, nodeId: string | undefined): ChannelInterface {
+    const key = `${address}/${nodeId ?? ""}`;
+    let shared = this.channels.get(key);
+    if (!shared) {
+      shared = {
+        channel: new Channel(address, this.credentialsFor(nodeId), this.channelOptions),
+        users: 0,
+      };
+      this.channels.set(key, shared);
+    }
+    shared.users++;
+    return shared.channel;
+  }
+
+  /** Gives up one use of `channel`; the last one closes it. */
+  private releaseChannel(channel: ChannelInterface): void {
+    for (const [key, shared] of this.channels) {
+      if (shared.channel !== channel) continue;
+      if (--shared.users > 0) return;
+      this.channels.delete(key);
+      shared.channel.close();
+      return;
+    }
+  }
+
   /** The (kept) CuratorLocal client of `curator`. */
   private localClient(curator: CuratorAddress): curatorProto.CuratorLocalClient {
     const key = localKey(curator);
     let local = this.locals.get(key);
     if (!local) {
-      local = new curatorProto.CuratorLocalClient(
-        formatCuratorAddress(curator),
-        this.credentialsFor(curator.nodeId),
-        this.channelOptions,
-      );
+      const address = formatCuratorAddress(curator);
+      local = new curatorProto.CuratorLocalClient(address, this.credentialsFor(curator.nodeId), {
+        channelOverride: this.acquireChannel(address, curator.nodeId),
+      });
       this.locals.set(key, local);
     }
     return local;
