@@ -12,40 +12,29 @@
  * addresses and roles). The stream ends when the client cancels; the etcd
  * watcher goes with it.
  *
- * A call may have at most {@link WATCH_MAX_PENDING} messages not yet taken by
- * its client; beyond that it ends with RESOURCE_EXHAUSTED, and the client
- * watches again from a fresh backlog. Otherwise one hung or slow client would
- * make the leader buffer every later change without bound; etcd cancels its
- * own slow watchers for the same reason.
+ * A call may have at most WATCH_MAX_PENDING messages not yet taken by its
+ * client (node-watch-streams.ts, which holds what this stream shares with
+ * Management.WatchNodes); beyond that it ends with RESOURCE_EXHAUSTED.
  */
 import type { ServerWritableStream } from "@grpc/grpc-js";
-import { status } from "@grpc/grpc-js";
 import type { IKeyValue, Watcher } from "etcd3";
 import { curator, type priv } from "@metropolis/proto";
-import { CuratorError, InvalidArgumentError, NotFoundError } from "./errors";
+import { InvalidArgumentError, NotFoundError } from "./errors";
 import { requireCurrentNode } from "./current-node";
-import { nodeKey, nodesPrefix } from "./keys";
+import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { checkNodeId, decodeNode } from "./node-record";
+import {
+  followWatcher,
+  nextRevision,
+  nodeIdOf,
+  readAllNodes,
+  storedNodeOf,
+  watchNodesAfter,
+  writeBacklog,
+} from "./node-watch-streams";
 
-/** Nodes per backlog message: keeps each message far below gRPC's 4 MiB limit. */
-export const WATCH_BACKLOG_CHUNK = 50;
-
-/**
- * Messages a Watch call may have pending (written, but not yet sent, which
- * HTTP/2 flow control holds back while the client does not read) before it
- * ends with RESOURCE_EXHAUSTED.
- *
- * Counted in messages because grpc-js' server stream is an objectMode
- * Writable: its `writableLength` counts messages, not bytes. A change is one
- * node, typically under a KiB (about 50 KiB with the most and longest labels
- * allowed), so this caps a stuck watcher at about a MiB (50 MiB at worst),
- * while a reading client, which drains its stream within milliseconds, stays
- * far below it even when every node of a large cluster changes at once. An
- * unread backlog counts too, which is harmless below WATCH_MAX_PENDING ×
- * {@link WATCH_BACKLOG_CHUNK} (50,000) nodes.
- */
-export const WATCH_MAX_PENDING = 1000;
+export { WATCH_BACKLOG_CHUNK, WATCH_MAX_PENDING } from "./node-watch-streams";
 
 type WatchCall = ServerWritableStream<curator.WatchRequest, curator.WatchResponse>;
 
@@ -83,98 +72,37 @@ async function watchOne(ctx: LeaderContext, call: WatchCall, id: string): Promis
   const watcher = await ctx.kv
     .watch()
     .key(nodeKey(id))
-    .startRevision(next(res.header.revision))
+    .startRevision(nextRevision(res.header.revision))
     .create();
   return follow(ctx, call, watcher);
 }
 
 async function watchAll(ctx: LeaderContext, call: WatchCall): Promise<void> {
-  const res = await ctx.kv.getAll().prefix(nodesPrefix).exec();
-  const nodes: curator.Node[] = [];
-  for (const entry of res.kvs) {
-    const node = toProto(ctx, entry);
-    if (node) nodes.push(node);
-  }
-  // At least one message, so that an empty cluster still gets its marker.
-  for (let i = 0; i === 0 || i < nodes.length; i += WATCH_BACKLOG_CHUNK) {
-    const last = i + WATCH_BACKLOG_CHUNK >= nodes.length;
-    call.write({
-      nodes: nodes.slice(i, i + WATCH_BACKLOG_CHUNK),
-      nodeTombstones: [],
-      progress: last
-        ? curator.WatchResponse_Progress.LAST_BACKLOGGED
-        : curator.WatchResponse_Progress.UNSPECIFIED,
-    });
-  }
-  const watcher = await ctx.kv
-    .watch()
-    .prefix(nodesPrefix)
-    .startRevision(next(res.header.revision))
-    .create();
-  return follow(ctx, call, watcher);
+  const { revision, nodes } = await readAllNodes(ctx, "watch");
+  writeBacklog(call, nodes, (chunk, last) => ({
+    nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
+    nodeTombstones: [],
+    progress: last
+      ? curator.WatchResponse_Progress.LAST_BACKLOGGED
+      : curator.WatchResponse_Progress.UNSPECIFIED,
+  }));
+  return follow(ctx, call, await watchNodesAfter(ctx, revision));
 }
 
 /** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */
 function follow(ctx: LeaderContext, call: WatchCall, watcher: Watcher): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    let done = false;
-    const finish = (error?: unknown) => {
-      if (done) return;
-      done = true;
-      watcher.removeAllListeners("put").removeAllListeners("delete");
-      // Cancel errors (an already closed etcd client) change nothing for the caller.
-      void watcher.cancel().catch(() => undefined);
-      if (error === undefined) resolve();
-      else reject(error);
-    };
-    const send = (message: curator.WatchResponse) => {
-      call.write(message);
-      const pending = call.writableLength;
-      // The error status goes out after what is buffered already: a client
-      // that resumes reading gets those messages, then RESOURCE_EXHAUSTED.
-      if (pending > WATCH_MAX_PENDING) {
-        finish(
-          new CuratorError(
-            status.RESOURCE_EXHAUSTED,
-            `watcher fell behind: ${pending} messages not yet read by the client; watch again`,
-          ),
-        );
-      }
-    };
-    if (call.cancelled) return finish();
-    call.once("cancelled", () => finish());
-    watcher.on("put", (entry: IKeyValue) => {
-      const node = toProto(ctx, entry);
-      if (node) send({ nodes: [node], nodeTombstones: [], progress: 0 });
-    });
-    watcher.on("delete", (entry: IKeyValue) => {
-      send({ nodes: [], nodeTombstones: [{ nodeId: idOf(entry) }], progress: 0 });
-    });
-    watcher.once("error", (e: Error) =>
-      finish(
-        new CuratorError(status.UNAVAILABLE, `node watch failed, watch again: ${e.message}`, {
-          cause: e,
-        }),
-      ),
-    );
+  return followWatcher(call, watcher, {
+    what: "node watch",
+    put: (entry: IKeyValue) => {
+      const stored = storedNodeOf(ctx, entry, "watch");
+      return (
+        stored && { nodes: [nodeToProto(stored.id, stored.node)], nodeTombstones: [], progress: 0 }
+      );
+    },
+    delete: (entry: IKeyValue) => ({
+      nodes: [],
+      nodeTombstones: [{ nodeId: nodeIdOf(entry) }],
+      progress: 0,
+    }),
   });
-}
-
-function idOf(entry: IKeyValue): string {
-  return entry.key.toString().slice(nodesPrefix.length);
-}
-
-/** The API form of a stored record; a corrupt record is logged and left out rather than ending every watch. */
-function toProto(ctx: LeaderContext, entry: IKeyValue): curator.Node | undefined {
-  const id = idOf(entry);
-  try {
-    return nodeToProto(id, decodeNode(id, entry.value));
-  } catch (e) {
-    ctx.logger.error(`watch: skipping node ${id}: ${e instanceof Error ? e.message : String(e)}`);
-    return undefined;
-  }
-}
-
-function next(revision: string): string {
-  return (BigInt(revision) + 1n).toString();
 }

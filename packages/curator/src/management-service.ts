@@ -9,7 +9,8 @@ import { status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js"
 import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
-import { unary } from "./grpc-handlers";
+import { BoundedStreams } from "./bounded-streams";
+import { serverStream, unary } from "./grpc-handlers";
 import { requireOwner } from "./identity";
 import {
   clusterConfigurationKey,
@@ -43,6 +44,8 @@ import { rotateClusterSecretsKey } from "./management-secrets";
 import { configureCluster } from "./management-configuration";
 import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
+import { watchNodes } from "./management-watch";
+import { maxNodeWatchStreams, maxNodeWatchStreamsPerConnection } from "./server-limits";
 
 export { registerTicketLength } from "./register-ticket";
 
@@ -233,12 +236,23 @@ function ownerOnly<Req, Res>(
 
 /** The Management service of the leader whose context is `ctx`. */
 export function managementServer(ctx: LeaderContext): api.ManagementServer {
+  // One per leadership: the server this service belongs to ends the streams
+  // (cancelling their calls) when the curator stops leading.
+  const nodeWatches = new BoundedStreams("WatchNodes", {
+    perConnection: maxNodeWatchStreamsPerConnection,
+    total: maxNodeWatchStreams,
+  });
   return {
     getRegisterTicket: ownerOnly(ctx, "GetRegisterTicket", async () => ({
       ticket: await registerTicket(ctx),
     })),
     getClusterInfo: ownerOnly(ctx, "GetClusterInfo", () => clusterInfo(ctx)),
     getNodes: ownerOnly(ctx, "GetNodes", (req: api.GetNodesRequest) => getNodes(ctx, req)),
+    watchNodes: serverStream("Management.WatchNodes", ctx.logger, async (call) => {
+      // As for every Management call: the owner first, then anything else (even the caps).
+      requireOwner(await ctx.identify(call));
+      await nodeWatches.serve(call, (ended) => watchNodes(ctx, call, ended));
+    }),
     approveNode: ownerOnly(ctx, "ApproveNode", async (req: api.ApproveNodeRequest) => {
       await approveNode(ctx, req);
       return {};

@@ -12,7 +12,10 @@
  *   a handful (watches, heartbeat), an operator's client a few more.
  * - Streams anyone may open without a certificate (CuratorLocal's
  *   GetCurrentLeader) are capped further, per connection and per server:
- *   {@link maxLeaderStreamsPerConnection}, {@link maxLeaderStreams}.
+ *   {@link maxLeaderStreamsPerConnection}, {@link maxLeaderStreams}; the
+ *   owner's node watches (Management.WatchNodes) too, as each holds a copy
+ *   of the node records: {@link maxNodeWatchStreamsPerConnection},
+ *   {@link maxNodeWatchStreams}.
  *
  * What a server answers with is bounded too: error messages quote client
  * values cut short (bounded-text.ts).
@@ -44,6 +47,21 @@ export const maxLeaderStreamsPerConnection = 16;
  * another curator.
  */
 export const maxLeaderStreams = 1024;
+
+/**
+ * Management.WatchNodes streams one connection may have open at once. The
+ * owner's tools keep one each (metroctl observe); a few spare ones cover
+ * tools run side by side over one shared connection.
+ */
+export const maxNodeWatchStreamsPerConnection = 8;
+
+/**
+ * Management.WatchNodes streams a leader may have open at once. Each keeps
+ * the records it sent in memory (about a KiB per node: a MiB per stream on a
+ * 1,000-node cluster), so this caps them at about 32 MiB there; only the
+ * owner can open them.
+ */
+export const maxNodeWatchStreams = 32;
 
 /** The grpc-js server options that enforce the limits above. */
 export function serverLimits(): ServerOptions {

@@ -82,6 +82,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.RotateClusterSecretsKey": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.UpdateNodeLabels": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.UpdateNodeRoles": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.WatchNodes": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
 };
 
 /** Services whose matrix lives in another package's tests (they are not served by the curator). */
@@ -236,6 +237,7 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
       remove: [],
     },
   }),
+  "Management.WatchNodes": async () => ({ request: {} }),
   "Management.UpdateNodeRoles": async () => ({
     request: {
       node: { $case: "id", id: (await cluster.addUpNode()).nodeId },

@@ -433,6 +433,78 @@ export interface GetNodesResponse {
   nodes: Node[];
 }
 
+/** WatchNodesRequest starts a WatchNodes stream of every node. */
+export interface WatchNodesRequest {
+  /**
+   * Also send a node when the leader heard a new heartbeat from it (at most
+   * about once a second per node, batched), so that the client's
+   * time_since_heartbeat_ms stays current; without it a node is sent only
+   * when its record or its health changes.
+   */
+  heartbeats: boolean;
+}
+
+/** WatchNodesResponse is one message of a WatchNodes stream. */
+export interface WatchNodesResponse {
+  /**
+   * Nodes, new or changed, each in its current state and health as of this
+   * message (time_since_heartbeat_ms too; it is not resent as it grows, only
+   * when the node's record or its health changes).
+   */
+  nodes: Node[];
+  /** Nodes deleted since the previous message. */
+  nodeTombstones: WatchNodesResponse_NodeTombstone[];
+  /** Progress marker. */
+  progress: WatchNodesResponse_Progress;
+}
+
+/** Where the stream stands. */
+export enum WatchNodesResponse_Progress {
+  /** UNSPECIFIED - Nothing in particular. */
+  UNSPECIFIED = 0,
+  /**
+   * LAST_BACKLOGGED - This message carries the last of the backlog: every node known when
+   * the watch started has been sent, and later messages are changes. Set
+   * on exactly one message of a stream (an empty one when there are no
+   * nodes).
+   */
+  LAST_BACKLOGGED = 1,
+  UNRECOGNIZED = -1,
+}
+
+export function watchNodesResponse_ProgressFromJSON(object: any): WatchNodesResponse_Progress {
+  switch (object) {
+    case 0:
+    case "PROGRESS_UNSPECIFIED":
+      return WatchNodesResponse_Progress.UNSPECIFIED;
+    case 1:
+    case "PROGRESS_LAST_BACKLOGGED":
+      return WatchNodesResponse_Progress.LAST_BACKLOGGED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return WatchNodesResponse_Progress.UNRECOGNIZED;
+  }
+}
+
+export function watchNodesResponse_ProgressToJSON(object: WatchNodesResponse_Progress): string {
+  switch (object) {
+    case WatchNodesResponse_Progress.UNSPECIFIED:
+      return "PROGRESS_UNSPECIFIED";
+    case WatchNodesResponse_Progress.LAST_BACKLOGGED:
+      return "PROGRESS_LAST_BACKLOGGED";
+    case WatchNodesResponse_Progress.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** A node that was deleted. */
+export interface WatchNodesResponse_NodeTombstone {
+  /** ID of the deleted node. */
+  nodeId: string;
+}
+
 /** Node is one node as the owner sees it. */
 export interface Node {
   /** The node's ID (derived from its public key). */
@@ -2162,6 +2234,255 @@ export const GetNodesResponse: MessageFns<GetNodesResponse> = {
   fromPartial<I extends Exact<DeepPartial<GetNodesResponse>, I>>(object: I): GetNodesResponse {
     const message = createBaseGetNodesResponse();
     message.nodes = object.nodes?.map((e) => Node.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseWatchNodesRequest(): WatchNodesRequest {
+  return { heartbeats: false };
+}
+
+export const WatchNodesRequest: MessageFns<WatchNodesRequest> = {
+  encode(message: WatchNodesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.heartbeats !== false) {
+      writer.uint32(8).bool(message.heartbeats);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchNodesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchNodesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.heartbeats = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchNodesRequest {
+    return { heartbeats: isSet(object.heartbeats) ? globalThis.Boolean(object.heartbeats) : false };
+  },
+
+  toJSON(message: WatchNodesRequest): unknown {
+    const obj: any = {};
+    if (message.heartbeats !== false) {
+      obj.heartbeats = message.heartbeats;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchNodesRequest>, I>>(base?: I): WatchNodesRequest {
+    return WatchNodesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchNodesRequest>, I>>(object: I): WatchNodesRequest {
+    const message = createBaseWatchNodesRequest();
+    message.heartbeats = object.heartbeats ?? false;
+    return message;
+  },
+};
+
+function createBaseWatchNodesResponse(): WatchNodesResponse {
+  return { nodes: [], nodeTombstones: [], progress: 0 };
+}
+
+export const WatchNodesResponse: MessageFns<WatchNodesResponse> = {
+  encode(message: WatchNodesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.nodes) {
+      Node.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.nodeTombstones) {
+      WatchNodesResponse_NodeTombstone.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.progress !== 0) {
+      writer.uint32(24).int32(message.progress);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchNodesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchNodesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodes.push(Node.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nodeTombstones.push(WatchNodesResponse_NodeTombstone.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.progress = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchNodesResponse {
+    return {
+      nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => Node.fromJSON(e)) : [],
+      nodeTombstones: globalThis.Array.isArray(object?.nodeTombstones)
+        ? object.nodeTombstones.map((e: any) => WatchNodesResponse_NodeTombstone.fromJSON(e))
+        : globalThis.Array.isArray(object?.node_tombstones)
+        ? object.node_tombstones.map((e: any) => WatchNodesResponse_NodeTombstone.fromJSON(e))
+        : [],
+      progress: isSet(object.progress) ? watchNodesResponse_ProgressFromJSON(object.progress) : 0,
+    };
+  },
+
+  toJSON(message: WatchNodesResponse): unknown {
+    const obj: any = {};
+    if (message.nodes?.length) {
+      obj.nodes = message.nodes.map((e) => Node.toJSON(e));
+    }
+    if (message.nodeTombstones?.length) {
+      obj.nodeTombstones = message.nodeTombstones.map((e) => WatchNodesResponse_NodeTombstone.toJSON(e));
+    }
+    if (message.progress !== 0) {
+      obj.progress = watchNodesResponse_ProgressToJSON(message.progress);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchNodesResponse>, I>>(base?: I): WatchNodesResponse {
+    return WatchNodesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchNodesResponse>, I>>(object: I): WatchNodesResponse {
+    const message = createBaseWatchNodesResponse();
+    message.nodes = object.nodes?.map((e) => Node.fromPartial(e)) || [];
+    message.nodeTombstones = object.nodeTombstones?.map((e) => WatchNodesResponse_NodeTombstone.fromPartial(e)) || [];
+    message.progress = object.progress ?? 0;
+    return message;
+  },
+};
+
+function createBaseWatchNodesResponse_NodeTombstone(): WatchNodesResponse_NodeTombstone {
+  return { nodeId: "" };
+}
+
+export const WatchNodesResponse_NodeTombstone: MessageFns<WatchNodesResponse_NodeTombstone> = {
+  encode(message: WatchNodesResponse_NodeTombstone, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchNodesResponse_NodeTombstone {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchNodesResponse_NodeTombstone();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchNodesResponse_NodeTombstone {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: WatchNodesResponse_NodeTombstone): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchNodesResponse_NodeTombstone>, I>>(
+    base?: I,
+  ): WatchNodesResponse_NodeTombstone {
+    return WatchNodesResponse_NodeTombstone.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchNodesResponse_NodeTombstone>, I>>(
+    object: I,
+  ): WatchNodesResponse_NodeTombstone {
+    const message = createBaseWatchNodesResponse_NodeTombstone();
+    message.nodeId = object.nodeId ?? "";
     return message;
   },
 };
@@ -5151,6 +5472,22 @@ export const ManagementService = {
     responseDeserialize: (value: Buffer): GetNodesResponse => GetNodesResponse.decode(value),
   },
   /**
+   * WatchNodes streams the cluster's nodes: first every node (the backlog,
+   * in chunks), then each change as it happens: a node whose record or
+   * health changed, or a tombstone for a deleted node. It ends when the
+   * curator stops leading; the client then watches again on the new leader
+   * and replaces its view with the new backlog.
+   */
+  watchNodes: {
+    path: "/metropolis.proto.api.Management/WatchNodes" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchNodesRequest): Buffer => Buffer.from(WatchNodesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchNodesRequest => WatchNodesRequest.decode(value),
+    responseSerialize: (value: WatchNodesResponse): Buffer => Buffer.from(WatchNodesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchNodesResponse => WatchNodesResponse.decode(value),
+  },
+  /**
    * ApproveNode lets a NEW node in: it becomes STANDBY and may commit.
    * Idempotent: approving a STANDBY node succeeds.
    */
@@ -5260,6 +5597,14 @@ export interface ManagementServer extends UntypedServiceImplementation {
   /** GetNodes lists the cluster's nodes, with their health, matching a filter. */
   getNodes: handleUnaryCall<GetNodesRequest, GetNodesResponse>;
   /**
+   * WatchNodes streams the cluster's nodes: first every node (the backlog,
+   * in chunks), then each change as it happens: a node whose record or
+   * health changed, or a tombstone for a deleted node. It ends when the
+   * curator stops leading; the client then watches again on the new leader
+   * and replaces its view with the new backlog.
+   */
+  watchNodes: handleServerStreamingCall<WatchNodesRequest, WatchNodesResponse>;
+  /**
    * ApproveNode lets a NEW node in: it becomes STANDBY and may commit.
    * Idempotent: approving a STANDBY node succeeds.
    */
@@ -5353,6 +5698,19 @@ export interface ManagementClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetNodesResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * WatchNodes streams the cluster's nodes: first every node (the backlog,
+   * in chunks), then each change as it happens: a node whose record or
+   * health changed, or a tombstone for a deleted node. It ends when the
+   * curator stops leading; the client then watches again on the new leader
+   * and replaces its view with the new backlog.
+   */
+  watchNodes(request: WatchNodesRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchNodesResponse>;
+  watchNodes(
+    request: WatchNodesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchNodesResponse>;
   /**
    * ApproveNode lets a NEW node in: it becomes STANDBY and may commit.
    * Idempotent: approving a STANDBY node succeeds.
