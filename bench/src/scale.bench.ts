@@ -42,7 +42,8 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { Etcd3 } from "etcd3";
+import type { Etcd3 } from "etcd3";
+import { memberClient } from "@metropolis/consensus";
 import type { CuratorAddress, CuratorConnection } from "@metropolis/curator";
 import { logLogPlot, type Rgb } from "./png";
 import { median, percentile, printTable, writeReport, type Row } from "./report";
@@ -381,7 +382,7 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
   };
   process.once("SIGINT", interrupted).once("SIGTERM", interrupted);
   const ctx: BenchContext = { config, cluster, processes, nextHost: loopbackHosts(), progress };
-  const etcd = new Etcd3({ hosts: `unix://${cluster.socketPath}` });
+  const etcd = memberClient(cluster.socketPath);
   const results: SizeResult[] = [];
   let owner: CuratorConnection | undefined;
   try {
