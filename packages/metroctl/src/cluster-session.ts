@@ -3,7 +3,13 @@
  * finds and follows the leader) with promise-returning Management and AAA
  * calls, each with a deadline and cancelled when the operator interrupts.
  */
-import { Metadata, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import {
+  Metadata,
+  type CallOptions,
+  type ClientReadableStream,
+  type ClientUnaryCall,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import { CuratorConnection, type LeaderClients } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
 import type { CommandContext } from "./command-context";
@@ -109,6 +115,45 @@ export class ClusterSession {
   }
 
   /** Node `id`; {@link NodeNotFoundError} when the cluster has no such node. */
+  /**
+   * Opens a Management.WatchNodes stream on the leader (found within the
+   * dial timeout, and found again while it answers UNAVAILABLE), and
+   * resolves once the leader has accepted it (its response headers came),
+   * with the leader's node ID. The stream has no deadline: it runs until
+   * `signal` aborts (cancelling it), the leader ends it (it stopped
+   * leading), or it fails; the caller reads it and watches again.
+   */
+  async watchNodes(
+    req: api.WatchNodesRequest,
+    signal: AbortSignal,
+  ): Promise<{ leaderId: string; stream: ClientReadableStream<api.WatchNodesResponse> }> {
+    return this.connection.call(
+      async (leader) => {
+        await this.ctx.rememberEndpoints();
+        const stream = leader.management.watchNodes(req, new Metadata(), {});
+        const cancel = () => stream.cancel();
+        signal.addEventListener("abort", cancel, { once: true });
+        stream.once("close", () => signal.removeEventListener("abort", cancel));
+        // A refusal (or a follower's UNIMPLEMENTED) comes as an error without
+        // headers: the connection then decides whether to find the leader again.
+        await new Promise<void>((resolve, reject) => {
+          const accepted = () => {
+            stream.removeListener("error", refused);
+            resolve();
+          };
+          const refused = (e: ServiceError) => {
+            stream.removeListener("metadata", accepted);
+            reject(e);
+          };
+          stream.once("metadata", accepted);
+          stream.once("error", refused);
+        });
+        return { leaderId: leader.endpoint.nodeId, stream };
+      },
+      { timeoutMs: this.ctx.dialTimeoutMs, signal },
+    );
+  }
+
   async getNode(id: string): Promise<api.Node> {
     const node = (await this.getNodes()).find((n) => n.id === id);
     if (!node) throw new NodeNotFoundError(id);

@@ -9,7 +9,7 @@ import { mkdtemp, mkdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
-import type { ClusterObservation } from "../src/observe/cluster-feed";
+import type { ClusterUpdate } from "../src/observe/cluster-feed";
 import type { ObserverBackend } from "../src/observe/observer-backend";
 import type {
   LabelsChange,
@@ -55,7 +55,7 @@ export type BackendCall =
 
 /** A backend fed by the test: counts upstreams, records actions, refuses on request. */
 export class FakeBackend implements ObserverBackend {
-  readonly clusterChannel = new Channel<ClusterObservation>();
+  readonly clusterChannel = new Channel<ClusterUpdate>();
   readonly trees = new Channel<TreeSnapshot>();
   readonly reportsChannel = new Channel<ObservedReport[]>();
   readonly logsChannel = new Channel<ObservedLogEntry[]>();
@@ -68,7 +68,7 @@ export class FakeBackend implements ObserverBackend {
   refuseWith: unknown;
   closed = false;
 
-  async *cluster(signal: AbortSignal): AsyncGenerator<ClusterObservation> {
+  async *cluster(signal: AbortSignal): AsyncGenerator<ClusterUpdate> {
     this.clusterOpened++;
     this.clusterOpen++;
     try {

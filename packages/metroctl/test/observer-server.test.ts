@@ -262,6 +262,39 @@ describe("live feeds", () => {
     expect(removal.removed.sort()).toEqual([fakeNodeId(1), fakeNodeId(2)]);
   });
 
+  test("changes are applied to the list, and a new backlog (a new watch) sends only what differs", async () => {
+    const reader = await open(`/api/cluster/events?token=${token}`);
+    backend.clusterChannel.push({ nodes: [fakeNode(0), fakeNode(1)], leaderId: fakeNodeId(0) });
+    await reader.nth("delta");
+    // A label change of node1, node2 registers, node0 is deleted.
+    backend.clusterChannel.push({
+      upserts: [fakeNode(1, { labels: { zone: "b" } }), fakeNode(2, { state: "NEW", roles: [] })],
+      removed: [fakeNodeId(0)],
+      leaderId: fakeNodeId(0),
+    });
+    const changes = (await reader.nth("delta", 2)).data as ClusterDelta;
+    expect(changes.upserts.map((n) => n.id)).toEqual([fakeNodeId(1), fakeNodeId(2)]);
+    expect(changes.removed).toEqual([fakeNodeId(0)]);
+    // An upsert of a node exactly as the page has it is not sent again.
+    backend.clusterChannel.push({
+      upserts: [fakeNode(2, { state: "NEW", roles: [] })],
+      removed: [],
+      leaderId: fakeNodeId(0),
+    });
+    // The watch started over on a new leader: its backlog replaces the list.
+    backend.clusterChannel.push({
+      nodes: [fakeNode(1, { labels: { zone: "b" } }), fakeNode(3)],
+      leaderId: fakeNodeId(1),
+    });
+    const reset = (await reader.nth("delta", 3)).data as ClusterDelta;
+    expect(reset.upserts.map((n) => n.id)).toEqual([fakeNodeId(3)]);
+    expect(reset.removed).toEqual([fakeNodeId(2)]);
+    expect(reset.leaderId).toBe(fakeNodeId(1));
+    const late = await open(`/api/cluster/events?token=${token}`);
+    const snapshot = (await late.nth("snapshot")).data as ClusterSnapshot;
+    expect(snapshot.nodes.map((n) => n.id).sort()).toEqual([fakeNodeId(1), fakeNodeId(3)].sort());
+  });
+
   test("the last page to leave stops the upstream; a broken upstream is reported and retried", async () => {
     const reader = await open(`/api/cluster/events?token=${token}`);
     await eventually(() => backend.clusterOpen === 1, "the upstream runs");

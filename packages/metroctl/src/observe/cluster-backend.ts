@@ -1,11 +1,13 @@
 /**
  * The observer's real backend: the cluster, reached with the owner's
- * credentials exactly as metroctl's commands reach it. The node list comes
- * from Management.GetNodes on one long-lived owner session (the curator
- * leader found and followed by CuratorConnection), asked every
- * {@link clusterPollMs}: the Management API has no watch of nodes for the
- * owner (Curator.Watch is for nodes only), so this is the one upstream that
- * is asked rather than streamed, once for every page together. A node's
+ * credentials exactly as metroctl's commands reach it. The nodes come from
+ * Management.WatchNodes on one long-lived owner session (the curator leader
+ * found and followed by CuratorConnection), one stream for every page
+ * together: its backlog is the whole list, then each change, each health
+ * change and (asked for with `heartbeats`) each heartbeat, at most once a
+ * second per node. When the stream ends or breaks (the leader stopped
+ * leading, or went away), it is opened again with backoff, on whoever leads
+ * then, and its new backlog replaces the list. A node's
  * tree, reports and logs are its own streams (Debug.WatchSupervisionTree,
  * Debug.GetSupervisorReports, NodeManagement.Logs), dialled like `metroctl
  * tree`, `reports` and `node logs`; actions are the calls of `approve`,
@@ -13,7 +15,7 @@
  */
 import { Metadata } from "@grpc/grpc-js";
 import { api } from "@metropolis/proto";
-import { abortableSleep } from "@metropolis/supervisor";
+import { abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { ClusterSession } from "../cluster-session";
 import type { CommandContext } from "../command-context";
 import { nodeClient, reportJson } from "../debug-commands";
@@ -21,8 +23,9 @@ import { parseLabelChanges, parseNodeId } from "../flag-values";
 import { byId, describeRoleChanges, rolesRequest } from "../node-changes";
 import { logsRequest } from "../node-management-commands";
 import { nodeDescription } from "../node-view";
+import { writeLine } from "../io";
 import { buildSupervisionTree } from "../supervision-tree";
-import type { ClusterObservation } from "./cluster-feed";
+import type { ClusterUpdate } from "./cluster-feed";
 import type { ObserverBackend } from "./observer-backend";
 import type {
   LabelsChange,
@@ -34,8 +37,17 @@ import type {
   TreeSnapshot,
 } from "./observer-protocol";
 
-/** How often the node list is asked for (see the module comment). */
-export const clusterPollMs = 500;
+/**
+ * Waits before the node watch is opened again: quick after a failover (the
+ * new leader serves within a second or two), at most a few seconds while
+ * the cluster cannot be reached.
+ */
+export const clusterWatchBackoff = resolveBackoff({
+  initialMs: 200,
+  multiplier: 2,
+  maxMs: 5_000,
+  jitter: 0.3,
+});
 
 /** How many past log lines the logs view starts with. */
 export const logBacklog = 200;
@@ -81,13 +93,37 @@ export class ClusterBackend implements ObserverBackend {
     return new ClusterBackend(ctx, await ClusterSession.asOwner(ctx), debugPort);
   }
 
-  async *cluster(signal: AbortSignal): AsyncGenerator<ClusterObservation> {
+  async *cluster(signal: AbortSignal): AsyncGenerator<ClusterUpdate> {
+    const backoff = new Backoff(clusterWatchBackoff);
     while (!signal.aborted) {
-      const nodes = await this.session.getNodes();
-      const at = Date.now();
-      const leaderId = await this.session.leaderId();
-      yield { nodes: nodes.map((n) => observedNode(n, leaderId, at)), leaderId };
-      await abortableSleep(clusterPollMs, signal).catch(() => undefined);
+      try {
+        const { leaderId, stream } = await this.session.watchNodes({ heartbeats: true }, signal);
+        /** The backlog so far, until its last message came; then changes follow. */
+        let backlog: ObservedNode[] | undefined = [];
+        for await (const res of streamOf<api.WatchNodesResponse>(stream, signal)) {
+          const at = Date.now();
+          const nodes = res.nodes.map((n) => observedNode(n, leaderId, at));
+          if (backlog === undefined) {
+            const removed = res.nodeTombstones.map((t) => t.nodeId);
+            yield { upserts: nodes, removed, leaderId };
+            continue;
+          }
+          backlog.push(...nodes);
+          if (res.progress !== api.WatchNodesResponse_Progress.LAST_BACKLOGGED) continue;
+          yield { nodes: backlog, leaderId };
+          backlog = undefined;
+          // A stream that delivered its backlog is a success: the next break retries quickly.
+          backoff.reset();
+        }
+      } catch (e) {
+        if (signal.aborted) return;
+        // Said, not thrown: the pages keep the last list and the watch tries again.
+        writeLine(
+          this.ctx.io.stderr,
+          `observer: watching the nodes failed, watching again: ${e instanceof Error ? e.message : String(e)}`,
+        );
+      }
+      await abortableSleep(backoff.next(), signal).catch(() => undefined);
     }
   }
 

@@ -1,10 +1,12 @@
 /**
  * The cluster view's feed: every node with its state, roles, health and
- * heartbeat, and who leads. Its upstream yields the whole node list each
- * time it looks (the Management API has no watch of nodes for the owner:
- * see README.md); the feed keeps the last list and sends pages only the
- * nodes that changed, so a page of a 1,000-node cluster gets a few rows per
- * batch, not the cluster.
+ * heartbeat, and who leads. Its upstream (Management.WatchNodes, in
+ * cluster-backend.ts) yields the whole node list when it starts watching
+ * (a backlog: at first, and again after it watched anew, say on a new
+ * leader), then the nodes that changed. The feed keeps the current list and
+ * sends pages only the nodes that changed, also across a new backlog (it is
+ * compared with the list the feed had), so a page of a 1,000-node cluster
+ * gets a few rows per batch, not the cluster.
  *
  * A node's heartbeat counts as changed when the leader heard a new one
  * (its heartbeat time moved by more than {@link heartbeatJitterMs}), not
@@ -19,8 +21,18 @@ export interface ClusterObservation {
   leaderId: string | null;
 }
 
-/** The upstream: a look at the cluster whenever something may have changed, until `signal`. */
-export type ClusterSource = (signal: AbortSignal) => AsyncIterable<ClusterObservation>;
+/** Changes of the cluster since the last update: nodes new or changed, nodes gone, and the leader. */
+export interface ClusterChanges {
+  upserts: ObservedNode[];
+  removed: string[];
+  leaderId: string | null;
+}
+
+/** What the upstream yields: the whole cluster (which replaces what the feed had), or changes. */
+export type ClusterUpdate = ClusterObservation | ClusterChanges;
+
+/** The upstream: the cluster, then its changes (and the whole cluster again when it starts over), until `signal`. */
+export type ClusterSource = (signal: AbortSignal) => AsyncIterable<ClusterUpdate>;
 
 /**
  * How far a heartbeat time computed from two looks may differ without a new
@@ -55,29 +67,49 @@ export class ClusterFeed extends LiveFeed {
   }
 
   protected async run(signal: AbortSignal): Promise<void> {
-    for await (const observation of this.source(signal)) this.observe(observation);
+    for await (const update of this.source(signal)) {
+      if ("upserts" in update) this.apply(update);
+      else this.observe(update);
+    }
   }
 
-  /** Takes in one look at the cluster: what differs from the last one is batched. */
+  /** Takes in changes: a node that is no different from the one the feed has is not sent again. */
+  apply(changes: ClusterChanges): void {
+    for (const node of changes.upserts) this.upsert(node);
+    for (const id of changes.removed) this.remove(id);
+    this.leader(changes.leaderId);
+  }
+
+  /** Takes in the whole cluster: what differs from the list the feed had is batched. */
   observe(observation: ClusterObservation): void {
     const present = new Set<string>();
     for (const node of observation.nodes) {
       present.add(node.id);
-      const key = stableKey(node);
-      const before = this.nodes.get(node.id);
-      if (before && before.key === key && !heartbeatMoved(before.node, node)) continue;
-      this.nodes.set(node.id, { node, key });
-      this.upserts.set(node.id, node);
-      this.removed.delete(node.id);
+      this.upsert(node);
     }
-    for (const id of this.nodes.keys()) {
-      if (present.has(id)) continue;
-      this.nodes.delete(id);
-      this.upserts.delete(id);
-      this.removed.add(id);
-    }
-    if (!this.seen || observation.leaderId !== this.leaderId) this.leaderChanged = true;
-    this.leaderId = observation.leaderId;
+    for (const id of this.nodes.keys()) if (!present.has(id)) this.remove(id);
+    this.leader(observation.leaderId);
+  }
+
+  private upsert(node: ObservedNode): void {
+    const key = stableKey(node);
+    const before = this.nodes.get(node.id);
+    if (before && before.key === key && !heartbeatMoved(before.node, node)) return;
+    this.nodes.set(node.id, { node, key });
+    this.upserts.set(node.id, node);
+    this.removed.delete(node.id);
+  }
+
+  private remove(id: string): void {
+    if (!this.nodes.delete(id)) return;
+    this.upserts.delete(id);
+    this.removed.add(id);
+  }
+
+  /** Ends an update: records the leader, and batches what changed. */
+  private leader(leaderId: string | null): void {
+    if (!this.seen || leaderId !== this.leaderId) this.leaderChanged = true;
+    this.leaderId = leaderId;
     this.seen = true;
     if (this.upserts.size > 0 || this.removed.size > 0 || this.leaderChanged) this.changed();
   }

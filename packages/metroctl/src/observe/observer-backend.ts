@@ -3,7 +3,7 @@
  * feeds and the owner's actions. {@link ClusterBackend} is the real one
  * (gRPC, the owner's credentials); tests give the server their own.
  */
-import type { ClusterObservation } from "./cluster-feed";
+import type { ClusterUpdate } from "./cluster-feed";
 import type {
   LabelsChange,
   LogsQuery,
@@ -15,8 +15,8 @@ import type {
 
 /** The cluster as the observer sees it; every stream ends when its signal aborts. */
 export interface ObserverBackend {
-  /** Looks at the cluster's nodes and leader, whenever something may have changed. */
-  cluster(signal: AbortSignal): AsyncIterable<ClusterObservation>;
+  /** The cluster's nodes and leader, then their changes (the whole cluster again when it starts over). */
+  cluster(signal: AbortSignal): AsyncIterable<ClusterUpdate>;
   /** Node `id`'s supervision tree: now, then after every change. */
   tree(id: string, signal: AbortSignal): AsyncIterable<TreeSnapshot>;
   /** Node `id`'s supervisor reports: the kept ones, then new ones. */
