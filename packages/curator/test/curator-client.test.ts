@@ -57,6 +57,16 @@ type Node = Awaited<ReturnType<typeof node>>;
 
 type LeaderAnswer = (port: number) => curator.GetCurrentLeaderResponse;
 
+/** The answer of a curator that leads itself, serving on `port`. */
+const leadsItself =
+  (self: Node): LeaderAnswer =>
+  (port) => ({
+    leaderNodeId: self.nodeId,
+    leaderHost: "127.0.0.1",
+    leaderPort: port,
+    thisNodeId: self.nodeId,
+  });
+
 /**
  * A CuratorLocal served with `self`'s certificate that names `leader` as the
  * leader (and, `then.afterMs` later on the same stream, `then.leader`, as a
@@ -103,12 +113,7 @@ describe("CuratorConnection trusts only the curators it expects", () => {
 
   it("refuses a node of the cluster at an address where another node was expected", async () => {
     // The rogue serves "the leader is me" with its own, genuine node certificate.
-    const impostor = await fakeCurator(rogue, (port) => ({
-      leaderNodeId: rogue.nodeId,
-      leaderHost: "127.0.0.1",
-      leaderPort: port,
-      thisNodeId: rogue.nodeId,
-    }));
+    const impostor = await fakeCurator(rogue, leadsItself(rogue));
     const connection = new CuratorConnection({
       endpoints: [{ host: "127.0.0.1", port: impostor.port, nodeId: member.nodeId }],
       ca: ca.certificate.toPem(),
@@ -131,12 +136,7 @@ describe("CuratorConnection trusts only the curators it expects", () => {
 
   it("dials the leader a curator names only with that leader's certificate", async () => {
     // The rogue listens where a real member's curator says the leader is…
-    const impostor = await fakeCurator(rogue, (port) => ({
-      leaderNodeId: rogue.nodeId,
-      leaderHost: "127.0.0.1",
-      leaderPort: port,
-      thisNodeId: rogue.nodeId,
-    }));
+    const impostor = await fakeCurator(rogue, leadsItself(rogue));
     const leaderId = (await node(ca)).nodeId;
     const honest = await fakeCurator(member, () => ({
       leaderNodeId: leaderId,
@@ -249,12 +249,7 @@ describe("CuratorConnection searches for the leader once for all its callers", (
   it("asks one curator once when five callers start at once, and they share the leader's clients", async () => {
     const ca = await CertificateAuthority.create();
     const [member, client] = [await node(ca), await node(ca)];
-    const curatorServer = await fakeCurator(member, (port) => ({
-      leaderNodeId: member.nodeId,
-      leaderHost: "127.0.0.1",
-      leaderPort: port,
-      thisNodeId: member.nodeId,
-    }));
+    const curatorServer = await fakeCurator(member, leadsItself(member));
     const connection = new CuratorConnection({
       endpoints: [{ host: "127.0.0.1", port: curatorServer.port, nodeId: member.nodeId }],
       ca: ca.certificate.toPem(),
