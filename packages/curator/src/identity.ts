@@ -14,7 +14,7 @@
  * node was deleted) is refused as UNAUTHENTICATED, like a foreign one.
  */
 import { createHash } from "node:crypto";
-import { TLSSocket } from "node:tls";
+import { TLSSocket, type PeerCertificate } from "node:tls";
 import type { ServerUnaryCall } from "@grpc/grpc-js";
 import {
   isNodeId,
@@ -48,7 +48,15 @@ export const ownerCommonName = "owner";
  * callers fail loudly if the internals move.
  */
 function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
-  const reported = call.getAuthContext().sslPeerCertificate?.raw;
+  let reported: Buffer | undefined;
+  try {
+    reported = call.getAuthContext().sslPeerCertificate?.raw;
+  } catch {
+    // grpc-js reads `getPeerCertificate().raw`, and a socket closed by its
+    // client before the call is handled has no certificate (null): the caller
+    // is gone, and is handled as the anonymous caller it now is.
+    return undefined;
+  }
   if (reported && reported.length > 0) return reported;
   type Internal = {
     call?: Internal;
@@ -59,7 +67,9 @@ function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
   while (inner && !inner.stream && inner.nextCall) inner = inner.nextCall;
   const socket = inner?.stream?.session?.socket;
   if (!(socket instanceof TLSSocket)) return undefined;
-  return socket.getPeerCertificate().raw;
+  // null once the client has closed the connection (see above), whatever its type says.
+  const certificate: PeerCertificate | null = socket.getPeerCertificate();
+  return certificate?.raw;
 }
 
 function parsePeerCertificate(raw: Buffer): ParsedCertificate {
