@@ -52,7 +52,12 @@ export async function healthyCount(
 
 /** How long a poll of the owner's view took to reach every node HEALTHY, and what it saw on the way. */
 export interface Recovery {
+  /** Time until every node was HEALTHY, or until the wait gave up (see `complete`). */
   ms: number;
+  /** Whether every node was HEALTHY in the end; false when the wait gave up at its timeout. */
+  complete: boolean;
+  /** Nodes HEALTHY at the last poll. */
+  healthy: number;
   /** [ms since the start, nodes HEALTHY (-1: the listing failed)] of every poll. */
   timeline: [number, number][];
 }
@@ -61,7 +66,8 @@ export interface Recovery {
  * Polls the leader every `everyMs` until it reports every one of `ids`
  * HEALTHY. Each poll may take 5 s at most (a failed one counts as none
  * HEALTHY), so that a stalled listing shows in the timeline rather than
- * hiding it. Rejects after `timeoutMs`, saying how many were HEALTHY by then.
+ * hiding it. Gives up after `timeoutMs` (`complete: false`, with how many
+ * were HEALTHY by then), so that a run goes on to its other figures.
  */
 export async function untilAllHealthy(
   owner: CuratorConnection,
@@ -86,9 +92,13 @@ export async function untilAllHealthy(
     }
     const elapsed = performance.now() - started;
     timeline.push([Math.round(elapsed), healthy]);
-    if (healthy === ids.size) return { ms: elapsed, timeline };
-    if (elapsed > timeoutMs)
-      throw new Error(`${healthy} of ${ids.size} nodes HEALTHY after ${Math.round(elapsed)} ms`);
+    if (healthy === ids.size) return { ms: elapsed, complete: true, healthy, timeline };
+    if (elapsed > timeoutMs) {
+      progress(
+        `  gave up: ${healthy} of ${ids.size} HEALTHY after ${(elapsed / 1000).toFixed(1)} s`,
+      );
+      return { ms: elapsed, complete: false, healthy, timeline };
+    }
     if (elapsed - shown > 5000) {
       shown = elapsed;
       const seen = healthy < 0 ? `no answer (${failure})` : `${healthy} of ${ids.size} HEALTHY`;

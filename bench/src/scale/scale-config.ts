@@ -92,7 +92,7 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     watchers: 10,
     changes: 20,
     owners: 10,
-    healthyTimeoutMs: 180_000,
+    healthyTimeoutMs: 300_000,
     hosts: hosts ?? Math.ceil(nodes / 1250),
   };
 }
