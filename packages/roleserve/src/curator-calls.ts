@@ -108,25 +108,40 @@ export class CuratorStream<Res, C extends ReadableCall<Res> = ReadableCall<Res>>
   }
 }
 
+/** How long {@link openStream} waits for a stream's first message by default. */
+export const defaultFirstMessageTimeoutMs = 30_000;
+
 /**
  * Opens a stream on the current leader and waits for its first message. A
  * leader that goes away before it answers is found again and the stream
- * reopened (CuratorConnection.call); other failures reject.
+ * reopened (CuratorConnection.call); other failures reject. A leader that
+ * keeps the stream open but sends nothing within `firstMessageTimeoutMs`
+ * fails it (CuratorStreamError): a live connection to a handler that is
+ * stuck would otherwise hold the worker forever (the scale simulator saw
+ * nodes stay unhealthy for minutes after a failover that way).
  */
 export function openStream<Res, C extends ReadableCall<Res>>(
   connection: CuratorConnection,
   method: string,
   open: (leader: LeaderClients) => C,
   signal: AbortSignal,
+  firstMessageTimeoutMs = defaultFirstMessageTimeoutMs,
 ): Promise<{ stream: CuratorStream<Res, C>; first: Res }> {
   return callCurator(
     connection,
     async (leader) => {
       const stream = new CuratorStream<Res, C>(open(leader), method);
+      const deadline = AbortSignal.timeout(firstMessageTimeoutMs);
       try {
-        return { stream, first: await stream.next(signal) };
+        return { stream, first: await stream.next(AbortSignal.any([signal, deadline])) };
       } catch (e) {
         stream.cancel();
+        if (deadline.aborted && !signal.aborted) {
+          throw new CuratorStreamError(
+            method,
+            new Error(`no first message within ${firstMessageTimeoutMs} ms`),
+          );
+        }
         throw e;
       }
     },

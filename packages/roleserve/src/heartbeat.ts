@@ -103,6 +103,8 @@ export function heartbeatWorker(
           return call;
         },
         ctx.signal,
+        // The first answer is waited for like every other.
+        replyTimeoutMs,
       ));
       ctx.healthy();
       ctx.logger.info("heartbeats answered by the curator");
