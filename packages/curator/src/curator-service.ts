@@ -26,6 +26,7 @@ import { commitNode, joinNode, registerNode } from "./curator-registration";
 import { watch } from "./curator-watch";
 import { watchRevocations } from "./curator-revocations";
 import { encodeNode, getNode } from "./node-record";
+import { consensusMembers } from "./consensus-members";
 
 /** Status fields are small; anything longer is a client bug, not data to store. */
 const MAX_STATUS_STRING = 256;
@@ -157,15 +158,5 @@ function heartbeat(
 }
 
 async function getConsensusStatus(ctx: LeaderContext): Promise<curator.GetConsensusStatusResponse> {
-  const members = await ctx.consensus.members();
-  return {
-    members: members.map((m) => ({
-      // Consensus names each member after its node; empty until it started.
-      nodeId: m.name,
-      memberId: m.ID,
-      status: m.isLearner
-        ? curator.GetConsensusStatusResponse_MemberStatus.LEARNER
-        : curator.GetConsensusStatusResponse_MemberStatus.VOTER,
-    })),
-  };
+  return { members: await consensusMembers(ctx) };
 }

@@ -45,6 +45,7 @@ import { configureCluster } from "./management-configuration";
 import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import { watchNodes } from "./management-watch";
+import { getClusterConsensus } from "./management-consensus";
 import { maxNodeWatchStreams, maxNodeWatchStreamsPerConnection } from "./server-limits";
 
 export { registerTicketLength } from "./register-ticket";
@@ -248,6 +249,7 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     })),
     getClusterInfo: ownerOnly(ctx, "GetClusterInfo", () => clusterInfo(ctx)),
     getNodes: ownerOnly(ctx, "GetNodes", (req: api.GetNodesRequest) => getNodes(ctx, req)),
+    getClusterConsensus: ownerOnly(ctx, "GetClusterConsensus", () => getClusterConsensus(ctx)),
     watchNodes: serverStream("Management.WatchNodes", ctx.logger, async (call) => {
       // As for every Management call: the owner first, then anything else (even the caps).
       requireOwner(await ctx.identify(call));

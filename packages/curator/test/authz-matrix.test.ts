@@ -76,6 +76,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.ApproveNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.ConfigureCluster": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.DeleteNode": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.GetClusterConsensus": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.GetClusterInfo": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.GetNodes": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.GetRegisterTicket": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
@@ -226,6 +227,7 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
   "Management.DeleteNode": async () => ({
     request: { node: { $case: "id", id: (await cluster.registerNode()).nodeId } },
   }),
+  "Management.GetClusterConsensus": async () => ({ request: {} }),
   "Management.GetClusterInfo": async () => ({ request: {} }),
   "Management.GetNodes": async () => ({ request: { states: [], roles: [], labels: new Map() } }),
   "Management.GetRegisterTicket": async () => ({ request: {} }),

@@ -462,7 +462,7 @@ describe("GetConsensusStatus", () => {
     expect(res.members).toEqual([
       expect.objectContaining({
         nodeId: leader.firstNode.nodeId,
-        status: curator.GetConsensusStatusResponse_MemberStatus.VOTER,
+        status: common.ConsensusMember_Status.VOTER,
       }),
     ]);
   });

@@ -340,6 +340,7 @@ const targets: Record<string, Target> = {
         bypassNodeUp: fc.boolean(),
       }),
   },
+  "Management.GetClusterConsensus": { callers: ownerCallers, request: empty },
   "Management.GetClusterInfo": { callers: ownerCallers, request: empty },
   "Management.GetNodes": {
     callers: ownerCallers,

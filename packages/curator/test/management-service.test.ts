@@ -24,6 +24,8 @@ function promised(client: api.ManagementClient) {
     getRegisterTicket: () =>
       call<api.GetRegisterTicketResponse>((cb) => client.getRegisterTicket({}, cb)),
     getClusterInfo: () => call<api.GetClusterInfoResponse>((cb) => client.getClusterInfo({}, cb)),
+    getClusterConsensus: () =>
+      call<api.GetClusterConsensusResponse>((cb) => client.getClusterConsensus({}, cb)),
     getNodes: (req: Partial<api.GetNodesRequest> = {}) =>
       call<api.GetNodesResponse>((cb) => client.getNodes(api.GetNodesRequest.fromPartial(req), cb)),
     approveNode: (req: api.ApproveNodeRequest) =>
@@ -104,6 +106,61 @@ describe("GetClusterInfo", () => {
     expect(listed.addresses).toEqual([{ host: "10.1.2.3" }]);
     expect(info.caCertificate.equals(leader.caCertificate)).toBe(true);
     expect(info.clusterConfiguration?.storagePolicy).not.toBe(common.StoragePolicy.UNSPECIFIED);
+  });
+});
+
+describe("GetClusterConsensus", () => {
+  const Status = common.ConsensusMember_Status;
+
+  it("reports the etcd voter and learners, whose curators run, and the leader with its term", async () => {
+    await leader.updateNode(leader.firstNode.nodeId, (n) => ({
+      ...n,
+      status: {
+        externalAddress: "127.0.0.1",
+        version: "",
+        bootId: "",
+        runningCurator: { port: 7835 },
+      },
+    }));
+    const before = await owner.getClusterConsensus();
+    expect(before.members).toEqual([
+      {
+        nodeId: leader.firstNode.nodeId,
+        memberId: expect.stringMatching(/^[0-9a-f]+$/),
+        status: Status.VOTER,
+        curatorRunning: true,
+      },
+    ]);
+    const self = leader.ctx.self;
+    expect(before.leader).toEqual({
+      nodeId: leader.firstNode.nodeId,
+      host: self.host,
+      port: self.port,
+      term: Number(leader.candidacy.createRevision),
+    });
+    expect(before.leader?.term).toBeGreaterThan(0);
+
+    // A new consensus member is a learner until it catches up; it has no name until it starts.
+    const n = await leader.addNode();
+    await leader.updateNode(n.nodeId, (node) => ({
+      ...node,
+      status: { externalAddress: "127.0.0.10", version: "", bootId: "" },
+    }));
+    await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: true });
+    try {
+      const after = await owner.getClusterConsensus();
+      expect(after.members).toHaveLength(2);
+      const learner = after.members.find((m) => m.memberId !== before.members[0].memberId);
+      expect(learner).toEqual({
+        nodeId: "",
+        memberId: expect.stringMatching(/^[0-9a-f]+$/),
+        status: Status.LEARNER,
+        curatorRunning: false,
+      });
+      expect(after.leader).toEqual(before.leader);
+    } finally {
+      await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: false });
+    }
   });
 });
 
@@ -428,6 +485,7 @@ describe("authorization", () => {
     m.getRegisterTicket(),
     m.getClusterInfo(),
     m.getNodes(),
+    m.getClusterConsensus(),
     m.approveNode({ node: byId(nodeId) }),
     m.updateNodeRoles({ node: byId(nodeId), kubernetesWorker: true }),
     m.updateNodeLabels({ node: byId(nodeId), add: new Map([["a", "b"]]) }),

@@ -170,6 +170,11 @@ export class ClusterSession {
     return (await this.connection.leader(this.ctx.dialTimeoutMs)).nodeId;
   }
 
+  /** The etcd members and the curator leader with its term (Management.GetClusterConsensus). */
+  getClusterConsensus(): Promise<api.GetClusterConsensusResponse> {
+    return this.call((l, m, o, cb) => l.management.getClusterConsensus({}, m, o, cb));
+  }
+
   getClusterInfo(): Promise<api.GetClusterInfoResponse> {
     return this.call((l, m, o, cb) => l.management.getClusterInfo({}, m, o, cb));
   }

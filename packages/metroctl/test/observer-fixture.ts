@@ -12,6 +12,7 @@ import { status } from "@grpc/grpc-js";
 import type { ClusterUpdate } from "../src/observe/cluster-feed";
 import type { ObserverBackend } from "../src/observe/observer-backend";
 import type {
+  ConsensusSnapshot,
   LabelsChange,
   LogsQuery,
   ObservedLogEntry,
@@ -56,6 +57,7 @@ export type BackendCall =
 /** A backend fed by the test: counts upstreams, records actions, refuses on request. */
 export class FakeBackend implements ObserverBackend {
   readonly clusterChannel = new Channel<ClusterUpdate>();
+  readonly consensusChannel = new Channel<ConsensusSnapshot>();
   readonly trees = new Channel<TreeSnapshot>();
   readonly reportsChannel = new Channel<ObservedReport[]>();
   readonly logsChannel = new Channel<ObservedLogEntry[]>();
@@ -76,6 +78,10 @@ export class FakeBackend implements ObserverBackend {
     } finally {
       this.clusterOpen--;
     }
+  }
+
+  consensus(signal: AbortSignal): AsyncIterable<ConsensusSnapshot> {
+    return this.consensusChannel.read(signal);
   }
 
   tree(_id: string, signal: AbortSignal): AsyncIterable<TreeSnapshot> {

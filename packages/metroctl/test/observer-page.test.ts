@@ -6,6 +6,7 @@
  * the API's refusal shown word for word. Timings are printed, not asserted.
  */
 import { status } from "@grpc/grpc-js";
+import { eventually } from "@metropolis/supervisor/testing";
 import { ObserverServer } from "../src/observe/observer-server";
 import { defaultUiDir } from "../src/observe/static-files";
 import { ObserverBrowser } from "./observer-browser";
@@ -103,4 +104,66 @@ test("1,000 nodes: windowed, scrollable, live, with a confirmed action", async (
     `observer page, 1,000 nodes in Chromium: first render ${firstRenderMs} ms, ${rowsInDom} rows in the DOM, ` +
       `scroll to the end ${scrollMs} ms, a node turning unhealthy shown ${changeMs} ms after the look\n`,
   );
+});
+
+test("the consensus view shows the etcd voters and learners, the leader and its term", async () => {
+  const { page } = browser;
+  // A fresh load: the previous test leaves its action dialog open.
+  const opened = backend.clusterOpened;
+  await page.goto("about:blank");
+  await page.goto(server.url);
+  await page.locator("nav a", { hasText: "Consensus" }).click();
+  // Pushed once only this page's cluster feed reads (the previous page's stops when it leaves).
+  await eventually(
+    () => backend.clusterOpened > opened && backend.clusterOpen === 1,
+    "the new page's cluster feed runs alone",
+  );
+  backend.clusterChannel.push({
+    nodes: [
+      fakeNode(0),
+      fakeNode(1),
+      fakeNode(2, { curator: { running: false, port: null, leader: false } }),
+    ],
+    leaderId: fakeNodeId(0),
+  });
+  backend.consensusChannel.push({
+    members: [
+      {
+        nodeId: fakeNodeId(0),
+        memberId: "8e9e05c52164694d",
+        status: "voter",
+        curatorRunning: true,
+      },
+      {
+        nodeId: fakeNodeId(1),
+        memberId: "91bc3c398fb3c146",
+        status: "voter",
+        curatorRunning: true,
+      },
+      { nodeId: "", memberId: "fd422379fda50e48", status: "learner", curatorRunning: false },
+    ],
+    leader: { nodeId: fakeNodeId(0), host: "10.0.0.1", port: 7835, term: 42 },
+  });
+  await page.locator("[data-testid=consensus-term]", { hasText: /^42$/ }).waitFor();
+  await expect(page.locator("[data-testid=consensus-leader]").textContent()).resolves.toBe(
+    fakeNodeId(0),
+  );
+  await expect(page.locator("[data-testid=consensus-voters]").textContent()).resolves.toBe("2");
+  await expect(page.locator("[data-testid=consensus-learners]").textContent()).resolves.toBe("1");
+  const learner = page.locator(
+    '[data-testid=consensus-members] [data-member-id="fd422379fda50e48"]',
+  );
+  await expect(learner.getAttribute("data-status")).resolves.toBe("learner");
+  await expect(learner.textContent()).resolves.toContain("not started yet");
+  await expect(
+    page
+      .locator('[data-testid=consensus-members] [data-member-id="8e9e05c52164694d"] .leader')
+      .count(),
+  ).resolves.toBe(1);
+  // node2 holds the consensus role (fakeNode gives it to nodes 0–2) but etcd names no member after it.
+  await expect(page.locator("[data-testid=consensus-waiting]").textContent()).resolves.toContain(
+    fakeNodeId(2),
+  );
+  // Nothing on the page says the API does not report it any more.
+  await expect(page.getByText("not reported by the API").count()).resolves.toBe(0);
 });

@@ -8,7 +8,13 @@
 import { rm } from "node:fs/promises";
 import { status } from "@grpc/grpc-js";
 import { eventually } from "@metropolis/supervisor/testing";
-import type { ClusterDelta, ClusterSnapshot } from "../src/observe/observer-protocol";
+import { api, common } from "@metropolis/proto";
+import { observedConsensus } from "../src/observe/cluster-backend";
+import type {
+  ClusterDelta,
+  ClusterSnapshot,
+  ConsensusSnapshot,
+} from "../src/observe/observer-protocol";
 import { ObserverServer } from "../src/observe/observer-server";
 import { maxBodyBytes } from "../src/observe/request-guard";
 import {
@@ -260,6 +266,47 @@ describe("live feeds", () => {
     const removal = (await second.nth("delta", 2)).data as ClusterDelta;
     expect(removal).toMatchObject({ upserts: [], leaderId: fakeNodeId(1) });
     expect(removal.removed.sort()).toEqual([fakeNodeId(1), fakeNodeId(2)]);
+  });
+
+  test("the consensus feed sends the latest consensus, first to late pages too", async () => {
+    const leader = { nodeId: fakeNodeId(0), host: "10.0.0.1", port: 7835, term: 12 };
+    const voter: ConsensusSnapshot["members"][number] = {
+      nodeId: fakeNodeId(0),
+      memberId: "a1",
+      status: "voter",
+      curatorRunning: true,
+    };
+    const first = await open(`/api/consensus/events?token=${token}`);
+    backend.consensusChannel.push({ members: [voter], leader });
+    expect((await first.nth("consensus")).data).toEqual({ members: [voter], leader });
+    // A learner joins, then a failover: a new leader with a larger term.
+    const next: ConsensusSnapshot = {
+      members: [voter, { nodeId: "", memberId: "b2", status: "learner", curatorRunning: false }],
+      leader: { ...leader, nodeId: fakeNodeId(1), term: 40 },
+    };
+    backend.consensusChannel.push(next);
+    expect((await first.nth("consensus", 2)).data).toEqual(next);
+    const late = await open(`/api/consensus/events?token=${token}`);
+    expect((await late.nth("consensus")).data).toEqual(next);
+  });
+
+  test("a GetClusterConsensus answer becomes the consensus view's snapshot", () => {
+    const Status = common.ConsensusMember_Status;
+    const res: api.GetClusterConsensusResponse = {
+      members: [
+        { nodeId: "", memberId: "f0", status: Status.LEARNER, curatorRunning: false },
+        { nodeId: fakeNodeId(1), memberId: "0a", status: Status.VOTER, curatorRunning: true },
+      ],
+      leader: { nodeId: fakeNodeId(1), host: "10.0.0.2", port: 7835, term: 7 },
+    };
+    expect(observedConsensus(res)).toEqual({
+      members: [
+        { nodeId: fakeNodeId(1), memberId: "0a", status: "voter", curatorRunning: true },
+        { nodeId: "", memberId: "f0", status: "learner", curatorRunning: false },
+      ],
+      leader: { nodeId: fakeNodeId(1), host: "10.0.0.2", port: 7835, term: 7 },
+    });
+    expect(observedConsensus({ members: [], leader: undefined }).leader).toBeNull();
   });
 
   test("changes are applied to the list, and a new backlog (a new watch) sends only what differs", async () => {

@@ -7,14 +7,17 @@
  * change and (asked for with `heartbeats`) each heartbeat, at most once a
  * second per node. When the stream ends or breaks (the leader stopped
  * leading, or went away), it is opened again with backoff, on whoever leads
- * then, and its new backlog replaces the list. A node's
+ * then, and its new backlog replaces the list. The consensus (etcd members,
+ * the leader and its term) has no watch: Management.GetClusterConsensus is
+ * asked every {@link consensusPollMs} while a page shows it, and a page is
+ * sent what changed. A node's
  * tree, reports and logs are its own streams (Debug.WatchSupervisionTree,
  * Debug.GetSupervisorReports, NodeManagement.Logs), dialled like `metroctl
  * tree`, `reports` and `node logs`; actions are the calls of `approve`,
  * `set-role` and `label`.
  */
 import { Metadata } from "@grpc/grpc-js";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import { abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { ClusterSession } from "../cluster-session";
 import type { CommandContext } from "../command-context";
@@ -28,7 +31,9 @@ import { buildSupervisionTree } from "../supervision-tree";
 import type { ClusterUpdate } from "./cluster-feed";
 import type { ObserverBackend } from "./observer-backend";
 import type {
+  ConsensusSnapshot,
   LabelsChange,
+  ObservedConsensusMember,
   LogsQuery,
   ObservedLogEntry,
   ObservedNode,
@@ -49,6 +54,12 @@ export const clusterWatchBackoff = resolveBackoff({
   jitter: 0.3,
 });
 
+/**
+ * How often the consensus view's data is asked for: membership changes are
+ * rare and a failover takes seconds, so a second or two late is fine.
+ */
+export const consensusPollMs = 2_000;
+
 /** How many past log lines the logs view starts with. */
 export const logBacklog = 200;
 
@@ -61,6 +72,27 @@ export function observedNode(
   const description = nodeDescription(node, leaderId);
   const age = node.timeSinceHeartbeatMs;
   return { ...description, heartbeatAt: age === undefined ? null : at - age };
+}
+
+const memberStatus: Record<common.ConsensusMember_Status, ObservedConsensusMember["status"]> = {
+  [common.ConsensusMember_Status.VOTER]: "voter",
+  [common.ConsensusMember_Status.LEARNER]: "learner",
+  [common.ConsensusMember_Status.UNKNOWN]: "unknown",
+  [common.ConsensusMember_Status.UNRECOGNIZED]: "unknown",
+};
+
+/** A GetClusterConsensus answer as the consensus view shows it: members sorted, for stable diffs. */
+export function observedConsensus(res: api.GetClusterConsensusResponse): ConsensusSnapshot {
+  const members = res.members
+    .map((m) => ({
+      nodeId: m.nodeId,
+      memberId: m.memberId,
+      status: memberStatus[m.status],
+      curatorRunning: m.curatorRunning,
+    }))
+    .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
+  const leader = res.leader ? { ...res.leader } : null;
+  return { members, leader };
 }
 
 /** Reads a gRPC server stream until it ends; `signal` cancels it. */
@@ -124,6 +156,22 @@ export class ClusterBackend implements ObserverBackend {
         );
       }
       await abortableSleep(backoff.next(), signal).catch(() => undefined);
+    }
+  }
+
+  async *consensus(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
+    let last = "";
+    for (;;) {
+      // A failed call ends the upstream: the feed tells the pages and asks again later.
+      const snapshot = observedConsensus(await this.session.getClusterConsensus());
+      const text = JSON.stringify(snapshot);
+      if (text !== last) yield snapshot;
+      last = text;
+      try {
+        await abortableSleep(consensusPollMs, signal);
+      } catch {
+        return; // the last page left
+      }
     }
   }
 

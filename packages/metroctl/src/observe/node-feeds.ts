@@ -1,44 +1,48 @@
 /**
- * The node view's feeds, one per node (and per log filter), each fed by
- * one of the node's own gRPC streams: its supervision tree (the latest
- * snapshot is all a page needs), and its supervisor reports and log lines
- * (the last {@link keptItems} are kept for pages that open later, new ones
- * are batched).
+ * The feeds besides the cluster's: the node view's, one per node (and per
+ * log filter), each fed by one of the node's own gRPC streams: its
+ * supervision tree (the latest snapshot is all a page needs), and its
+ * supervisor reports and log lines (the last {@link keptItems} are kept for
+ * pages that open later, new ones are batched); and the consensus view's
+ * (latest snapshot).
  */
 import { LiveFeed, type FeedEvent, type LiveFeedOptions } from "./live-feed";
-import type { TreeSnapshot } from "./observer-protocol";
 
 /** How many reports or log lines a feed keeps for pages that subscribe later. */
 export const keptItems = 500;
 
-/** The supervision tree of one node: the latest snapshot. */
-export class TreeFeed extends LiveFeed {
-  private latest: TreeSnapshot | undefined;
+/**
+ * Whole snapshots, of which the latest is all a page needs (a node's
+ * supervision tree, the consensus): sent as events named `event`.
+ */
+export class LatestFeed<T> extends LiveFeed {
+  private latest: T | undefined;
   private pending = false;
 
   constructor(
-    private readonly source: (signal: AbortSignal) => AsyncIterable<TreeSnapshot>,
+    private readonly event: string,
+    private readonly source: (signal: AbortSignal) => AsyncIterable<T>,
     opts?: LiveFeedOptions,
   ) {
     super(opts);
   }
 
   protected async run(signal: AbortSignal): Promise<void> {
-    for await (const tree of this.source(signal)) {
-      this.latest = tree;
+    for await (const snapshot of this.source(signal)) {
+      this.latest = snapshot;
       this.pending = true;
       this.changed();
     }
   }
 
   protected snapshotEvents(): FeedEvent[] {
-    return this.latest ? [["tree", this.latest]] : [];
+    return this.latest ? [[this.event, this.latest]] : [];
   }
 
   protected takePending(): FeedEvent[] {
     if (!this.pending || !this.latest) return [];
     this.pending = false;
-    return [["tree", this.latest]];
+    return [[this.event, this.latest]];
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import type { ClusterUpdate } from "./cluster-feed";
 import type {
+  ConsensusSnapshot,
   LabelsChange,
   LogsQuery,
   ObservedLogEntry,
@@ -17,6 +18,8 @@ import type {
 export interface ObserverBackend {
   /** The cluster's nodes and leader, then their changes (the whole cluster again when it starts over). */
   cluster(signal: AbortSignal): AsyncIterable<ClusterUpdate>;
+  /** The etcd members and the curator leader with its term: now, then after every change. */
+  consensus(signal: AbortSignal): AsyncIterable<ConsensusSnapshot>;
   /** Node `id`'s supervision tree: now, then after every change. */
   tree(id: string, signal: AbortSignal): AsyncIterable<TreeSnapshot>;
   /** Node `id`'s supervisor reports: the kept ones, then new ones. */

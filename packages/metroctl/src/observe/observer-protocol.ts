@@ -35,6 +35,24 @@ export interface ClusterDelta {
   serverTime: number;
 }
 
+/** One etcd member as the consensus view shows it (Management.GetClusterConsensus). */
+export interface ObservedConsensusMember {
+  /** The member's node; empty while an added member has not started. */
+  nodeId: string;
+  /** etcd's member ID, hex. */
+  memberId: string;
+  status: "voter" | "learner" | "unknown";
+  /** Whether the member's node reports a running curator. */
+  curatorRunning: boolean;
+}
+
+/** `consensus` event of the consensus stream: the whole consensus, sent whenever it changed. */
+export interface ConsensusSnapshot {
+  members: ObservedConsensusMember[];
+  /** The curator leader that answered, with its term (increases with every change of leader). */
+  leader: { nodeId: string; host: string; port: number; term: number } | null;
+}
+
 /** One runnable of a node's supervision tree (metroctl's `tree -o json`). */
 export type ObservedRunnable = SupervisionTreeNode;
 

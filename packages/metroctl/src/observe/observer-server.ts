@@ -5,12 +5,13 @@
  * per-launch token, which only the URL printed by `metroctl observe` holds.
  *
  *   GET  /api/cluster/events                   snapshot, delta, failure
+ *   GET  /api/consensus/events                 consensus, failure
  *   GET  /api/nodes/ID/tree/events             tree, failure
  *   GET  /api/nodes/ID/reports/events          reports, failure
  *   GET  /api/nodes/ID/logs/events?dn=&level=&follow=   logs, failure
  *   POST /api/nodes/ID/approve | roles | labels           → ActionResult
  *
- * One feed runs per cluster, per node view and per log filter, shared by
+ * One feed runs per cluster, for the consensus, per node view and per log filter, shared by
  * every page that shows it, and stops when the last page leaves.
  */
 import { randomBytes } from "node:crypto";
@@ -21,7 +22,7 @@ import { describeFailure } from "../failure-message";
 import { isNodeId } from "@metropolis/pki";
 import { ClusterFeed } from "./cluster-feed";
 import type { LiveFeed, LiveFeedOptions } from "./live-feed";
-import { BatchFeed, TreeFeed } from "./node-feeds";
+import { BatchFeed, LatestFeed } from "./node-feeds";
 import type { ObserverBackend } from "./observer-backend";
 import {
   observedLogLevels,
@@ -189,6 +190,16 @@ export class ObserverServer {
         return new ClusterFeed((s) => this.opts.backend.cluster(s), this.opts.feedOptions);
       });
     }
+    if (url.pathname === "/api/consensus/events") {
+      this.needMethod(req, "GET");
+      return this.stream(req, res, "consensus", () => {
+        return new LatestFeed(
+          "consensus",
+          (s) => this.opts.backend.consensus(s),
+          this.opts.feedOptions,
+        );
+      });
+    }
     const match = nodeRoute.exec(url.pathname);
     if (!match) throw new RequestRefusedError(404, "no such API");
     const [, id, what] = match;
@@ -199,7 +210,7 @@ export class ObserverServer {
       case "tree/events":
         this.needMethod(req, "GET");
         return this.stream(req, res, `tree ${id}`, () => {
-          return new TreeFeed((s) => backend.tree(id, s), feedOptions);
+          return new LatestFeed("tree", (s) => backend.tree(id, s), feedOptions);
         });
       case "reports/events":
         this.needMethod(req, "GET");

@@ -25,6 +25,7 @@ import { Timestamp } from "../../../google/protobuf/timestamp";
 import {
   ClusterConfiguration,
   ClusterDirectory,
+  ConsensusMember,
   NodeHealth,
   nodeHealthFromJSON,
   nodeHealthToJSON,
@@ -431,6 +432,37 @@ export interface GetNodesRequest_LabelsEntry {
 export interface GetNodesResponse {
   /** The matching nodes, in no particular order. */
   nodes: Node[];
+}
+
+/** GetClusterConsensusRequest has no fields. */
+export interface GetClusterConsensusRequest {
+}
+
+/**
+ * GetClusterConsensusResponse describes the etcd membership and the curator
+ * leader, as the leader answering sees them.
+ */
+export interface GetClusterConsensusResponse {
+  /** The etcd members, in no particular order. */
+  members: ConsensusMember[];
+  /** The curator leader. */
+  leader?: GetClusterConsensusResponse_Leader | undefined;
+}
+
+/** The curator leader: the one answering. */
+export interface GetClusterConsensusResponse_Leader {
+  /** Its node ID. */
+  nodeId: string;
+  /** The host its curator serves on. */
+  host: string;
+  /** The port its curator serves on. */
+  port: number;
+  /**
+   * Its term: the etcd create revision of its election key. It increases
+   * with every change of leader (a new leader's key is always created
+   * later), so a client seeing a larger term knows a failover happened.
+   */
+  term: number;
 }
 
 /** WatchNodesRequest starts a WatchNodes stream of every node. */
@@ -2234,6 +2266,272 @@ export const GetNodesResponse: MessageFns<GetNodesResponse> = {
   fromPartial<I extends Exact<DeepPartial<GetNodesResponse>, I>>(object: I): GetNodesResponse {
     const message = createBaseGetNodesResponse();
     message.nodes = object.nodes?.map((e) => Node.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseGetClusterConsensusRequest(): GetClusterConsensusRequest {
+  return {};
+}
+
+export const GetClusterConsensusRequest: MessageFns<GetClusterConsensusRequest> = {
+  encode(_: GetClusterConsensusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetClusterConsensusRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetClusterConsensusRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): GetClusterConsensusRequest {
+    return {};
+  },
+
+  toJSON(_: GetClusterConsensusRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetClusterConsensusRequest>, I>>(base?: I): GetClusterConsensusRequest {
+    return GetClusterConsensusRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetClusterConsensusRequest>, I>>(_: I): GetClusterConsensusRequest {
+    const message = createBaseGetClusterConsensusRequest();
+    return message;
+  },
+};
+
+function createBaseGetClusterConsensusResponse(): GetClusterConsensusResponse {
+  return { members: [], leader: undefined };
+}
+
+export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse> = {
+  encode(message: GetClusterConsensusResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.members) {
+      ConsensusMember.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.leader !== undefined) {
+      GetClusterConsensusResponse_Leader.encode(message.leader, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetClusterConsensusResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetClusterConsensusResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.members.push(ConsensusMember.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leader = GetClusterConsensusResponse_Leader.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetClusterConsensusResponse {
+    return {
+      members: globalThis.Array.isArray(object?.members)
+        ? object.members.map((e: any) => ConsensusMember.fromJSON(e))
+        : [],
+      leader: isSet(object.leader) ? GetClusterConsensusResponse_Leader.fromJSON(object.leader) : undefined,
+    };
+  },
+
+  toJSON(message: GetClusterConsensusResponse): unknown {
+    const obj: any = {};
+    if (message.members?.length) {
+      obj.members = message.members.map((e) => ConsensusMember.toJSON(e));
+    }
+    if (message.leader !== undefined) {
+      obj.leader = GetClusterConsensusResponse_Leader.toJSON(message.leader);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetClusterConsensusResponse>, I>>(base?: I): GetClusterConsensusResponse {
+    return GetClusterConsensusResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetClusterConsensusResponse>, I>>(object: I): GetClusterConsensusResponse {
+    const message = createBaseGetClusterConsensusResponse();
+    message.members = object.members?.map((e) => ConsensusMember.fromPartial(e)) || [];
+    message.leader = (object.leader !== undefined && object.leader !== null)
+      ? GetClusterConsensusResponse_Leader.fromPartial(object.leader)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetClusterConsensusResponse_Leader(): GetClusterConsensusResponse_Leader {
+  return { nodeId: "", host: "", port: 0, term: 0 };
+}
+
+export const GetClusterConsensusResponse_Leader: MessageFns<GetClusterConsensusResponse_Leader> = {
+  encode(message: GetClusterConsensusResponse_Leader, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    if (message.host !== "") {
+      writer.uint32(18).string(message.host);
+    }
+    if (message.port !== 0) {
+      writer.uint32(24).uint32(message.port);
+    }
+    if (message.term !== 0) {
+      writer.uint32(32).int64(message.term);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetClusterConsensusResponse_Leader {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetClusterConsensusResponse_Leader();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.host = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.term = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetClusterConsensusResponse_Leader {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      host: isSet(object.host) ? globalThis.String(object.host) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      term: isSet(object.term) ? globalThis.Number(object.term) : 0,
+    };
+  },
+
+  toJSON(message: GetClusterConsensusResponse_Leader): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.host !== "") {
+      obj.host = message.host;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.term !== 0) {
+      obj.term = Math.round(message.term);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetClusterConsensusResponse_Leader>, I>>(
+    base?: I,
+  ): GetClusterConsensusResponse_Leader {
+    return GetClusterConsensusResponse_Leader.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetClusterConsensusResponse_Leader>, I>>(
+    object: I,
+  ): GetClusterConsensusResponse_Leader {
+    const message = createBaseGetClusterConsensusResponse_Leader();
+    message.nodeId = object.nodeId ?? "";
+    message.host = object.host ?? "";
+    message.port = object.port ?? 0;
+    message.term = object.term ?? 0;
     return message;
   },
 };
@@ -5472,6 +5770,21 @@ export const ManagementService = {
     responseDeserialize: (value: Buffer): GetNodesResponse => GetNodesResponse.decode(value),
   },
   /**
+   * GetClusterConsensus describes the cluster's consensus: each etcd member
+   * (voter or learner) and the curator leader with its term.
+   */
+  getClusterConsensus: {
+    path: "/metropolis.proto.api.Management/GetClusterConsensus" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetClusterConsensusRequest): Buffer =>
+      Buffer.from(GetClusterConsensusRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetClusterConsensusRequest => GetClusterConsensusRequest.decode(value),
+    responseSerialize: (value: GetClusterConsensusResponse): Buffer =>
+      Buffer.from(GetClusterConsensusResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetClusterConsensusResponse => GetClusterConsensusResponse.decode(value),
+  },
+  /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,
    * in chunks), then each change as it happens: a node whose record or
    * health changed, or a tombstone for a deleted node. It ends when the
@@ -5597,6 +5910,11 @@ export interface ManagementServer extends UntypedServiceImplementation {
   /** GetNodes lists the cluster's nodes, with their health, matching a filter. */
   getNodes: handleUnaryCall<GetNodesRequest, GetNodesResponse>;
   /**
+   * GetClusterConsensus describes the cluster's consensus: each etcd member
+   * (voter or learner) and the curator leader with its term.
+   */
+  getClusterConsensus: handleUnaryCall<GetClusterConsensusRequest, GetClusterConsensusResponse>;
+  /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,
    * in chunks), then each change as it happens: a node whose record or
    * health changed, or a tombstone for a deleted node. It ends when the
@@ -5697,6 +6015,25 @@ export interface ManagementClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetNodesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetClusterConsensus describes the cluster's consensus: each etcd member
+   * (voter or learner) and the curator leader with its term.
+   */
+  getClusterConsensus(
+    request: GetClusterConsensusRequest,
+    callback: (error: ServiceError | null, response: GetClusterConsensusResponse) => void,
+  ): ClientUnaryCall;
+  getClusterConsensus(
+    request: GetClusterConsensusRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetClusterConsensusResponse) => void,
+  ): ClientUnaryCall;
+  getClusterConsensus(
+    request: GetClusterConsensusRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetClusterConsensusResponse) => void,
   ): ClientUnaryCall;
   /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,

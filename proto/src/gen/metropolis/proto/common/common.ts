@@ -326,6 +326,74 @@ export interface NodeStatus_RunningCurator {
 }
 
 /**
+ * ConsensusMember is one etcd member of the cluster, as the curator leader
+ * reports it to nodes (Curator.GetConsensusStatus) and to the owner
+ * (Management.GetClusterConsensus).
+ */
+export interface ConsensusMember {
+  /**
+   * ID of the node running it (the etcd member name); empty while a member
+   * that was added has not started yet.
+   */
+  nodeId: string;
+  /**
+   * etcd's member ID, in hex (a random 64-bit value, beyond a JavaScript
+   * number's exact range).
+   */
+  memberId: string;
+  /** Its status. */
+  status: ConsensusMember_Status;
+  /**
+   * Whether the member's node last reported a running curator
+   * (NodeStatus.running_curator); false for a member without a node record.
+   */
+  curatorRunning: boolean;
+}
+
+/** What a member does in etcd. */
+export enum ConsensusMember_Status {
+  /** UNKNOWN - Unknown: e.g. added but not started. */
+  UNKNOWN = 0,
+  /** LEARNER - A learner: receives the log, does not vote (yet). */
+  LEARNER = 1,
+  /** VOTER - A voting member. */
+  VOTER = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function consensusMember_StatusFromJSON(object: any): ConsensusMember_Status {
+  switch (object) {
+    case 0:
+    case "STATUS_UNKNOWN":
+      return ConsensusMember_Status.UNKNOWN;
+    case 1:
+    case "STATUS_LEARNER":
+      return ConsensusMember_Status.LEARNER;
+    case 2:
+    case "STATUS_VOTER":
+      return ConsensusMember_Status.VOTER;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ConsensusMember_Status.UNRECOGNIZED;
+  }
+}
+
+export function consensusMember_StatusToJSON(object: ConsensusMember_Status): string {
+  switch (object) {
+    case ConsensusMember_Status.UNKNOWN:
+      return "STATUS_UNKNOWN";
+    case ConsensusMember_Status.LEARNER:
+      return "STATUS_LEARNER";
+    case ConsensusMember_Status.VOTER:
+      return "STATUS_VOTER";
+    case ConsensusMember_Status.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/**
  * ClusterDirectory lists nodes of a cluster and how to reach them; enough for
  * a node to dial the cluster. It is kept on the ESP and handed to registering
  * nodes in NodeParameters.
@@ -1039,6 +1107,135 @@ export const NodeStatus_RunningCurator: MessageFns<NodeStatus_RunningCurator> = 
   fromPartial<I extends Exact<DeepPartial<NodeStatus_RunningCurator>, I>>(object: I): NodeStatus_RunningCurator {
     const message = createBaseNodeStatus_RunningCurator();
     message.port = object.port ?? 0;
+    return message;
+  },
+};
+
+function createBaseConsensusMember(): ConsensusMember {
+  return { nodeId: "", memberId: "", status: 0, curatorRunning: false };
+}
+
+export const ConsensusMember: MessageFns<ConsensusMember> = {
+  encode(message: ConsensusMember, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    if (message.memberId !== "") {
+      writer.uint32(18).string(message.memberId);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.curatorRunning !== false) {
+      writer.uint32(32).bool(message.curatorRunning);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConsensusMember {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConsensusMember();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.memberId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.curatorRunning = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConsensusMember {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      memberId: isSet(object.memberId)
+        ? globalThis.String(object.memberId)
+        : isSet(object.member_id)
+        ? globalThis.String(object.member_id)
+        : "",
+      status: isSet(object.status) ? consensusMember_StatusFromJSON(object.status) : 0,
+      curatorRunning: isSet(object.curatorRunning)
+        ? globalThis.Boolean(object.curatorRunning)
+        : isSet(object.curator_running)
+        ? globalThis.Boolean(object.curator_running)
+        : false,
+    };
+  },
+
+  toJSON(message: ConsensusMember): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.memberId !== "") {
+      obj.memberId = message.memberId;
+    }
+    if (message.status !== 0) {
+      obj.status = consensusMember_StatusToJSON(message.status);
+    }
+    if (message.curatorRunning !== false) {
+      obj.curatorRunning = message.curatorRunning;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConsensusMember>, I>>(base?: I): ConsensusMember {
+    return ConsensusMember.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConsensusMember>, I>>(object: I): ConsensusMember {
+    const message = createBaseConsensusMember();
+    message.nodeId = object.nodeId ?? "";
+    message.memberId = object.memberId ?? "";
+    message.status = object.status ?? 0;
+    message.curatorRunning = object.curatorRunning ?? false;
     return message;
   },
 };

@@ -23,6 +23,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import {
+  ConsensusMember,
   NodeHealth,
   nodeHealthFromJSON,
   nodeHealthToJSON,
@@ -239,63 +240,7 @@ export interface GetConsensusStatusRequest {
 /** GetConsensusStatusResponse lists the etcd members. */
 export interface GetConsensusStatusResponse {
   /** The members, in no particular order. */
-  members: GetConsensusStatusResponse_Member[];
-}
-
-/** What a member does in etcd. */
-export enum GetConsensusStatusResponse_MemberStatus {
-  /** UNKNOWN - Unknown: e.g. added but not started. */
-  UNKNOWN = 0,
-  /** LEARNER - A learner: receives the log, does not vote. */
-  LEARNER = 1,
-  /** VOTER - A voting member. */
-  VOTER = 2,
-  UNRECOGNIZED = -1,
-}
-
-export function getConsensusStatusResponse_MemberStatusFromJSON(object: any): GetConsensusStatusResponse_MemberStatus {
-  switch (object) {
-    case 0:
-    case "MEMBER_STATUS_UNKNOWN":
-      return GetConsensusStatusResponse_MemberStatus.UNKNOWN;
-    case 1:
-    case "MEMBER_STATUS_LEARNER":
-      return GetConsensusStatusResponse_MemberStatus.LEARNER;
-    case 2:
-    case "MEMBER_STATUS_VOTER":
-      return GetConsensusStatusResponse_MemberStatus.VOTER;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return GetConsensusStatusResponse_MemberStatus.UNRECOGNIZED;
-  }
-}
-
-export function getConsensusStatusResponse_MemberStatusToJSON(object: GetConsensusStatusResponse_MemberStatus): string {
-  switch (object) {
-    case GetConsensusStatusResponse_MemberStatus.UNKNOWN:
-      return "MEMBER_STATUS_UNKNOWN";
-    case GetConsensusStatusResponse_MemberStatus.LEARNER:
-      return "MEMBER_STATUS_LEARNER";
-    case GetConsensusStatusResponse_MemberStatus.VOTER:
-      return "MEMBER_STATUS_VOTER";
-    case GetConsensusStatusResponse_MemberStatus.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
-}
-
-/** One etcd member. */
-export interface GetConsensusStatusResponse_Member {
-  /** ID of the node running it (the etcd member name). */
-  nodeId: string;
-  /**
-   * etcd's member ID, in hex (a random 64-bit value, beyond a JavaScript
-   * number's exact range).
-   */
-  memberId: string;
-  /** Its status. */
-  status: GetConsensusStatusResponse_MemberStatus;
+  members: ConsensusMember[];
 }
 
 /** GetCurrentLeaderRequest has no fields. */
@@ -1924,7 +1869,7 @@ function createBaseGetConsensusStatusResponse(): GetConsensusStatusResponse {
 export const GetConsensusStatusResponse: MessageFns<GetConsensusStatusResponse> = {
   encode(message: GetConsensusStatusResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.members) {
-      GetConsensusStatusResponse_Member.encode(v!, writer.uint32(10).fork()).join();
+      ConsensusMember.encode(v!, writer.uint32(10).fork()).join();
     }
     return writer;
   },
@@ -1947,7 +1892,7 @@ export const GetConsensusStatusResponse: MessageFns<GetConsensusStatusResponse> 
               break;
             }
 
-            message.members.push(GetConsensusStatusResponse_Member.decode(reader, reader.uint32()));
+            message.members.push(ConsensusMember.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -1965,7 +1910,7 @@ export const GetConsensusStatusResponse: MessageFns<GetConsensusStatusResponse> 
   fromJSON(object: any): GetConsensusStatusResponse {
     return {
       members: globalThis.Array.isArray(object?.members)
-        ? object.members.map((e: any) => GetConsensusStatusResponse_Member.fromJSON(e))
+        ? object.members.map((e: any) => ConsensusMember.fromJSON(e))
         : [],
     };
   },
@@ -1973,7 +1918,7 @@ export const GetConsensusStatusResponse: MessageFns<GetConsensusStatusResponse> 
   toJSON(message: GetConsensusStatusResponse): unknown {
     const obj: any = {};
     if (message.members?.length) {
-      obj.members = message.members.map((e) => GetConsensusStatusResponse_Member.toJSON(e));
+      obj.members = message.members.map((e) => ConsensusMember.toJSON(e));
     }
     return obj;
   },
@@ -1983,120 +1928,7 @@ export const GetConsensusStatusResponse: MessageFns<GetConsensusStatusResponse> 
   },
   fromPartial<I extends Exact<DeepPartial<GetConsensusStatusResponse>, I>>(object: I): GetConsensusStatusResponse {
     const message = createBaseGetConsensusStatusResponse();
-    message.members = object.members?.map((e) => GetConsensusStatusResponse_Member.fromPartial(e)) || [];
-    return message;
-  },
-};
-
-function createBaseGetConsensusStatusResponse_Member(): GetConsensusStatusResponse_Member {
-  return { nodeId: "", memberId: "", status: 0 };
-}
-
-export const GetConsensusStatusResponse_Member: MessageFns<GetConsensusStatusResponse_Member> = {
-  encode(message: GetConsensusStatusResponse_Member, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.nodeId !== "") {
-      writer.uint32(10).string(message.nodeId);
-    }
-    if (message.memberId !== "") {
-      writer.uint32(18).string(message.memberId);
-    }
-    if (message.status !== 0) {
-      writer.uint32(24).int32(message.status);
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): GetConsensusStatusResponse_Member {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
-    if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
-    }
-    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
-    try {
-      const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseGetConsensusStatusResponse_Member();
-      while (reader.pos < end) {
-        const tag = reader.uint32();
-        switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
-              break;
-            }
-
-            message.nodeId = reader.string();
-            continue;
-          }
-          case 2: {
-            if (tag !== 18) {
-              break;
-            }
-
-            message.memberId = reader.string();
-            continue;
-          }
-          case 3: {
-            if (tag !== 24) {
-              break;
-            }
-
-            message.status = reader.int32() as any;
-            continue;
-          }
-        }
-        if ((tag & 7) === 4 || tag === 0) {
-          break;
-        }
-        reader.skip(tag & 7);
-      }
-      return message;
-    } finally {
-      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
-    }
-  },
-
-  fromJSON(object: any): GetConsensusStatusResponse_Member {
-    return {
-      nodeId: isSet(object.nodeId)
-        ? globalThis.String(object.nodeId)
-        : isSet(object.node_id)
-        ? globalThis.String(object.node_id)
-        : "",
-      memberId: isSet(object.memberId)
-        ? globalThis.String(object.memberId)
-        : isSet(object.member_id)
-        ? globalThis.String(object.member_id)
-        : "",
-      status: isSet(object.status) ? getConsensusStatusResponse_MemberStatusFromJSON(object.status) : 0,
-    };
-  },
-
-  toJSON(message: GetConsensusStatusResponse_Member): unknown {
-    const obj: any = {};
-    if (message.nodeId !== "") {
-      obj.nodeId = message.nodeId;
-    }
-    if (message.memberId !== "") {
-      obj.memberId = message.memberId;
-    }
-    if (message.status !== 0) {
-      obj.status = getConsensusStatusResponse_MemberStatusToJSON(message.status);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<GetConsensusStatusResponse_Member>, I>>(
-    base?: I,
-  ): GetConsensusStatusResponse_Member {
-    return GetConsensusStatusResponse_Member.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<GetConsensusStatusResponse_Member>, I>>(
-    object: I,
-  ): GetConsensusStatusResponse_Member {
-    const message = createBaseGetConsensusStatusResponse_Member();
-    message.nodeId = object.nodeId ?? "";
-    message.memberId = object.memberId ?? "";
-    message.status = object.status ?? 0;
+    message.members = object.members?.map((e) => ConsensusMember.fromPartial(e)) || [];
     return message;
   },
 };
