@@ -65,6 +65,10 @@ const outsideTheBase = new Map<unknown, string>([
     curator.UnusableLeaderAnswerError,
     "a client-side error: CuratorError's gRPC code would change retries",
   ],
+  [
+    curator.CuratorConnectionClosedError,
+    "a client-side error: the caller closed the connection; a gRPC code would make it look retried",
+  ],
 ]);
 
 /**

@@ -146,6 +146,8 @@ describe("grpc-js service definitions", () => {
         DeleteNode: "unary",
         RotateClusterSecretsKey: "unary",
         ConfigureCluster: "unary",
+        WatchNodes: "server-stream",
+        GetClusterConsensus: "unary",
       },
     ],
     ["metropolis.proto.api.AAA", api.AAAService, { Escrow: "unary" }],
