@@ -21,7 +21,8 @@
  *      the signal path beside its floor, 100 bare AbortControllers aborted and
  *      re-armed, since Node's own AbortSignal work (and the scavenges its
  *      allocations cause) is most of that path's cost;
- *  (c) retained heap per idle healthy runnable, with 10,000 of them;
+ *  (c) retained heap per idle healthy runnable, with 10,000 of them, each
+ *      measured in a fresh process (supervisor/retained-heap.ts says why);
  *  (d) how each of them grows from 100 to 100,000 runnables: a table, and a
  *      log-log plot in reports/bench-supervisor-growth.png.
  *
@@ -38,6 +39,8 @@ import { performance } from "node:perf_hooks";
 import { supervise, type RunContext, type Supervisor } from "@metropolis/supervisor";
 import { createActor, createMachine, toPromise } from "xstate";
 import { logLogPlot, type Rgb } from "./png";
+import { retainedHeapPerRunnable } from "./supervisor/retained-heap";
+import { paths, untilEnd, type WaitPath } from "./supervisor/wait-paths";
 import { median, percentile, writeReport, printTable, type Row } from "./report";
 
 const N = 50_000;
@@ -49,25 +52,12 @@ const IDLE = 10_000;
 const GROWTH = [100, 1_000, 10_000, 100_000];
 const GROWTH_ROUNDS = 3;
 
-const paths = ["untilAborted", "signal"] as const;
-type WaitPath = (typeof paths)[number];
-
 const out = (line: string) => process.stderr.write(line + "\n");
 
 const gc = (): void => {
   if (!global.gc) throw new Error("run with node --expose-gc (npm run bench:supervisor does)");
   global.gc();
 };
-
-/** How a runnable waits for its end, on each path. */
-function untilEnd(ctx: RunContext, path: WaitPath): Promise<void> {
-  if (path === "untilAborted") return ctx.untilAborted();
-  const signal = ctx.signal;
-  return new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-}
 
 /** Runs `fn` `rounds` times after a warm-up round; returns the median ops/s. */
 async function throughput(n: number, rounds: number, fn: (n: number) => Promise<void>) {
@@ -266,11 +256,17 @@ async function restartLatencies(
   const victim = async (ctx: RunContext) => {
     ctx.healthy();
     if (++healthyCount === size) allHealthy?.();
+    // Told apart with a flag, not ctx.signal.aborted: on the untilAborted()
+    // path the victim must not make the signal that path is measured without.
+    let stopped = false;
     await new Promise<void>((resolve) => {
       kill = resolve;
-      void untilEnd(ctx, path).then(resolve);
+      void untilEnd(ctx, path).then(() => {
+        stopped = true;
+        resolve();
+      });
     });
-    if (ctx.signal.aborted) return;
+    if (stopped) return;
     thrownAt = performance.now();
     throw new Error("killed by the benchmark");
   };
@@ -303,30 +299,6 @@ async function restartLatencies(
   }
   await sup.stop();
   return result;
-}
-
-/** (c): heap retained per idle healthy runnable waiting on `path`. */
-async function retainedHeapPerRunnable(path: WaitPath, count: number): Promise<number> {
-  const idle = async (ctx: RunContext) => {
-    ctx.healthy();
-    await untilEnd(ctx, path);
-  };
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  let healthy: () => void = () => undefined;
-  const allHealthy = new Promise<void>((r) => (healthy = r));
-  const sup = supervise(async (ctx) => {
-    for (let i = 0; i < count; i++) ctx.run(`idle${i}`, idle);
-    ctx.healthy();
-    healthy();
-    await ctx.untilAborted();
-  });
-  await allHealthy;
-  await new Promise((r) => setImmediate(r));
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  await sup.stop();
-  return (after - before) / count;
 }
 
 /** The lifecycles measured: the done form (ours and peers) and the stopped form on each wait path (ours and peers). */

@@ -3,9 +3,9 @@
  * state lives in the TreeNode, and every call is checked against the run it
  * was made for, so a context kept past its run cannot affect a later one.
  */
+import { abortReason } from "./abort-reason";
 import { abortableSleep } from "./abortable-sleep";
 import { noOptions, type ContextHost } from "./context-host";
-import { RunAbortedError } from "./errors";
 import type { TreeNode } from "./tree-node";
 import type { ChildOptions, Logger, RunContext, Runnable } from "./types";
 
@@ -20,7 +20,7 @@ export class RunContextImpl implements RunContext {
     // A context kept past its run must not get the next run's signal: what
     // the ended run left behind is told to stop.
     if (this.incarnation !== this.node.incarnation)
-      return AbortSignal.abort(new RunAbortedError(this.node.dn, "this run has ended"));
+      return AbortSignal.abort(abortReason(this.node.dn, "this run has ended"));
     return this.node.signal();
   }
 

@@ -17,6 +17,7 @@
  *   dead members: backoff, or give up and escalate to the parent
  *   aborted members: restart at once
  */
+import { abortReason } from "./abort-reason";
 import { Backoff, resolveBackoff } from "./backoff";
 import { RunContextImpl } from "./context";
 import { noOptions, type ContextHost } from "./context-host";
@@ -36,6 +37,7 @@ import { validateName } from "./names";
 import { Group, TreeNode } from "./tree-node";
 import { ReportHub } from "./reports";
 import { RestartWindow } from "./restart-window";
+import { TickClock } from "./tick-clock";
 import { TreeWatch } from "./tree-watch";
 import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
 import type {
@@ -69,6 +71,8 @@ export class Tree implements Supervisor, ContextHost {
   /** Reports: history, subscribers, and the watchers of the live tree. */
   private readonly hub: ReportHub;
   private readonly restartWindow = new RestartWindow();
+  /** Stamps transitions: one reading of the wall clock per burst of work. */
+  private readonly clock = new TickClock();
 
   /** Restart timers pending anywhere in the tree. */
   private pendingTimers = 0;
@@ -112,7 +116,7 @@ export class Tree implements Supervisor, ContextHost {
   async stop(opts: { timeoutMs?: number } = {}): Promise<StopReport> {
     const timeoutMs = opts.timeoutMs ?? defaultStopTimeoutMs;
     this.stopping = true;
-    this.abortSubtree(this.root, new RunAbortedError("root", "supervisor stopped"));
+    this.abortSubtree(this.root, abortReason("root", "supervisor stopped"));
     this.checkEnded();
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
@@ -338,7 +342,7 @@ export class Tree implements Supervisor, ContextHost {
     this.loggerOf(node).error(`runnable failed: ${error.message}`, {
       ...(error.stack && { stack: error.stack }),
     });
-    const reason = new RunAbortedError(node.dn, "failed; stopping its subtree and group");
+    const reason = abortReason(node.dn, "failed; stopping its subtree and group");
     this.abortSubtree(node, reason);
     if (node.isTemporary()) return;
     for (const sibling of node.groupMembers())
@@ -362,6 +366,7 @@ export class Tree implements Supervisor, ContextHost {
     node.controller?.abort(reason);
     node.releaseWaiter?.();
     node.releaseWaiter = undefined;
+    if (node.group && !node.isTemporary()) node.group.abort();
     node.children?.forEach((child) => this.abortSubtree(child, reason));
   }
 
@@ -454,7 +459,7 @@ export class Tree implements Supervisor, ContextHost {
   private failTree(error: Error): void {
     this.failure = new TreeFailedError(error);
     this.stopping = true;
-    this.abortSubtree(this.root, new RunAbortedError("root", "the supervision tree failed"));
+    this.abortSubtree(this.root, abortReason("root", "the supervision tree failed"));
   }
 
   private respawn(node: TreeNode): void {
@@ -502,7 +507,7 @@ export class Tree implements Supervisor, ContextHost {
   private setState(node: TreeNode, to: NodeState, error?: Error): void {
     const from = node.incarnation === 0 && to === "new" ? undefined : node.state;
     node.state = to;
-    node.since = Date.now();
+    node.since = this.clock.now();
     this.hub.transition(node, to, error);
     if (!this.metrics && this.listeners.size === 0) return;
     const t: Transition = { dn: node.dn, from, to, at: node.since };

@@ -123,4 +123,70 @@ describe("the default logger", () => {
       delete process.env.SUPERVISOR_TEST_LEVEL;
     }
   });
+
+  /** Runs `body` with stdout captured; returns the lines written. */
+  async function captureStdout(body: () => Promise<void>): Promise<string[]> {
+    const written: string[] = [];
+    const write = jest.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      await body();
+    } finally {
+      write.mockRestore();
+    }
+    return written;
+  }
+
+  it("writes one JSON object per line, level and message first, with its dn and fields", async () => {
+    const isTTY = process.stdout.isTTY;
+    process.stdout.isTTY = false;
+    try {
+      const written = await captureStdout(async () => {
+        sup = supervise(async (ctx) => {
+          ctx.logger.warn("disk almost full", { freeBytes: 1024 });
+          await serve(ctx);
+        });
+        await eventually(() => sup?.logs("root").length === 1, "one line");
+      });
+      expect(written).toHaveLength(1);
+      expect(written[0].endsWith("\n")).toBe(true);
+      expect(written[0].indexOf("\n")).toBe(written[0].length - 1);
+      const line: Record<string, unknown> = JSON.parse(written[0]);
+      expect(line).toEqual({
+        level: "warn",
+        message: "disk almost full",
+        freeBytes: 1024,
+        dn: "root",
+        timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
+      expect(Object.keys(line).slice(0, 2)).toEqual(["level", "message"]);
+    } finally {
+      process.stdout.isTTY = isTTY;
+    }
+  });
+
+  it("still writes a line whose fields JSON.stringify refuses (a cycle, a BigInt)", async () => {
+    const isTTY = process.stdout.isTTY;
+    process.stdout.isTTY = false;
+    try {
+      const cyclic: Record<string, unknown> = { name: "loop" };
+      cyclic.self = cyclic;
+      const written = await captureStdout(async () => {
+        sup = supervise(async (ctx) => {
+          ctx.logger.info("odd fields", { cyclic, big: 2n ** 70n });
+          await serve(ctx);
+        });
+        await eventually(() => sup?.logs("root").length === 1, "one line");
+      });
+      expect(written).toHaveLength(1);
+      const line: Record<string, unknown> = JSON.parse(written[0]);
+      expect(line.message).toBe("odd fields");
+      expect(line.big).toBe("1180591620717411303424");
+      expect(line.cyclic).toEqual({ name: "loop", self: "[Circular]" });
+    } finally {
+      process.stdout.isTTY = isTTY;
+    }
+  });
 });

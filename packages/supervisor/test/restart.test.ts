@@ -1,4 +1,9 @@
-import { ReturnedWithoutDoneError, type RunContext, type Transition } from "@metropolis/supervisor";
+import {
+  ReturnedWithoutDoneError,
+  RunAbortedError,
+  type RunContext,
+  type Transition,
+} from "@metropolis/supervisor";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { deferred, serve } from "./helpers";
 
@@ -254,5 +259,110 @@ describe("how a runnable ends", () => {
       "new",
       "healthy",
     ]);
+  });
+});
+
+describe("what a group's members wait on", () => {
+  it("members of a group share one untilAborted() per generation, released when a member dies", async () => {
+    const a = killable();
+    const waits = new Map<string, Promise<void>[]>();
+    const record = (name: string) => async (c: RunContext) => {
+      c.healthy();
+      const wait = c.untilAborted();
+      waits.set(name, [...(waits.get(name) ?? []), wait]);
+      await wait;
+    };
+    h = testHarness(
+      async (ctx) => {
+        ctx.runGroup({ a: a.runnable, b: record("b"), c: record("c") });
+        ctx.run("alone", record("alone"));
+        await serve(ctx);
+      },
+      { expectDeath: (dn) => dn === "root.a", backoff: { initialMs: 100, jitter: 0 } },
+    );
+    await h.waitFor("root.b", "healthy");
+    await h.waitFor("root.c", "healthy");
+    const [b0] = waits.get("b") ?? [];
+    const [c0] = waits.get("c") ?? [];
+    expect(b0).toBe(c0);
+    expect(b0).not.toBe(waits.get("alone")?.[0]);
+    const bBack = h.nextTransition((t) => t.dn === "root.b" && t.to === "healthy");
+    const aBack = h.nextTransition((t) => t.dn === "root.a" && t.to === "healthy");
+    a.kill();
+    await bBack;
+    // The siblings restarted at once and wait on a new promise; the first one resolved.
+    const [, b1] = waits.get("b") ?? [];
+    expect(b1).toBe(waits.get("c")?.[1]);
+    expect(b1).not.toBe(b0);
+    await expect(b0).resolves.toBeUndefined();
+    // a, restarted after its backoff, joins the siblings' generation: a second
+    // death releases all three of them, and restarts them again.
+    await aBack;
+    const cAgain = h.nextTransition((t) => t.dn === "root.c" && t.to === "healthy");
+    a.kill();
+    await cAgain;
+    await expect(b1).resolves.toBeUndefined();
+    expect(states(h, "root.alone")).toEqual(["new", "healthy"]);
+  });
+
+  it("members of a temporary group wait on their own: one member's death releases nobody else", async () => {
+    const a = killable();
+    let bWait: Promise<void> | undefined;
+    let bReleased = false;
+    h = testHarness(
+      async (ctx) => {
+        ctx.runGroup(
+          {
+            a: a.runnable,
+            b: async (c) => {
+              c.healthy();
+              bWait = c.untilAborted();
+              await bWait;
+              bReleased = true;
+            },
+          },
+          { restart: "temporary" },
+        );
+        await serve(ctx);
+      },
+      { expectDeath: (dn) => dn === "root.a" },
+    );
+    await h.waitFor("root.b", "healthy");
+    a.kill();
+    await h.waitFor("root.a", "dead");
+    // Let any release run its course: b keeps waiting.
+    await new Promise((r) => setImmediate(r));
+    expect(bReleased).toBe(false);
+    expect(states(h, "root.b")).toEqual(["new", "healthy"]);
+  });
+
+  it("the abort reason names where and why, and carries no stack frames", async () => {
+    const a = killable();
+    let reason: unknown;
+    h = testHarness(
+      async (ctx) => {
+        ctx.runGroup({
+          a: a.runnable,
+          b: async (c) => {
+            c.healthy();
+            const signal = c.signal;
+            await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+            reason ??= signal.reason;
+          },
+        });
+        await serve(ctx);
+      },
+      { expectDeath: (dn) => dn === "root.a", backoff: { initialMs: 0 } },
+    );
+    await h.waitFor("root.b", "healthy");
+    const bBack = h.nextTransition((t) => t.dn === "root.b" && t.to === "healthy");
+    a.kill();
+    await bBack;
+    if (!(reason instanceof RunAbortedError)) throw new Error(`reason: ${String(reason)}`);
+    const error = reason;
+    expect(error.message).toBe("root.a: failed; stopping its subtree and group");
+    expect(error.stack).toBe(`RunAbortedError: ${error.message}`);
+    // The stack trace limit is back to what it was.
+    expect(new Error("x").stack).toContain("\n    at ");
   });
 });
