@@ -153,9 +153,10 @@ async function measureSize(
 
   progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
   await sims.add(reg.nodes);
-  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () =>
-    curators.views(),
-  );
+  // Progress lines while a wait drags on: who leads, and what the nodes' workers failed with.
+  const describe = async () =>
+    [curators.views(), ...(await sims.errorKinds()).map((k) => `      ${k}`)].join("\n");
+  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe);
   progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
@@ -182,7 +183,7 @@ async function measureSize(
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
   const failover = await curators.killAndRespawn(leader, () =>
-    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () => curators.views()),
+    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
   );
   progress(
     `    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
@@ -198,7 +199,7 @@ async function measureSize(
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
     failoverWithOwners = await curators.killAndRespawn(leader, () =>
-      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, () => curators.views()),
+      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
     );
   } finally {
     await owners.stop();

@@ -37,6 +37,8 @@ export interface NodeHostLog {
   errors: number;
   warnings: number;
   firstError: string | undefined;
+  /** Errors by kind (numbers and IDs masked) since the host was last asked. */
+  kinds?: Record<string, number>;
 }
 
 /** A node host's answer to request `id`. */

@@ -148,6 +148,22 @@ export class NodeHosts {
     return `nodes logged ${errors} errors, ${warnings} warnings${firstError ? ` (first: ${firstError.slice(0, 300)})` : ""}`;
   }
 
+  /**
+   * The nodes' errors since the last call, by kind, most frequent first: a
+   * line each, for the progress output while a wait drags on.
+   */
+  async errorKinds(limit = 6): Promise<string[]> {
+    const logs = await Promise.all(this.hosts.map((h) => h.ask({ type: "log" })));
+    const total = new Map<string, number>();
+    for (const a of logs)
+      for (const [kind, n] of Object.entries(a.log?.kinds ?? {}))
+        total.set(kind, (total.get(kind) ?? 0) + n);
+    return [...total]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, limit)
+      .map(([kind, n]) => `${String(n).padStart(7)} × ${kind}`);
+  }
+
   /** SIGKILLs every host now (an interrupted run). */
   killAll(): void {
     for (const h of this.hosts) h.kill();

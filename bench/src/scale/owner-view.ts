@@ -75,7 +75,7 @@ export async function untilAllHealthy(
   timeoutMs: number,
   progress: (what: string) => void,
   /** Says more about the cluster in the progress lines (who leads, as each curator sees it). */
-  describe: () => string = () => "",
+  describe: () => string | Promise<string> = () => "",
   everyMs = 500,
 ): Promise<Recovery> {
   const started = performance.now();
@@ -102,7 +102,7 @@ export async function untilAllHealthy(
     if (elapsed - shown > 5000) {
       shown = elapsed;
       const seen = healthy < 0 ? `no answer (${failure})` : `${healthy} of ${ids.size} HEALTHY`;
-      progress(`  ${seen} after ${(elapsed / 1000).toFixed(1)} s; curators: ${describe()}`);
+      progress(`  ${seen} after ${(elapsed / 1000).toFixed(1)} s; curators: ${await describe()}`);
     }
     await new Promise((r) => setTimeout(r, everyMs));
   }

@@ -33,14 +33,39 @@ import {
 import { supervise, type Logger, type Runnable, type Supervisor } from "@metropolis/supervisor";
 import type { RegisteredNode } from "../curator/registration";
 
+/** Distinct kinds of error kept by CountingLogger; later new kinds are counted as "(other)". */
+const maxErrorKinds = 30;
+
+/**
+ * An error message as a kind: numbers, node IDs and addresses replaced by "#",
+ * so that the same failure of many nodes counts once.
+ */
+export function errorKind(message: string): string {
+  return message
+    .slice(0, 240)
+    .replace(/metropolis-[0-9a-f]+/g, "metropolis-#")
+    .replace(/\d+(\.\d+)*/g, "#");
+}
+
 /** A logger that writes nothing and counts what it was given. */
 class CountingLogger implements Logger {
   errors = 0;
   warnings = 0;
   firstError: string | undefined;
+  /** Errors by kind (errorKind), since the last `takeKinds()`. */
+  private kinds = new Map<string, number>();
   error(message: string): void {
     this.errors++;
     this.firstError ??= message;
+    let kind = errorKind(message);
+    if (!this.kinds.has(kind) && this.kinds.size >= maxErrorKinds) kind = "(other)";
+    this.kinds.set(kind, (this.kinds.get(kind) ?? 0) + 1);
+  }
+  /** The error kinds counted since the last call, and a fresh count. */
+  takeKinds(): Record<string, number> {
+    const kinds = Object.fromEntries(this.kinds);
+    this.kinds = new Map();
+    return kinds;
   }
   warn(): void {
     this.warnings++;

@@ -14,6 +14,7 @@
  * that word (see @metropolis/cluster's enrolment dialling), and an
  * unexpected node at an address is a node that moved, not a forged cluster.
  */
+import { createSecureContext, type SecureContext } from "node:tls";
 import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
 import { isNodeId } from "@metropolis/pki";
 import { quoted } from "./bounded-text";
@@ -25,11 +26,16 @@ export interface TlsPem {
   ca: string;
 }
 
-/** Server credentials that ask for, but do not require or verify, a client certificate. */
+/**
+ * Server credentials that ask for, but do not require or verify, a client
+ * certificate. TLS 1.3 only: a connection's certificate is then its own for
+ * its whole life (TLS 1.2 lets a client renegotiate and present another one),
+ * so the caller can be classified once per connection (identity.ts).
+ */
 class ClientCertificateRequested extends ServerCredentials {
   constructor(tls: TlsPem) {
     super(
-      { requestCert: true, rejectUnauthorized: false },
+      { requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.3" },
       { ca: Buffer.from(tls.ca), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
     );
   }
@@ -44,42 +50,56 @@ export function curatorServerCredentials(tls: TlsPem): ServerCredentials {
 }
 
 /**
+ * The TLS context of a client of the cluster whose CA is `ca`: the CA and
+ * the client's key and certificate, parsed once. Made anew for every
+ * credentials object it cost about a millisecond, and a node's connection
+ * makes one per curator it may dial (each expects another node's
+ * certificate); credentials that differ only in the node they expect share
+ * one context (`opts.context` of {@link curatorClientCredentials}).
+ */
+export function curatorClientContext(
+  ca: string,
+  client?: { cert: string; key: string },
+): SecureContext {
+  return createSecureContext({
+    ca: Buffer.from(ca),
+    ...(client && { key: Buffer.from(client.key), cert: Buffer.from(client.cert) }),
+  });
+}
+
+/**
  * Client credentials towards curators of the cluster whose CA is `ca`, with
  * an optional client certificate (a node's, the owner's, or a self-signed one).
  * Nodes are dialled by IP and their certificates name node IDs, so the server
  * is checked by its CN: any node of the cluster, or exactly `opts.nodeId`
- * (e.g. the node whose Debug service is dialled).
+ * (e.g. the node whose Debug service is dialled). `opts.context`: the TLS
+ * context of `ca` and `client` made once by {@link curatorClientContext}.
  */
 export function curatorClientCredentials(
   ca: string,
   client?: { cert: string; key: string },
-  opts: { nodeId?: string } = {},
+  opts: { nodeId?: string; context?: SecureContext } = {},
 ): ChannelCredentials {
-  return credentials.createSsl(
-    Buffer.from(ca),
-    client ? Buffer.from(client.key) : null,
-    client ? Buffer.from(client.cert) : null,
-    {
-      checkServerIdentity: (_host, cert) => {
-        // TLS has verified the chain and parsed the certificate already; its
-        // subject is read from that parse. A second parse here (with
-        // @peculiar/x509: 2–5 ms) was paid on every connection, and nodes
-        // reconnecting after a failover make many.
-        const cn = typeof cert.subject?.CN === "string" ? cert.subject.CN : undefined;
-        const named = cn === undefined ? "no common name" : quoted(cn);
-        if (opts.nodeId !== undefined) {
-          return cn === opts.nodeId
-            ? undefined
-            : new Error(
-                `expected node ${opts.nodeId} here, but the node answering is ${named}: refused`,
-              );
-        }
-        return cn !== undefined && isNodeId(cn)
+  return credentials.createFromSecureContext(opts.context ?? curatorClientContext(ca, client), {
+    checkServerIdentity: (_host, cert) => {
+      // TLS has verified the chain and parsed the certificate already; its
+      // subject is read from that parse. A second parse here (with
+      // @peculiar/x509: 2–5 ms) was paid on every connection, and nodes
+      // reconnecting after a failover make many.
+      const cn = typeof cert.subject?.CN === "string" ? cert.subject.CN : undefined;
+      const named = cn === undefined ? "no common name" : quoted(cn);
+      if (opts.nodeId !== undefined) {
+        return cn === opts.nodeId
           ? undefined
-          : new Error(`the party answering is ${named}, not a node of this cluster`);
-      },
+          : new Error(
+              `expected node ${opts.nodeId} here, but the node answering is ${named}: refused`,
+            );
+      }
+      return cn !== undefined && isNodeId(cn)
+        ? undefined
+        : new Error(`the party answering is ${named}, not a node of this cluster`);
     },
-  );
+  });
 }
 
 /**

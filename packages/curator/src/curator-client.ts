@@ -24,11 +24,12 @@ import type {
 } from "@grpc/grpc-js";
 import { Channel, status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
+import type { SecureContext } from "node:tls";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
 import { abortable, abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
-import { curatorClientCredentials } from "./credentials";
+import { curatorClientContext, curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
 
 export interface CuratorConnectionOptions {
@@ -160,6 +161,8 @@ export class CuratorConnection {
   private readonly identity: { cert: string; key: string } | undefined;
   /** Client credentials by the node expected at the other end ("" for any node). */
   private readonly credentials = new Map<string, ChannelCredentials>();
+  /** The TLS context all of them share (made on first use). */
+  private context: SecureContext | undefined;
   private readonly channelOptions: ChannelOptions;
   private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
@@ -319,7 +322,11 @@ export class CuratorConnection {
     const key = nodeId ?? "";
     let credentials = this.credentials.get(key);
     if (!credentials) {
-      credentials = curatorClientCredentials(this.ca, this.identity, { nodeId });
+      this.context ??= curatorClientContext(this.ca, this.identity);
+      credentials = curatorClientCredentials(this.ca, this.identity, {
+        nodeId,
+        context: this.context,
+      });
       this.credentials.set(key, credentials);
     }
     return credentials;

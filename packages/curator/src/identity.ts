@@ -14,7 +14,8 @@
  * node was deleted) is refused as UNAUTHENTICATED, like a foreign one.
  */
 import { createHash } from "node:crypto";
-import { TLSSocket, type PeerCertificate } from "node:tls";
+import type { X509Certificate } from "node:crypto";
+import { TLSSocket } from "node:tls";
 import type { ServerUnaryCall } from "@grpc/grpc-js";
 import {
   isNodeId,
@@ -39,37 +40,58 @@ export type HasAuthContext = Pick<ServerUnaryCall<unknown, unknown>, "getAuthCon
 /** The CN of owner certificates. */
 export const ownerCommonName = "owner";
 
+type Internal = {
+  call?: Internal;
+  nextCall?: Internal;
+  stream?: { session?: Session };
+};
+
+/** An HTTP/2 session of the server: one client connection. */
+type Session = { socket?: unknown };
+
 /**
- * The DER of the client certificate of `call`. grpc-js reports a peer
- * certificate only when TLS itself verified it (`socket.authorized`), which a
- * self-signed one never is; so, failing that, it is read from the call's TLS
- * socket. That socket sits in grpc-js internals (the call's http2 stream):
- * `@grpc/grpc-js` is pinned to a minor version, and the tests of ephemeral
- * callers fail loudly if the internals move.
+ * The HTTP/2 session (the connection) `call` came on. It sits in grpc-js
+ * internals (the call's http2 stream): `@grpc/grpc-js` is pinned to a minor
+ * version, and the tests of ephemeral callers fail loudly if the internals
+ * move. Undefined for a call that is not grpc-js's (the metrics endpoint's).
  */
-function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
-  let reported: Buffer | undefined;
+function sessionOf(call: HasAuthContext): Session | undefined {
+  let inner = (call as Internal).call;
+  while (inner && !inner.stream && inner.nextCall) inner = inner.nextCall;
+  return inner?.stream?.session;
+}
+
+/**
+ * The DER of the client certificate of a connection, read from its TLS
+ * socket: grpc-js's `getAuthContext()` reports one only when TLS itself
+ * verified it (`socket.authorized`), which a self-signed one never is, and
+ * builds the whole parsed certificate (subject, issuer, three fingerprints)
+ * to do so. Undefined once the client has closed the connection.
+ */
+function sessionCertificateDer(session: Session): Buffer | undefined {
+  const socket = session.socket;
+  if (!(socket instanceof TLSSocket)) return undefined;
+  // Undefined once the client has closed the connection, whatever its type says.
+  const certificate: X509Certificate | undefined = socket.getPeerX509Certificate();
+  return certificate?.raw;
+}
+
+/** The DER of the client certificate of a call that is not grpc-js's, from its `getAuthContext()`. */
+function authContextCertificateDer(call: HasAuthContext): Buffer | undefined {
   try {
-    reported = call.getAuthContext().sslPeerCertificate?.raw;
+    return call.getAuthContext().sslPeerCertificate?.raw;
   } catch {
     // grpc-js reads `getPeerCertificate().raw`, and a socket closed by its
     // client before the call is handled has no certificate (null): the caller
     // is gone, and is handled as the anonymous caller it now is.
     return undefined;
   }
-  if (reported && reported.length > 0) return reported;
-  type Internal = {
-    call?: Internal;
-    nextCall?: Internal;
-    stream?: { session?: { socket?: unknown } };
-  };
-  let inner = (call as Internal).call;
-  while (inner && !inner.stream && inner.nextCall) inner = inner.nextCall;
-  const socket = inner?.stream?.session?.socket;
-  if (!(socket instanceof TLSSocket)) return undefined;
-  // null once the client has closed the connection (see above), whatever its type says.
-  const certificate: PeerCertificate | null = socket.getPeerCertificate();
-  return certificate?.raw;
+}
+
+/** The DER of the client certificate of `call`, if it has one. */
+function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
+  const session = sessionOf(call);
+  return session ? sessionCertificateDer(session) : authContextCertificateDer(call);
 }
 
 function parsePeerCertificate(raw: Buffer): ParsedCertificate {
@@ -101,6 +123,12 @@ export async function identify(
  */
 const identityCacheSize = 65_536;
 
+/** A certificate's classification, and its serial for the revocation check of every call. */
+interface Identified {
+  caller: Caller;
+  serial: bigint;
+}
+
 /**
  * `identify` against one CA, remembering the classification of each
  * certificate: parsing and verifying an X.509 certificate costs 2–6 ms of
@@ -114,21 +142,32 @@ export function identifier(
   caCertificate: Uint8Array,
   revocations?: Revocations,
 ): (call: HasAuthContext) => Promise<Caller> {
-  const known = new Map<string, { caller: Caller; serial: bigint }>();
+  const known = new Map<string, Identified>();
+  // A connection's certificate cannot change (TLS 1.3 only: no
+  // renegotiation, see credentials.ts), so its classification is kept with
+  // the connection: a call on it costs a lookup, where reading the
+  // certificate off the socket and hashing it was ~10 % of a leader's CPU
+  // while a cluster's nodes attached to it.
+  const bySession = new WeakMap<Session, Identified>();
   // Parsed once: a parse costs as much as the caller's own (measured: 2–6 ms
   // each with @peculiar/x509), and a new leader meets every node's
   // certificate for the first time at once.
   const ca = parseCertificate(caCertificate);
   return async (call) => {
-    const raw = peerCertificateDer(call);
-    if (!raw || raw.length === 0) return { kind: "anonymous" };
-    const key = createHash("sha256").update(raw).digest("base64");
-    let entry = known.get(key);
+    const session = sessionOf(call);
+    let entry = session && bySession.get(session);
     if (!entry) {
-      const cert = parsePeerCertificate(raw);
-      entry = { caller: await classify(cert, ca), serial: cert.serial };
-      if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
-      known.set(key, entry);
+      const raw = session ? sessionCertificateDer(session) : authContextCertificateDer(call);
+      if (!raw || raw.length === 0) return { kind: "anonymous" };
+      const key = createHash("sha256").update(raw).digest("base64");
+      entry = known.get(key);
+      if (!entry) {
+        const cert = parsePeerCertificate(raw);
+        entry = { caller: await classify(cert, ca), serial: cert.serial };
+        if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
+        known.set(key, entry);
+      }
+      if (session) bySession.set(session, entry);
     }
     // Self-signed (ephemeral) certificates are no CA's to revoke.
     if (entry.caller.kind !== "ephemeral" && revocations?.isRevoked(entry.serial)) {

@@ -26,6 +26,7 @@ export {
 } from "./curator-client";
 export { directoryCurators, formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 export {
+  curatorClientContext,
   curatorClientCredentials,
   curatorServerCredentials,
   silenceIpServerNameWarning,
