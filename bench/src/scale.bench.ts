@@ -416,7 +416,6 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
     progress(`starting ${scale.hosts} node host processes`);
     sims = new NodeHosts(
       {
-        caPem: cluster.caPem,
         curators: curators.addresses,
         heartbeatIntervalMs: scale.heartbeatIntervalMs,
       },

@@ -9,7 +9,6 @@ import type { RegisteredNode } from "../curator/registration";
 
 /** A node host's settings: its one command-line argument, as JSON. */
 export interface NodeHostConfig {
-  caPem: string;
   curators: CuratorAddress[];
   heartbeatIntervalMs: number;
   /** Where the host's nodes keep their files (see SimulatedNodes). */

@@ -24,6 +24,7 @@ import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
 import {
+  nodeCuratorConnection,
   heartbeatRestartBackoff,
   heartbeatWorker,
   roleFetchWorker,
@@ -94,7 +95,6 @@ export class SimulatedNodes {
    *   `i` of this process reports `prefix.(i / 256).(i % 256)`, unique in the cluster
    */
   constructor(
-    private readonly caPem: string,
     private readonly curators: readonly CuratorAddress[],
     private readonly heartbeatIntervalMs: number,
     private readonly stateDir: string,
@@ -106,11 +106,8 @@ export class SimulatedNodes {
     const workers: Record<string, Record<string, Runnable>> = {};
     for (const node of nodes) {
       const i = this.count++;
-      const connection = new CuratorConnection({
-        endpoints: this.curators,
-        ca: this.caPem,
-        identity: { cert: node.tls.cert, key: node.tls.key },
-      });
+      // The node's own connection to its curators (standby connections included).
+      const connection = nodeCuratorConnection(this.curators, node.credentials);
       this.connections.push(connection);
       const values = new RoleserveValues();
       values.curatorConnection.set({ credentials: node.credentials, connection });

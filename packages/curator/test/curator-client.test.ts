@@ -5,7 +5,9 @@
  * node — the rogue of issue 11 (a node of the cluster without the consensus
  * role, serving "the leader is me") is refused, whatever it answers.
  */
+import { connect, createServer, type Socket } from "node:net";
 import { Server, status, type ServerWritableStream } from "@grpc/grpc-js";
+import { eventually } from "@metropolis/supervisor/testing";
 import { freePort } from "@metropolis/consensus/testing";
 import {
   CertificateAuthority,
@@ -13,7 +15,7 @@ import {
   nodeIdFromPublicKey,
   tlsMaterial,
 } from "@metropolis/pki";
-import { curator } from "@metropolis/proto";
+import { api, curator } from "@metropolis/proto";
 import {
   CuratorConnection,
   CuratorConnectionClosedError,
@@ -93,6 +95,13 @@ async function fakeCurator(
     getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
   };
   server.addService(curator.CuratorLocalService, implementation);
+  // One leader method, answered by whoever serves this fake: what a client's call reaches.
+  server.addService(api.ManagementService, {
+    getClusterInfo: (
+      _call: unknown,
+      callback: (e: null, res: api.GetClusterInfoResponse) => void,
+    ) => callback(null, api.GetClusterInfoResponse.fromPartial({})),
+  });
   port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", curatorServerCredentials(self.tls), (e, p) =>
       e ? reject(e) : resolve(p),
@@ -283,5 +292,90 @@ describe("CuratorConnection searches for the leader once for all its callers", (
     again.abort(new Error("given up"));
     await expect(later).rejects.toThrow("given up");
     connection.close();
+  });
+});
+
+/** A TCP proxy to `port` on loopback that counts the connections made through it. */
+async function countingProxy(port: number) {
+  const sockets = new Set<Socket>();
+  const counts = { connections: 0 };
+  const server = createServer((inbound) => {
+    counts.connections++;
+    const outbound = connect(port, "127.0.0.1");
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on("error", () => undefined);
+      s.on("close", () => sockets.delete(s));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("proxy has no port");
+  return {
+    port: address.port,
+    counts,
+    stop: () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
+
+describe("CuratorConnection with standby connections", () => {
+  it("connects to every curator soon after finding the leader, and reaches a new leader over that connection", async () => {
+    const ca = await CertificateAuthority.create();
+    const [a, b, c, client] = [await node(ca), await node(ca), await node(ca), await node(ca)];
+    // a leads; b and c say so, until b takes over.
+    let leader: Node = a;
+    let leaderPort = 0;
+    const current: LeaderAnswer = () => ({
+      leaderNodeId: leader.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort,
+      thisNodeId: "",
+    });
+    const servers = await Promise.all(
+      [a, b, c].map((self) =>
+        fakeCurator(self, (port) => ({ ...current(port), thisNodeId: self.nodeId })),
+      ),
+    );
+    const proxies = await Promise.all(servers.map((s) => countingProxy(s.port)));
+    const [proxyA, proxyB, proxyC] = proxies;
+    leaderPort = proxyA.port;
+    const connection = new CuratorConnection({
+      endpoints: [a, b, c].map((n, i) => ({
+        host: "127.0.0.1",
+        port: proxies[i].port,
+        nodeId: n.nodeId,
+      })),
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+      standby: { spreadMs: 100 },
+    });
+    try {
+      await connection.call(async (l) => expect(l.endpoint.nodeId).toBe(a.nodeId));
+      await eventually(
+        () => proxies.every((p) => p.counts.connections === 1),
+        "one connection to every curator",
+      );
+      // a fails; b leads from now on.
+      servers[0].stop();
+      proxyA.stop();
+      leader = b;
+      leaderPort = proxyB.port;
+      const found = await connection.call(async (l) => {
+        await unaryCall(l.management.getClusterInfo.bind(l.management), {});
+        return l.endpoint.nodeId;
+      });
+      expect(found).toBe(b.nodeId);
+      // b was reached over the connection kept to it: no new TLS connection.
+      expect(proxyB.counts.connections).toBe(1);
+      expect(proxyC.counts.connections).toBe(1);
+    } finally {
+      connection.close();
+      for (const s of servers) s.stop();
+      for (const p of proxies) p.stop();
+    }
   });
 });

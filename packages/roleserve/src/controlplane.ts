@@ -37,7 +37,6 @@ import {
 import {
   bootstrapCluster,
   Curator,
-  CuratorConnection,
   defaultCuratorPort,
   type RunningConsensus,
 } from "@metropolis/curator";
@@ -53,7 +52,12 @@ import {
   ControlPlaneInputError,
   RolesChangedError,
 } from "./errors";
-import { credentialsPem, saveCredentials, type NodeCredentials } from "./node-credentials";
+import {
+  credentialsPem,
+  nodeCuratorConnection,
+  saveCredentials,
+  type NodeCredentials,
+} from "./node-credentials";
 import type { EnrolmentSecrets, RoleserveValues } from "./values";
 
 export interface ControlPlaneConfig {
@@ -303,13 +307,10 @@ class ControlPlaneLauncher {
       // The bootstrap made the credentials: now the node can reach its cluster.
       this.values.curatorConnection.set({
         credentials,
-        connection: new CuratorConnection({
-          endpoints: [
-            { host: this.config.host, port: this.curatorPort, nodeId: credentials.nodeId },
-          ],
-          ca: credentialsPem(credentials).ca,
-          identity: credentialsPem(credentials),
-        }),
+        connection: nodeCuratorConnection(
+          [{ host: this.config.host, port: this.curatorPort, nodeId: credentials.nodeId }],
+          credentials,
+        ),
       });
       // Done: from now on this node runs a control plane for its roles like
       // any other, also when a later run of this launcher decides afresh.

@@ -22,7 +22,9 @@ export {
 export {
   credentialsPem,
   loadCredentials,
+  nodeCuratorConnection,
   saveCredentials,
+  standbySpreadMs,
   type NodeCredentials,
 } from "./node-credentials";
 export { validateWorkloads, type WorkloadSpec } from "./workloads";

@@ -3,7 +3,7 @@
  * roleserver once the node has one (after register, join, or the control
  * plane finishing a bootstrap).
  */
-import type { TlsPem } from "@metropolis/curator";
+import { CuratorConnection, type CuratorAddress, type TlsPem } from "@metropolis/curator";
 import { FileCorruptedError, type NodeRoot } from "@metropolis/localstorage";
 import {
   certificatePemCodec,
@@ -82,4 +82,31 @@ export async function loadCredentials(dir: CredentialsDirectory): Promise<NodeCr
   } catch (e) {
     throw new CredentialsMismatchError(dir.fullPath, e);
   }
+}
+
+/**
+ * How long after finding the leader a node opens its standby connections to
+ * the other curators (a random part of it): long enough that a cluster
+ * starting at once spreads those handshakes out, short enough that a
+ * failover soon after a start finds most nodes connected already.
+ */
+export const standbySpreadMs = 30_000;
+
+/**
+ * The node's connection to its cluster's curators, as `credentials` and the
+ * curators `endpoints` name: with standby connections to every curator (see
+ * CuratorConnectionOptions.standby), so that a failover costs the new leader
+ * no TLS handshake per node.
+ */
+export function nodeCuratorConnection(
+  endpoints: readonly CuratorAddress[],
+  credentials: NodeCredentials,
+): CuratorConnection {
+  const tls = credentialsPem(credentials);
+  return new CuratorConnection({
+    endpoints,
+    ca: tls.ca,
+    identity: tls,
+    standby: { spreadMs: standbySpreadMs },
+  });
 }

@@ -10,13 +10,13 @@
  *        ▲               └───────▶ workloads   ──▶ workloadStatus
  *        └─ curator (Watch)        heartbeat, directory ◀── curatorConnection
  */
-import { CuratorConnection, defaultCuratorPort, directoryCurators } from "@metropolis/curator";
+import { defaultCuratorPort, directoryCurators } from "@metropolis/curator";
 import type { common } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
 import { directoryWorker } from "./directory";
 import { heartbeatRestartBackoff, heartbeatWorker } from "./heartbeat";
-import { credentialsPem, type NodeCredentials } from "./node-credentials";
+import { nodeCuratorConnection, type NodeCredentials } from "./node-credentials";
 import { revocationWorker } from "./revocation";
 import { roleFetchWorker } from "./rolefetch";
 import { statusPushWorker } from "./statuspush";
@@ -69,10 +69,9 @@ export class Roleserver {
     enrolment: EnrolmentSecrets,
   ): void {
     const endpoints = directoryCurators(directory, this.config.curatorPort ?? defaultCuratorPort);
-    const tls = credentialsPem(credentials);
     this.values.curatorConnection.set({
       credentials,
-      connection: new CuratorConnection({ endpoints, ca: tls.ca, identity: tls }),
+      connection: nodeCuratorConnection(endpoints, credentials),
     });
     this.values.bootstrapData.set(undefined);
     this.values.enrolment.set(enrolment);
