@@ -343,17 +343,14 @@ export class CuratorConnection {
   /** Opens the standby connections (see `standby`) a random part of its spread from now, unless already due. */
   private scheduleStandby(): void {
     if (!this.standby || this.standbyTimer) return;
-    this.standbyTimer = setTimeout(
-      () => {
-        this.standbyTimer = undefined;
-        for (const curator of this.endpoints) {
-          // Only a curator bound to its node: a bare address is an operator's.
-          if (curator.nodeId === undefined) continue;
-          this.localClient(curator).getChannel().getConnectivityState(true);
-        }
-      },
-      Math.random() * this.standby.spreadMs,
-    );
+    this.standbyTimer = setTimeout(() => {
+      this.standbyTimer = undefined;
+      for (const curator of this.endpoints) {
+        // Only a curator bound to its node: a bare address is an operator's.
+        if (curator.nodeId === undefined) continue;
+        this.localClient(curator).getChannel().getConnectivityState(true);
+      }
+    }, Math.random() * this.standby.spreadMs);
     this.standbyTimer.unref();
   }
 

@@ -1,22 +1,26 @@
 /**
- * The curator's gRPC listener: one listening TCP socket for a curator's
- * whole run, and a grpc-js server per leadership state (the leader serves
- * more than a follower) that takes its connections through a connection
- * injector.
+ * The curator's gRPC listener: one listening TCP socket and one grpc-js
+ * server for a curator's whole run, serving the services of one role after
+ * another (a follower's, then a leader's, …) through a call router.
  *
- *   TCP :port ──accept──▶ net.Server (backlog 4096) ──inject──▶ grpc-js server (follower)
- *                                      │ held while none serves      then (leader)
+ *   TCP :port ──accept──▶ net.Server (backlog 4096) ──admission──inject──▶ grpc-js server
+ *                                                          │ every method: CallRouter
+ *                                                          ▼
+ *                                   the services of the role serving now (call-router.ts)
  *
  * Why not grpc-js's own `bindAsync`: it listens with Node's default backlog
  * (511), and a whole cluster's nodes dial a new leader at once after a
  * failover — the scale simulator overflowed that queue thousands of times
  * (nstat ListenOverflows), every dropped handshake retried by TCP after 1,
- * 3, 7 s. And a server bound per state closes the port between the follower's
- * server and the leader's, the moment every node dials it: here the port
- * stays open, and a connection that arrives while neither serves waits (up
- * to {@link maxHeldConnections}) for the next one.
+ * 3, 7 s. And why one server rather than one per role: shutting a server
+ * down closes its connections, and the nodes' connections to a follower are
+ * kept precisely so that, when it becomes the leader, they need no new TLS
+ * handshake (CuratorConnection's `standby`). A call that arrives between two
+ * roles is held for the next one (call-router.ts). Accepted connections are
+ * admitted a few per turn of the event loop (connection-admission.ts), so
+ * that a cluster dialling at once cannot starve what the curator already serves.
  */
-import { createServer, type Server as NetServer, type Socket } from "node:net";
+import { createServer, type Server as NetServer } from "node:net";
 import {
   Server,
   type ConnectionInjector,
@@ -25,22 +29,18 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import type { Logger } from "@metropolis/supervisor";
+import { CallRouter } from "./call-router";
+import { ConnectionAdmission } from "./connection-admission";
 import { serverLimits } from "./server-limits";
 
 /** A service definition with its implementation. */
 export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
-
-/** Time running calls (watches, heartbeats) get to finish when the listener changes. */
-const shutdownGraceMs = 500;
 
 /**
  * Pending connections the kernel queues for the socket (capped by
  * net.core.somaxconn): room for a cluster's nodes dialling a new leader at once.
  */
 export const listenBacklog = 4096;
-
-/** Connections held while no server serves; beyond it, the oldest are closed. */
-export const maxHeldConnections = 4096;
 
 /** The host and port of `host:port` or `[v6]:port`. */
 function splitAddress(address: string): { host: string; port: number } {
@@ -55,10 +55,10 @@ function splitAddress(address: string): { host: string; port: number } {
 export class Listener {
   private previous: Promise<void> = Promise.resolve();
   private socket: NetServer | undefined;
-  /** The server connections go to now, while one serves. */
-  private serving: ConnectionInjector | undefined;
-  /** Connections that arrived while no server served, oldest first. */
-  private readonly held = new Set<Socket>();
+  /** The grpc-js server, its way in for accepted connections, and the router of its calls. */
+  private grpc: { server: Server; injector: ConnectionInjector; router: CallRouter } | undefined;
+  /** Where accepted connections wait for their turn (connection-admission.ts). */
+  private admission: ConnectionAdmission | undefined;
 
   constructor(
     readonly address: string,
@@ -67,9 +67,10 @@ export class Listener {
   ) {}
 
   /**
-   * Serves `services` until `signal` aborts, then shuts down; resolves once
-   * shut down. `onServing` is called once the server accepts calls. The
-   * port is opened by the first call and stays open until {@link close}.
+   * Serves `services` until `signal` aborts, then ends their calls (see
+   * call-router.ts); resolves once they have ended. `onServing` is called
+   * once the services take calls. The port is opened by the first call and
+   * stays open until {@link close}.
    */
   serve(
     services: readonly ServiceEntry[],
@@ -83,13 +84,20 @@ export class Listener {
   }
 
   /**
-   * Once the last {@link serve} has shut down, closes the port and every
-   * connection held; resolves once the port is closed.
+   * Once the last {@link serve} has ended, answers the calls held for a next
+   * one (UNAVAILABLE), closes every connection and the port; resolves once
+   * the port is closed.
    */
   async close(): Promise<void> {
     await this.previous;
-    for (const socket of this.held) socket.destroy();
-    this.held.clear();
+    this.admission?.close();
+    this.admission = undefined;
+    const grpc = this.grpc;
+    this.grpc = undefined;
+    if (grpc) {
+      grpc.router.close();
+      grpc.server.forceShutdown();
+    }
     const socket = this.socket;
     this.socket = undefined;
     if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
@@ -102,70 +110,47 @@ export class Listener {
     onServing: () => void,
   ): Promise<void> {
     if (signal.aborted) return;
-    await this.listen();
-    const server = new Server(serverLimits());
-    for (const [definition, implementation] of services)
-      server.addService(definition, implementation);
-    const injector = server.createConnectionInjector(this.credentials);
-    this.serving = injector;
-    for (const socket of this.held) this.inject(socket);
-    this.held.clear();
+    const { router } = await this.listen();
+    const end = router.serve(services);
     this.logger.info(`serving as ${role} on ${this.address}`);
     onServing();
     await new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
       signal.addEventListener("abort", () => resolve(), { once: true });
     });
-    if (this.serving === injector) this.serving = undefined;
-    await new Promise<void>((resolve) => {
-      const force = setTimeout(() => {
-        server.forceShutdown();
-        resolve();
-      }, shutdownGraceMs);
-      server.tryShutdown(() => {
-        clearTimeout(force);
-        resolve();
-      });
-    });
+    await end();
   }
 
-  /** Opens the port, once. */
-  private async listen(): Promise<void> {
-    if (this.socket) return;
+  /** Opens the port and makes the grpc-js server, once. */
+  private async listen(): Promise<NonNullable<Listener["grpc"]>> {
+    if (this.grpc) return this.grpc;
+    const server = new Server(serverLimits());
+    const grpc = {
+      server,
+      injector: server.createConnectionInjector(this.credentials),
+      router: new CallRouter(server),
+    };
     const { host, port } = splitAddress(this.address);
-    const socket = createServer({ noDelay: true }, (connection) => this.accept(connection));
-    this.socket = socket;
+    // Accepted unread (paused): a connection's handshake starts when it is admitted.
+    const admission = new ConnectionAdmission((connection) => {
+      // Reading starts now, in the same turn as TLS takes the socket over.
+      connection.resume();
+      grpc.injector.injectConnection(connection);
+    });
+    const socket = createServer({ noDelay: true, pauseOnConnect: true }, (connection) =>
+      admission.offer(connection),
+    );
     await new Promise<void>((resolve, reject) => {
       socket.once("error", reject);
       socket.listen({ host, port, backlog: listenBacklog }, () => {
         socket.off("error", reject);
         resolve();
       });
-    }).catch((e: unknown) => {
-      this.socket = undefined;
-      throw e;
     });
     socket.on("error", (e) => this.logger.error(`curator listener on ${this.address}: ${e}`));
-  }
-
-  private accept(connection: Socket): void {
-    if (this.serving) {
-      this.inject(connection);
-      return;
-    }
-    this.held.add(connection);
-    // A held connection's reset must not be an unhandled 'error' event.
-    connection.on("error", () => undefined);
-    connection.once("close", () => this.held.delete(connection));
-    if (this.held.size > maxHeldConnections) {
-      const [oldest] = this.held;
-      oldest.destroy();
-      this.held.delete(oldest);
-    }
-  }
-
-  private inject(connection: Socket): void {
-    if (connection.destroyed) return;
-    this.serving?.injectConnection(connection);
+    this.socket = socket;
+    this.admission = admission;
+    this.grpc = grpc;
+    return grpc;
   }
 }

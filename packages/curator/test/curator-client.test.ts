@@ -5,7 +5,6 @@
  * node — the rogue of issue 11 (a node of the cluster without the consensus
  * role, serving "the leader is me") is refused, whatever it answers.
  */
-import { connect, createServer, type Socket } from "node:net";
 import { Server, status, type ServerWritableStream } from "@grpc/grpc-js";
 import { eventually } from "@metropolis/supervisor/testing";
 import { freePort } from "@metropolis/consensus/testing";
@@ -23,6 +22,7 @@ import {
   unaryCall,
 } from "../src/curator-client";
 import { curatorServerCredentials } from "../src/credentials";
+import { countingProxy } from "./counting-proxy";
 
 describe("CuratorConnection", () => {
   it("ends a call with the abort reason while no curator answers", async () => {
@@ -294,33 +294,6 @@ describe("CuratorConnection searches for the leader once for all its callers", (
     connection.close();
   });
 });
-
-/** A TCP proxy to `port` on loopback that counts the connections made through it. */
-async function countingProxy(port: number) {
-  const sockets = new Set<Socket>();
-  const counts = { connections: 0 };
-  const server = createServer((inbound) => {
-    counts.connections++;
-    const outbound = connect(port, "127.0.0.1");
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on("error", () => undefined);
-      s.on("close", () => sockets.delete(s));
-    }
-    inbound.pipe(outbound).pipe(inbound);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("proxy has no port");
-  return {
-    port: address.port,
-    counts,
-    stop: () => {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
-}
 
 describe("CuratorConnection with standby connections", () => {
   it("connects to every curator soon after finding the leader, and reaches a new leader over that connection", async () => {

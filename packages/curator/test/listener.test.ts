@@ -1,22 +1,26 @@
 /**
- * The curator's listener keeps one listening socket across its servers: a
- * connection that arrives while the follower's server has shut down and the
- * leader's is not serving yet is not refused (grpc-js's own bindAsync closed
- * the port in between, the moment a cluster's nodes dial a new leader) but
- * served by the next server; close() closes the port.
+ * The curator's listener keeps one listening socket and one grpc-js server
+ * across roles: a connection made to a follower is still there when it leads
+ * (its clients need no new TLS handshake), a call that arrives between two
+ * roles is answered by the next one, a method the role serving does not serve
+ * is UNIMPLEMENTED, and the streams of a role that ended are ended
+ * UNAVAILABLE after a grace period; close() closes the port.
  */
 import { connect } from "node:net";
 import {
   credentials,
   makeGenericClientConstructor,
   ServerCredentials,
+  status,
   type ServiceDefinition,
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import { createLogger } from "winston";
+import { endGraceMs } from "../src/call-router";
 import { Listener } from "../src/listener";
+import { countingProxy } from "./counting-proxy";
 
 const host = "127.0.41.1";
 const identity = (b: Buffer) => b;
@@ -102,4 +106,107 @@ it("holds connections between two servers for the next one, and closes the port 
     await listener.close();
   }
   await expect(tcpConnect(port)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+});
+
+const tickService: ServiceDefinition = {
+  tick: {
+    path: "/test.Tick/Tick",
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+    originalName: "tick",
+  },
+};
+
+/** A stream that sends one message and then stays open. */
+const ticking: [ServiceDefinition, UntypedServiceImplementation] = [
+  tickService,
+  { tick: (call: { write: (b: Buffer) => void }) => call.write(Buffer.from("tick")) },
+];
+
+describe("one grpc-js server across roles", () => {
+  let port: number;
+  let listener: Listener;
+  beforeEach(async () => {
+    port = await freePort(host);
+    listener = new Listener(
+      `${host}:${port}`,
+      ServerCredentials.createInsecure(),
+      createLogger({ silent: true }),
+    );
+  });
+  afterEach(() => listener.close());
+
+  /** Serves `services` as `role` until the returned function ends it (resolving once ended). */
+  async function serving(
+    services: [ServiceDefinition, UntypedServiceImplementation][],
+    role: string,
+  ) {
+    const stop = new AbortController();
+    let ended: Promise<void> | undefined;
+    await new Promise<void>((resolve) => {
+      ended = listener.serve(services, stop.signal, role, resolve);
+    });
+    return async () => {
+      stop.abort();
+      await ended;
+    };
+  }
+
+  it("keeps a client's connection when the role changes: the next role answers on it", async () => {
+    const proxy = await countingProxy(port, host);
+    const client = new WhoClient(`${host}:${proxy.port}`, credentials.createInsecure());
+    try {
+      const endFollower = await serving([answering("follower")], "follower");
+      expect(await ask(client)).toBe("follower");
+      await endFollower();
+      // Asked between the two roles: held, then answered by the leader.
+      const between = ask(client);
+      const endLeader = await serving([answering("leader")], "leader");
+      expect(await between).toBe("leader");
+      expect(await ask(client)).toBe("leader");
+      expect(proxy.counts.connections).toBe(1);
+      await endLeader();
+    } finally {
+      client.close();
+      proxy.stop();
+    }
+  });
+
+  it("answers UNIMPLEMENTED for a method the role serving does not serve", async () => {
+    const endFollower = await serving([ticking], "follower");
+    const client = new WhoClient(`${host}:${port}`, credentials.createInsecure());
+    try {
+      await expect(ask(client)).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+      await endFollower();
+    } finally {
+      client.close();
+    }
+  });
+
+  it("ends the streams of a role that ended with UNAVAILABLE, after a grace period", async () => {
+    const endLeader = await serving([ticking, answering("leader")], "leader");
+    const TickClient = makeGenericClientConstructor(tickService, "Tick");
+    const client = new TickClient(`${host}:${port}`, credentials.createInsecure());
+    try {
+      const stream = client.makeServerStreamRequest(
+        "/test.Tick/Tick",
+        identity,
+        identity,
+        Buffer.alloc(0),
+      );
+      await new Promise((resolve) => stream.once("data", resolve));
+      const ended = new Promise<ServiceError>((resolve) => stream.once("error", resolve));
+      const started = Date.now();
+      await endLeader();
+      const error = await ended;
+      expect(error.code).toBe(status.UNAVAILABLE);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(endGraceMs - 50);
+    } finally {
+      client.close();
+    }
+  });
 });
