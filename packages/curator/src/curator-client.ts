@@ -126,6 +126,12 @@ const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000,
 const staleLeaderWaitMs = 1000;
 
 /**
+ * While no curator asked has answered, another is asked this often (the
+ * earlier questions stand): see findLeader.
+ */
+const hedgeAfterMs = 3000;
+
+/**
  * Every client waiting past a failed leader hears of the new one at the same
  * moment (the curators announce it on their streams at once); each waits a
  * random part of this before dialling it, so that the new leader meets its
@@ -383,27 +389,59 @@ export class CuratorConnection {
     if (c) this.releaseChannel(c.curator.getChannel());
   }
 
-  /** Asks each known curator in turn, until one names a leader or the deadline passes. */
+  /**
+   * Asks the known curators who leads, until one names a leader or the
+   * deadline passes. One curator is asked first (each client starts at
+   * another, so that a cluster's nodes spread their questions); while it has
+   * not answered, one more is asked every {@link hedgeAfterMs}, the earlier
+   * questions still standing, and the first usable answer wins. A curator
+   * that is slow to answer is not given up on: after a failover or at a
+   * cold start, a curator admits its clients' connections a few at a time
+   * (connection-admission.ts), and a client that gave up on one after a few
+   * seconds to ask the next made a new connection there too, multiplying
+   * the curators' handshakes (5,000 simulated nodes never got an answer that
+   * way); and a frozen curator costs {@link hedgeAfterMs}, not its whole wait.
+   * When every curator has failed, they are asked again after a backoff.
+   */
   private async findLeader(deadline: number, signal?: AbortSignal): Promise<CuratorEndpoint> {
     let lastError: unknown = new Error("no curator answered");
     let answered = false;
     const backoff = new Backoff(retryBackoff);
     while (Date.now() < deadline) {
-      // Each client starts at another curator, so that a cluster's nodes
-      // spread their questions over the curators instead of all asking the first.
+      signal?.throwIfAborted();
       const start = Math.floor(Math.random() * this.endpoints.length);
       const order = [...this.endpoints.slice(start), ...this.endpoints.slice(0, start)];
-      for (const curator of order) {
+      const round = new AbortController();
+      const asking = signal ? AbortSignal.any([signal, round.signal]) : round.signal;
+      try {
+        return await new Promise<CuratorEndpoint>((resolve, reject) => {
+          let next = 0;
+          let pending = 0;
+          const fail = (e: unknown) => {
+            pending--;
+            // Keep the error that says why (a refused certificate, say) over a
+            // later one of the same connection still reconnecting.
+            if (!answered || !isCauseless(e)) lastError = e;
+            answered = true;
+            if (!ask() && pending === 0) reject(lastError);
+          };
+          const ask = (): boolean => {
+            const curator = order[next++];
+            if (curator === undefined || asking.aborted) return false;
+            pending++;
+            this.askLeader(curator, deadline, asking).then(resolve, fail);
+            return true;
+          };
+          const hedge = setInterval(() => ask() || clearInterval(hedge), hedgeAfterMs);
+          asking.addEventListener("abort", () => clearInterval(hedge), { once: true });
+          ask();
+        });
+      } catch (e) {
         signal?.throwIfAborted();
-        try {
-          return await this.askLeader(curator, deadline, signal);
-        } catch (e) {
-          signal?.throwIfAborted();
-          // Keep the error that says why (a refused certificate, say) over a
-          // later one of the same connection still reconnecting.
-          if (!answered || !isCauseless(e)) lastError = e;
-          answered = true;
-        }
+        lastError = e;
+      } finally {
+        // The other questions still standing are withdrawn.
+        round.abort();
       }
       await abortableSleep(backoff.next(), signal);
     }
@@ -422,20 +460,10 @@ export class CuratorConnection {
   ): Promise<CuratorEndpoint> {
     const local = this.localClient(curator);
     const failed = this.failedLeader;
-    const firstAnswerMs = 5000;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
-      const stream = local.getCurrentLeader(
-        {},
-        { deadline: Math.min(deadline, Date.now() + firstAnswerMs + staleLeaderWaitMs) },
-      );
+      const stream = local.getCurrentLeader({}, { deadline });
       let stale: CuratorEndpoint | undefined;
-      let timer = setTimeout(
-        () =>
-          finish(() =>
-            reject(new UnusableLeaderAnswerError(curator, `no answer within ${firstAnswerMs} ms`)),
-          ),
-        Math.max(0, Math.min(firstAnswerMs, deadline - Date.now())),
-      );
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {

@@ -352,3 +352,84 @@ describe("CuratorConnection with standby connections", () => {
     }
   });
 });
+
+/** A CuratorLocal served with `self`'s certificate that answers only after `delayMs` (or never). */
+async function slowCurator(self: Node, answer: LeaderAnswer, delayMs: number) {
+  const server = new Server();
+  const calls = { count: 0, cancelled: 0 };
+  let port = 0;
+  const implementation: curator.CuratorLocalServer = {
+    getCurrentLeader: (
+      call: ServerWritableStream<curator.GetCurrentLeaderRequest, curator.GetCurrentLeaderResponse>,
+    ) => {
+      calls.count++;
+      const timer = Number.isFinite(delayMs)
+        ? setTimeout(() => call.write(answer(port)), delayMs)
+        : undefined;
+      call.on("cancelled", () => {
+        calls.cancelled++;
+        clearTimeout(timer);
+      });
+    },
+    getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
+  };
+  server.addService(curator.CuratorLocalService, implementation);
+  port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", curatorServerCredentials(self.tls), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
+  );
+  return { port, calls, stop: () => server.forceShutdown() };
+}
+
+describe("CuratorConnection asking curators that are slow to answer", () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it("asks the next curator while one does not answer, and withdraws the question once answered", async () => {
+    const ca = await CertificateAuthority.create();
+    const [silent, member, client] = [await node(ca), await node(ca), await node(ca)];
+    const mute = await slowCurator(silent, leadsItself(silent), Infinity);
+    const answering = await fakeCurator(member, leadsItself(member));
+    // The silent curator is asked first.
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const connection = new CuratorConnection({
+      endpoints: [
+        { host: "127.0.0.1", port: mute.port, nodeId: silent.nodeId },
+        { host: "127.0.0.1", port: answering.port, nodeId: member.nodeId },
+      ],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      const started = Date.now();
+      expect((await connection.leader(60_000)).nodeId).toBe(member.nodeId);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(mute.calls.count).toBe(1);
+      await eventually(() => mute.calls.cancelled === 1, "the silent curator's question withdrawn");
+    } finally {
+      connection.close();
+      mute.stop();
+      answering.stop();
+    }
+  });
+
+  it("waits for a curator that answers late rather than giving it up", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client] = [await node(ca), await node(ca)];
+    // Slower than a client used to wait for a first answer (5 s) before asking again.
+    const slow = await slowCurator(member, leadsItself(member), 6_000);
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: slow.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      expect((await connection.leader(20_000)).nodeId).toBe(member.nodeId);
+      // One question, answered: not asked again after a few seconds.
+      expect(slow.calls.count).toBe(1);
+    } finally {
+      connection.close();
+      slow.stop();
+    }
+  }, 20_000);
+});
