@@ -77,6 +77,8 @@ interface SizeResult {
   fanoutP99Ms: number;
   failoverMs: number;
   failoverWithOwnersMs: number;
+  /** Measurements that failed (their value is NaN), with why: the run goes on without them. */
+  failed: Partial<Record<"watchBacklog" | "fanout", string>>;
   /** Waits that gave up before every node was HEALTHY: nodes HEALTHY by then. */
   incomplete: Partial<Record<"attach" | "failover" | "failoverWithOwners", number>>;
   ownerListingP99Ms: number;
@@ -132,6 +134,26 @@ class Curators {
 
 const targetAt = 5000;
 
+/**
+ * The samples `measure` takes, or none when it fails: the failure is noted
+ * in `failed` (and printed), and the run goes on to its other figures.
+ */
+async function orFailed(
+  failed: SizeResult["failed"],
+  name: keyof SizeResult["failed"],
+  progress: (line: string) => void,
+  measure: () => Promise<number[]>,
+): Promise<number[]> {
+  try {
+    return await measure();
+  } catch (e) {
+    const why = (e instanceof Error ? e.message : String(e)).slice(0, 200);
+    failed[name] = why;
+    progress(`    ${name} failed: ${why}`);
+    return [];
+  }
+}
+
 async function measureSize(
   ctx: BenchContext,
   scale: ScaleConfig,
@@ -171,14 +193,21 @@ async function measureSize(
   const after = await etcd.maintenance.status();
 
   progress("(4) Watch(all) backlog and change fan-out");
-  const backlog = await measureWatchBacklog(ctx, leader.address, registered[0], size + 1);
-  const fanout = await measureChangeFanout(
-    leader.address,
-    ctx.cluster.caPem,
-    registered.slice(0, scale.watchers),
-    owner,
-    registered[scale.watchers].nodeId,
-    scale.changes,
+  // The leader again: leadership may have moved while the nodes attached.
+  leader = await curators.leader();
+  const failed: SizeResult["failed"] = {};
+  const backlog = await orFailed(failed, "watchBacklog", progress, () =>
+    measureWatchBacklog(ctx, leader.address, registered[0], size + 1),
+  );
+  const fanout = await orFailed(failed, "fanout", progress, () =>
+    measureChangeFanout(
+      leader.address,
+      ctx.cluster.caPem,
+      registered.slice(0, scale.watchers),
+      owner,
+      registered[scale.watchers].nodeId,
+      scale.changes,
+    ),
   );
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
@@ -225,8 +254,9 @@ async function measureSize(
     etcdDbBytes: Number(after.dbSize),
     etcdRevisionsPerSecond:
       (Number(after.header.revision) - Number(before.header.revision)) / seconds,
-    watchBacklogMs: median(backlog),
-    fanoutP99Ms: percentile(fanout, 99),
+    watchBacklogMs: backlog.length > 0 ? median(backlog) : NaN,
+    fanoutP99Ms: fanout.length > 0 ? percentile(fanout, 99) : NaN,
+    failed,
     failoverMs: failover.ms,
     failoverWithOwnersMs: failoverWithOwners.ms,
     incomplete: Object.fromEntries(
@@ -251,6 +281,10 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
   const gaveUp = (wait: keyof SizeResult["incomplete"]) => {
     const healthy = r.incomplete[wait];
     return healthy === undefined ? "" : ` — gave up, ${healthy} of ${n} HEALTHY`;
+  };
+  const failed = (name: keyof SizeResult["failed"]) => {
+    const why = r.failed[name];
+    return why === undefined ? "" : ` — failed: ${why}`;
   };
   return [
     {
@@ -291,13 +325,13 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
     { measure: `[${n}] etcd database size`, value: r.etcdDbBytes / 2 ** 20, unit: "MiB" },
     { measure: `[${n}] etcd writes, steady state`, value: r.etcdRevisionsPerSecond, unit: "rev/s" },
     {
-      measure: `[${n}] Watch(all) backlog`,
+      measure: `[${n}] Watch(all) backlog${failed("watchBacklog")}`,
       value: r.watchBacklogMs,
       unit: "ms",
       ...target("< 1000", r.watchBacklogMs < 1000),
     },
     {
-      measure: `[${n}] a change reaching ${scale.watchers} watchers, p99`,
+      measure: `[${n}] a change reaching ${scale.watchers} watchers, p99${failed("fanout")}`,
       value: r.fanoutP99Ms,
       unit: "ms",
       ...target("< 100", r.fanoutP99Ms < 100),

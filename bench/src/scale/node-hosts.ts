@@ -11,9 +11,18 @@
  *
  * Every host is stopped by its PID at the end (SIGKILL if it has not exited
  * 10 s after being asked to stop), and exits by itself if the simulator dies.
+ *
+ * The hosts run at a lower CPU priority (nice 10) than the control plane
+ * under test: in a cluster, every node's client runs on a machine of its
+ * own, and on this 2-core machine 5,000 simulated nodes attaching at once
+ * want several cores' worth of TLS handshakes, which at equal priority the
+ * kernel took from the etcd members and curators (the leader lost its
+ * election lease while its clients connected). The nodes' work is still all
+ * done; it waits when the control plane needs the CPU.
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { rm } from "node:fs/promises";
+import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { RegisteredNode } from "../curator/registration";
 import type {
@@ -32,6 +41,9 @@ export class NodeHostError extends Error {
   }
 }
 
+/** The node hosts' niceness (see the module comment): below the control plane's 0. */
+export const hostNiceness = 10;
+
 /** One node host process. */
 class NodeHost {
   private readonly child: ChildProcess;
@@ -48,6 +60,7 @@ class NodeHost {
       serialization: "advanced",
       execArgv: profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [],
     });
+    if (this.child.pid !== undefined) setPriority(this.child.pid, hostNiceness);
     this.child.on("message", (a: NodeHostAnswer) => {
       this.pending.get(a.id)?.(a);
       this.pending.delete(a.id);
