@@ -28,4 +28,6 @@ module.exports = {
   testTimeout: 30000,
   // Reports what the tests left alive (see scripts/jest-open-handles.js).
   globalTeardown: "<rootDir>/scripts/jest-open-handles.js",
+  // With METROPOLIS_TRACE_TIMERS=1, names where each leftover timer was made.
+  globalSetup: "<rootDir>/scripts/jest-trace-timers.js",
 };

@@ -7,14 +7,19 @@ const quiet = () =>
   winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
 
 /**
- * The timers created from now on that are still pending: another test's
- * timer ending meanwhile does not count (a global count of timers did).
+ * The timers the supervisor's code created from now on that are still
+ * pending: another test's timer ending meanwhile does not count (a global
+ * count of timers did), nor does one that code an earlier test file left
+ * running creates meanwhile (counting every new timer did).
  */
 function trackTimers(): { pending: () => number; stop: () => void } {
   const live = new Set<number>();
   const hook = createHook({
     init(id, type) {
-      if (type === "Timeout") live.add(id);
+      if (type !== "Timeout") return;
+      const at: { stack?: string } = {};
+      Error.captureStackTrace(at);
+      if (at.stack?.includes("/packages/supervisor/src/")) live.add(id);
     },
     destroy(id) {
       live.delete(id);
