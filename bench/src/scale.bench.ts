@@ -134,6 +134,40 @@ class Curators {
 
 const targetAt = 5000;
 
+/** How the new nodes are attached, for progress lines and rows. */
+function waveText(scale: ScaleConfig): string {
+  return scale.attachWave > 0 ? ` in waves of ${scale.attachWave}` : ", all at once";
+}
+
+/**
+ * Starts `nodes`' workers `scale.attachWave` at a time (all at once for 0),
+ * each wave once every node so far is HEALTHY (`until`, given the IDs so
+ * far); adds each wave's IDs to `ids`. One Recovery for the whole: the sum
+ * of the waves' times, their timelines joined, incomplete if a wave gave up
+ * (the next waves still start, so that the run goes on).
+ */
+async function attachInWaves(
+  nodes: readonly RegisteredNode[],
+  scale: ScaleConfig,
+  ids: Set<string>,
+  sims: NodeHosts,
+  until: (attached: ReadonlySet<string>) => Promise<Recovery>,
+): Promise<Recovery> {
+  const wave = scale.attachWave > 0 ? scale.attachWave : Math.max(1, nodes.length);
+  const total: Recovery = { ms: 0, complete: true, healthy: ids.size, timeline: [] };
+  for (let i = 0; i < nodes.length; i += wave) {
+    const part = nodes.slice(i, i + wave);
+    for (const n of part) ids.add(n.nodeId);
+    await sims.add(part);
+    const r = await until(ids);
+    total.timeline.push(...r.timeline.map(([ms, h]): [number, number] => [total.ms + ms, h]));
+    total.ms += r.ms;
+    total.complete &&= r.complete;
+    total.healthy = r.healthy;
+  }
+  return total;
+}
+
 /**
  * The samples `measure` takes, or none when it fails: the failure is noted
  * in `failed` (and printed), and the run goes on to its other figures.
@@ -171,14 +205,16 @@ async function measureSize(
   progress(`(1) enrolling ${size - registered.length} nodes (to ${size})`);
   const reg = await measureRegistration(ctx, leader, size - registered.length);
   registered.push(...reg.nodes);
-  for (const n of reg.nodes) ids.add(n.nodeId);
 
-  progress(`(2) attaching them: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`);
-  await sims.add(reg.nodes);
+  progress(
+    `(2) attaching them${waveText(scale)}: heartbeat workers, every ${scale.heartbeatIntervalMs} ms`,
+  );
   // Progress lines while a wait drags on: who leads, and what the nodes' workers failed with.
   const describe = async () =>
     [curators.views(), ...(await sims.errorKinds()).map((k) => `      ${k}`)].join("\n");
-  const attach = await untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe);
+  const attach = await attachInWaves(reg.nodes, scale, ids, sims, (attached) =>
+    untilAllHealthy(owner, attached, scale.healthyTimeoutMs, progress, describe),
+  );
   progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
@@ -293,7 +329,7 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       unit: "nodes/s",
     },
     {
-      measure: `[${n}] new nodes' heartbeat workers started → all HEALTHY${gaveUp("attach")}`,
+      measure: `[${n}] new nodes' workers started${waveText(scale)} → all HEALTHY${gaveUp("attach")}`,
       value: r.attachMs / 1000,
       unit: "s",
     },

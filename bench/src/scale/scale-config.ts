@@ -4,7 +4,8 @@
  * ladder below N too (1,000, 2,500, 5,000, 10,000), growing one cluster, so
  * that the report shows how each cost grows with the node count;
  * `--no-ladder` measures N alone; `--hosts K` runs the simulated nodes in K
- * processes.
+ * processes; `--attach-wave W` starts the new nodes' workers W at a time,
+ * each wave once the one before is HEALTHY (0: all at once).
  */
 import { defaultHeartbeatIntervalMs } from "@metropolis/roleserve";
 
@@ -32,13 +33,23 @@ export interface ScaleConfig {
    * @default one per 1,250 nodes of the largest size
    */
   readonly hosts: number;
+  /**
+   * New nodes whose workers start at once; the next wave starts once they
+   * are all HEALTHY. A wave is a cold start of that many nodes: each makes
+   * its TLS handshakes at the same moment, and on this 2-core machine the
+   * simulated nodes' own handshakes (thousands of clients that in a cluster
+   * have a machine each) saturate both cores beyond about 1,500 at once.
+   * 0 starts every new node at once.
+   * @default 1000
+   */
+  readonly attachWave: number;
 }
 
 /** Bad command line. */
 export class ScaleUsageError extends Error {
   constructor(message: string) {
     super(
-      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes)`,
+      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] [--attach-wave W] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes; --attach-wave: nodes started at once, default 1000, 0 all)`,
     );
     this.name = new.target.name;
   }
@@ -67,6 +78,7 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
   let nodes = 1000;
   let hosts: number | undefined;
   let ladder = true;
+  let attachWave = 1000;
   for (let i = 0; i < argv.length;) {
     if (argv[i] === "--no-ladder") {
       ladder = false;
@@ -77,6 +89,12 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     if (flag) {
       nodes = flag.value;
       i = flag.next;
+      continue;
+    }
+    const waveFlag = integerFlag(argv, i, "attach-wave", 0, 50_000);
+    if (waveFlag) {
+      attachWave = waveFlag.value;
+      i = waveFlag.next;
       continue;
     }
     const hostsFlag = integerFlag(argv, i, "hosts", 1, 64);
@@ -94,5 +112,6 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     owners: 10,
     healthyTimeoutMs: 300_000,
     hosts: hosts ?? Math.ceil(nodes / 1250),
+    attachWave,
   };
 }
