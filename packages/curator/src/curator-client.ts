@@ -1,4 +1,20 @@
 /**
+ * A CuratorConnection's HTTP/2 keepalive: a ping every 10 s while calls are
+ * open, the connection given up when one is not answered within 20 s (gRPC's
+ * own default timeout). It was 5 s / 5 s: a leader busy with a cluster's
+ * nodes attaching answered pings later than that, every node whose ping
+ * waited dropped its connection, and each came back with a new TLS handshake,
+ * which loaded the leader further (the scale simulator's 3,000 nodes fell
+ * from 2,050 HEALTHY to 850 that way). A hung curator's streams are still
+ * given up within 30 s; a node's heartbeat notices sooner (its answer
+ * timeout, roleserve's heartbeat.ts).
+ */
+export const defaultCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+  timeMs: 10_000,
+  timeoutMs: 20_000,
+};
+
+/**
  * CuratorConnection: how every other part of the system talks to the
  * cluster's control plane. Given any curators it knows of, it asks one of
  * them where the leader is (CuratorLocal.GetCurrentLeader), talks to the
@@ -42,10 +58,11 @@ export interface CuratorConnectionOptions {
   /**
    * HTTP/2 keepalive while calls are open: a ping every `timeMs`, and the
    * connection is given up when one is not answered within `timeoutMs`.
-   * Default 5 s / 5 s. A curator whose process hangs (or whose machine is cut
-   * off without the connection being reset) answers no pings, so its open
-   * streams (Watch, Heartbeat) fail within ~10 s and their users find the
-   * new leader, instead of waiting on a stream that will never speak again.
+   * A curator whose process hangs (or whose machine is cut off without the
+   * connection being reset) answers no pings, so its open streams (Watch,
+   * Heartbeat) fail within ~30 s and their users find the new leader,
+   * instead of waiting on a stream that will never speak again.
+   * @default {@link defaultCuratorKeepalive}
    */
   keepalive?: { timeMs: number; timeoutMs: number };
   /**
@@ -209,7 +226,7 @@ export class CuratorConnection {
     this.standby = opts.standby;
     this.ca = opts.ca;
     this.identity = opts.identity;
-    const keepalive = opts.keepalive ?? { timeMs: 5_000, timeoutMs: 5_000 };
+    const keepalive = opts.keepalive ?? defaultCuratorKeepalive;
     this.channelOptions = {
       "grpc.keepalive_time_ms": keepalive.timeMs,
       "grpc.keepalive_timeout_ms": keepalive.timeoutMs,

@@ -18,6 +18,7 @@ export { Curator, clusterServices, defaultCuratorPort, type CuratorConfig } from
 export {
   CuratorConnection,
   CuratorConnectionClosedError,
+  defaultCuratorKeepalive,
   NoLeaderError,
   unaryCall,
   UnusableLeaderAnswerError,
