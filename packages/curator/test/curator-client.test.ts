@@ -71,26 +71,35 @@ const leadsItself =
 
 /**
  * A CuratorLocal served with `self`'s certificate that names `leader` as the
- * leader (and, `then.afterMs` later on the same stream, `then.leader`, as a
- * curator does once a new leader is elected); counts its calls.
+ * leader — at once, or `opts.delayMs` later (Infinity: never) — and, when
+ * `opts.then` is given, `then.afterMs` later on the same stream
+ * `then.leader`, as a curator does once a new leader is elected; counts its
+ * calls and the calls its clients cancelled.
  */
 async function fakeCurator(
   self: Node,
   leader: LeaderAnswer,
-  then?: { afterMs: number; leader: LeaderAnswer },
+  opts: { delayMs?: number; then?: { afterMs: number; leader: LeaderAnswer } } = {},
 ) {
   const server = new Server();
-  const calls = { count: 0 };
+  const calls = { count: 0, cancelled: 0 };
   let port = 0;
   const implementation: curator.CuratorLocalServer = {
     getCurrentLeader: (
       call: ServerWritableStream<curator.GetCurrentLeaderRequest, curator.GetCurrentLeaderResponse>,
     ) => {
       calls.count++;
-      call.write(leader(port));
-      if (!then) return;
-      const timer = setTimeout(() => call.write(then.leader(port)), then.afterMs);
-      call.on("cancelled", () => clearTimeout(timer));
+      const timers: ReturnType<typeof setTimeout>[] = [];
+      const later = (ms: number, answer: LeaderAnswer) => {
+        if (Number.isFinite(ms)) timers.push(setTimeout(() => call.write(answer(port)), ms));
+      };
+      if (opts.delayMs === undefined) call.write(leader(port));
+      else later(opts.delayMs, leader);
+      if (opts.then) later(opts.then.afterMs, opts.then.leader);
+      call.on("cancelled", () => {
+        calls.cancelled++;
+        timers.forEach(clearTimeout);
+      });
     },
     getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
   };
@@ -221,8 +230,7 @@ describe("CuratorConnection after its leader failed", () => {
       thisNodeId: member.nodeId,
     });
     const curatorOfMember = await fakeCurator(member, named(failed), {
-      afterMs: 300,
-      leader: named(elected),
+      then: { afterMs: 300, leader: named(elected) },
     });
     const connection = new CuratorConnection({
       endpoints: [{ host: "127.0.0.1", port: curatorOfMember.port, nodeId: member.nodeId }],
@@ -353,42 +361,13 @@ describe("CuratorConnection with standby connections", () => {
   });
 });
 
-/** A CuratorLocal served with `self`'s certificate that answers only after `delayMs` (or never). */
-async function slowCurator(self: Node, answer: LeaderAnswer, delayMs: number) {
-  const server = new Server();
-  const calls = { count: 0, cancelled: 0 };
-  let port = 0;
-  const implementation: curator.CuratorLocalServer = {
-    getCurrentLeader: (
-      call: ServerWritableStream<curator.GetCurrentLeaderRequest, curator.GetCurrentLeaderResponse>,
-    ) => {
-      calls.count++;
-      const timer = Number.isFinite(delayMs)
-        ? setTimeout(() => call.write(answer(port)), delayMs)
-        : undefined;
-      call.on("cancelled", () => {
-        calls.cancelled++;
-        clearTimeout(timer);
-      });
-    },
-    getCaCertificate: (_call, callback) => callback(null, { caCertificate: Buffer.alloc(0) }),
-  };
-  server.addService(curator.CuratorLocalService, implementation);
-  port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", curatorServerCredentials(self.tls), (e, p) =>
-      e ? reject(e) : resolve(p),
-    ),
-  );
-  return { port, calls, stop: () => server.forceShutdown() };
-}
-
 describe("CuratorConnection asking curators that are slow to answer", () => {
   afterEach(() => jest.restoreAllMocks());
 
   it("asks the next curator while one does not answer, and withdraws the question once answered", async () => {
     const ca = await CertificateAuthority.create();
     const [silent, member, client] = [await node(ca), await node(ca), await node(ca)];
-    const mute = await slowCurator(silent, leadsItself(silent), Infinity);
+    const mute = await fakeCurator(silent, leadsItself(silent), { delayMs: Infinity });
     const answering = await fakeCurator(member, leadsItself(member));
     // The silent curator is asked first.
     jest.spyOn(Math, "random").mockReturnValue(0);
@@ -417,7 +396,7 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     const ca = await CertificateAuthority.create();
     const [member, client] = [await node(ca), await node(ca)];
     // Slower than a client used to wait for a first answer (5 s) before asking again.
-    const slow = await slowCurator(member, leadsItself(member), 6_000);
+    const slow = await fakeCurator(member, leadsItself(member), { delayMs: 6_000 });
     const connection = new CuratorConnection({
       endpoints: [{ host: "127.0.0.1", port: slow.port, nodeId: member.nodeId }],
       ca: ca.certificate.toPem(),
