@@ -30,6 +30,9 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+/** A service definition with its implementation: what a run serves. */
+export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
+
 /** Time a run's calls get to finish when the run ends. */
 export const endGraceMs = 500;
 
@@ -95,9 +98,7 @@ export class CallRouter {
    * ends the run: see the module comment; it resolves once the run's calls
    * have ended). Calls held since the previous run are dispatched now.
    */
-  serve(
-    services: readonly (readonly [ServiceDefinition, UntypedServiceImplementation])[],
-  ): () => Promise<void> {
+  serve(services: readonly ServiceEntry[]): () => Promise<void> {
     const run = new Run();
     for (const [definition, implementation] of services) {
       this.route(definition);

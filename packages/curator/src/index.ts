@@ -36,7 +36,7 @@ export {
 export { identifier, identify, ownerCommonName, requireOwner, type Caller } from "./identity";
 export type { CuratorEndpoint } from "./leadership";
 export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
-export type { ServiceEntry } from "./listener";
+export type { ServiceEntry } from "./call-router";
 export { managementServer } from "./management-service";
 export {
   configurableFields,

@@ -21,20 +21,11 @@
  * that a cluster dialling at once cannot starve what the curator already serves.
  */
 import { createServer, type Server as NetServer } from "node:net";
-import {
-  Server,
-  type ConnectionInjector,
-  type ServerCredentials,
-  type ServiceDefinition,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
+import { Server, type ConnectionInjector, type ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "@metropolis/supervisor";
-import { CallRouter } from "./call-router";
+import { CallRouter, type ServiceEntry } from "./call-router";
 import { ConnectionAdmission } from "./connection-admission";
 import { serverLimits } from "./server-limits";
-
-/** A service definition with its implementation. */
-export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
 
 /**
  * Pending connections the kernel queues for the socket (capped by

@@ -23,7 +23,7 @@ import { identifier } from "./identity";
 import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { campaign, type Candidacy } from "./leadership";
-import type { ServiceEntry } from "./listener";
+import type { ServiceEntry } from "./call-router";
 import { encodeNode, findNode } from "./node-record";
 import { followStoredRevocations, Revocations } from "./revocations";
 import { serverLimits } from "./server-limits";
