@@ -46,6 +46,15 @@ export class ConsensusClient {
     return new ConsensusClient(etcd, [], keyring);
   }
 
+  /**
+   * This client's namespace and sealer over another connection to the same
+   * cluster (e.g. a dedicated one, see `memberClient`); whoever made `etcd`
+   * closes it.
+   */
+  over(etcd: Etcd3): ConsensusClient {
+    return new ConsensusClient(etcd, this.path, this.keyring);
+  }
+
   /** A client confined to the sub-namespace `segment` of this one. */
   sub(segment: string): ConsensusClient {
     if (typeof segment !== "string" || segment === "" || /[:/]/.test(segment)) {

@@ -10,10 +10,31 @@ import { ExponentialBackoff, handleWhen, noop, retry } from "cockatiel";
 import { Etcd3, isRecoverableError } from "etcd3";
 import { abortableSleep } from "@metropolis/supervisor";
 
+/**
+ * gRPC channel options that give a client connections of its own: grpc-js
+ * otherwise shares one connection among all channels to the same target
+ * with the same options.
+ */
+export const ownConnections = { "grpc.use_local_subchannel_pool": 1 } as const;
+
+/** Options of {@link memberClient}. */
+export interface MemberClientOptions {
+  /**
+   * Whether the client gets connections of its own ({@link ownConnections}).
+   * Otherwise every client of the member multiplexes its calls with every
+   * other's on one HTTP/2 connection: a lease whose keepalives must not queue behind a
+   * busy user's watches and writes (the curator's election lease) asks for
+   * its own.
+   * @default false
+   */
+  dedicated?: boolean;
+}
+
 /** A client of the member listening on `socketPath`. */
-export function memberClient(socketPath: string): Etcd3 {
+export function memberClient(socketPath: string, options: MemberClientOptions = {}): Etcd3 {
   return new Etcd3({
     hosts: `unix://${socketPath}`,
+    ...(options.dedicated ? { grpcOptions: ownConnections } : {}),
     faultHandling: {
       host: () => noop,
       global: retry(handleWhen(isRecoverableError), {

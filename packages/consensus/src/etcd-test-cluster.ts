@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Etcd3, type IOptions } from "etcd3";
 import { ConsensusError } from "./errors";
+import { ownConnections } from "./etcd-client";
 
 /** Options of `startEtcdCluster`. */
 export interface EtcdClusterOptions {
@@ -356,7 +357,7 @@ async function launch(n: number, opts: Required<EtcdClusterOptions>): Promise<Et
         // the reconnect backoff of a member killed earlier: a new client would
         // fail at once against a member that is back, tripping etcd3's circuit
         // breaker for 5 s. A pool per client makes a new client a new client.
-        grpcOptions: { "grpc.use_local_subchannel_pool": 1, ...clientOptions?.grpcOptions },
+        grpcOptions: { ...ownConnections, ...clientOptions?.grpcOptions },
         faultHandling: { watchBackoff: quickWatchReconnect, ...clientOptions?.faultHandling },
       });
       clients.add(c);

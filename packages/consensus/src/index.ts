@@ -26,7 +26,7 @@
 export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./service";
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 export { ConsensusClient } from "./consensus-client";
-export { memberClient } from "./etcd-client";
+export { memberClient, ownConnections, type MemberClientOptions } from "./etcd-client";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export {
   ConsensusError,

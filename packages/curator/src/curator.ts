@@ -23,6 +23,7 @@
  * shut down (connections arriving in between wait for it: listener.ts).
  */
 import type { ServerCredentials } from "@grpc/grpc-js";
+import { memberClient } from "@metropolis/consensus";
 import { MemoryValue } from "@metropolis/event";
 import { decodePem } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
@@ -108,7 +109,27 @@ export class Curator {
    */
   readonly run: Runnable = async (ctx) => {
     this.leader.set(undefined);
-    const candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10);
+    // The election lease is renewed over a connection of its own: on the
+    // shared one its keepalives queued behind the leader's own traffic (a
+    // watch per node, re-created at once when thousands of nodes reconnect
+    // after a failover), and a busy new leader lost its lease.
+    const election = memberClient(this.config.consensus.clientSocket, { dedicated: true });
+    let candidacy: Candidacy;
+    try {
+      candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10, {
+        leaseKv: this.config.consensus.client.over(election).sub("curator").kv,
+      });
+    } catch (e) {
+      election.close();
+      throw e;
+    }
+    candidacy.onRenewalTrouble((trouble) =>
+      ctx.logger.warn(
+        trouble.kind === "slow"
+          ? `election lease renewal answered after ${trouble.tookMs} ms`
+          : `election lease keepalive failed ${trouble.sinceRenewedMs} ms after the last renewal: ${trouble.error.message}`,
+      ),
+    );
     const listener = new Listener(
       `${this.self.host}:${this.self.port}`,
       this.credentials,
@@ -129,6 +150,7 @@ export class Curator {
     } finally {
       this.leader.set(undefined);
       await Promise.all([candidacy.resign(), listener.close()]);
+      election.close();
     }
   };
 
@@ -157,10 +179,10 @@ export class Curator {
     try {
       const outcome = await Promise.race([
         leading.then(() => "leads" as const),
-        candidacy.lost.then(() => "lost" as const),
+        candidacy.lost,
         serving.then(() => "stopped" as const),
       ]);
-      if (outcome === "lost") throw new CandidacyLostError("follower");
+      if (outcome instanceof Error) throw new CandidacyLostError("follower", outcome);
       return outcome === "leads" && !ctx.signal.aborted;
     } catch (e) {
       if (ctx.signal.aborted) return false;
@@ -183,9 +205,9 @@ export class Curator {
   private async lead({ ctx, candidacy, listener }: Run): Promise<void> {
     const leading = new AbortController();
     const signal = AbortSignal.any([ctx.signal, leading.signal]);
-    let lost = false;
-    void candidacy.lost.then(() => {
-      lost = true;
+    let lost: Error | undefined;
+    void candidacy.lost.then((why) => {
+      lost = why;
       leading.abort();
     });
     const caDer = decodePem(this.config.tls.ca, "CERTIFICATE");
@@ -234,7 +256,7 @@ export class Curator {
       leading.abort();
       await reconciling;
     }
-    if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader");
+    if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
   }
 
   private localService(ctx: RunContext, signal: AbortSignal): ServiceEntry {

@@ -96,10 +96,11 @@ export class PermissionDeniedError extends CuratorError {
  * UNAVAILABLE, like LostLeadershipError.
  */
 export class CandidacyLostError extends CuratorError {
-  constructor(role: "leader" | "follower") {
+  constructor(role: "leader" | "follower", why: Error) {
     super(
       status.UNAVAILABLE,
-      `election lease lost while serving as ${role}; campaigning again on restart`,
+      `election lease lost while serving as ${role} (${why.message}); campaigning again on restart`,
+      { cause: why },
     );
   }
 }

@@ -78,14 +78,26 @@ export class Leadership {
   }
 }
 
+/**
+ * Trouble renewing the election lease, reported while it is not (yet) lost:
+ * a renewal answered late (`slow`, after `tookMs`), or the keepalive stream
+ * failing (`failed`; etcd3 opens it again), `sinceRenewedMs` after the last
+ * answered renewal. The lease is lost once etcd has heard no renewal for its
+ * TTL, so these say how close a busy leader came, and why.
+ */
+export type RenewalTrouble =
+  | { kind: "slow"; tookMs: number }
+  | { kind: "failed"; error: Error; sinceRenewedMs: number };
+
 /** A curator's standing in the election, from `campaign()` until its lease is lost or revoked. */
 export class Candidacy {
   /**
-   * Resolves when the lease is lost (expired, revoked, or unreachable for too
-   * long), or when a guarded write found the election key gone.
+   * Resolves, with why, when the lease is lost (expired at etcd, revoked, or
+   * unrenewed for twice its TTL because etcd was unreachable), or when a
+   * guarded write found the election key gone.
    */
-  readonly lost: Promise<void>;
-  private markLost: () => void = () => undefined;
+  readonly lost: Promise<Error>;
+  private markLost: (why: Error) => void = () => undefined;
 
   constructor(
     private readonly kv: Namespace,
@@ -93,10 +105,35 @@ export class Candidacy {
     readonly key: string,
     readonly createRevision: string,
     readonly self: CuratorEndpoint,
+    private readonly ttlSeconds: number,
   ) {
     this.lost = new Promise((resolve) => {
       this.markLost = resolve;
-      lease.once("lost", () => resolve());
+      lease.once("lost", (e: Error) => resolve(e));
+    });
+  }
+
+  /**
+   * Calls `report` on every renewal of the lease answered later than a tenth
+   * of its TTL, and on every failure of its keepalive stream, until the
+   * candidacy ends.
+   */
+  onRenewalTrouble(report: (trouble: RenewalTrouble) => void): void {
+    const slowMs = (this.ttlSeconds * 1000) / 10;
+    let renewedAt = Date.now();
+    let firedAt: number | undefined;
+    this.lease.on("keepaliveFired", () => (firedAt ??= Date.now()));
+    this.lease.on("keepaliveSucceeded", () => {
+      renewedAt = Date.now();
+      const tookMs = firedAt === undefined ? 0 : renewedAt - firedAt;
+      firedAt = undefined;
+      if (tookMs > slowMs) report({ kind: "slow", tookMs });
+    });
+    // etcd3 declares this event's argument as a keepalive response; it emits the error.
+    this.lease.on("keepaliveFailed", (failure: unknown) => {
+      firedAt = undefined;
+      const error = failure instanceof Error ? failure : new Error(String(failure));
+      report({ kind: "failed", error, sinceRenewedMs: Date.now() - renewedAt });
     });
   }
 
@@ -121,7 +158,9 @@ export class Candidacy {
 
   /** This candidacy's leadership; only meaningful once `leader()` says it leads. */
   leadership(): Leadership {
-    return new Leadership(this.kv, this.key, this.createRevision, this.self, () => this.markLost());
+    return new Leadership(this.kv, this.key, this.createRevision, this.self, () =>
+      this.markLost(new LostLeadershipError()),
+    );
   }
 
   /**
@@ -177,6 +216,18 @@ export class Candidacy {
   }
 }
 
+/** Options of {@link campaign}. */
+export interface CampaignOptions {
+  /**
+   * The namespace the election lease is granted and renewed through: the
+   * same prefix as `kv`, over a connection of its own (see the consensus
+   * package's `memberClient`), so that renewals do not queue behind the
+   * leader's own traffic on `kv`.
+   * @default kv
+   */
+  leaseKv?: Namespace;
+}
+
 /**
  * Enters the election: removes this node's election keys left from an
  * earlier life (their leases may still be alive for a TTL, and would block
@@ -186,6 +237,7 @@ export async function campaign(
   kv: Namespace,
   self: CuratorEndpoint,
   ttlSeconds: number,
+  options: CampaignOptions = {},
 ): Promise<Candidacy> {
   const existing = await kv.getAll().prefix(leaderPrefix).exec();
   for (const entry of existing.kvs) {
@@ -197,7 +249,7 @@ export async function campaign(
     }
     if (owner === self.nodeId) await kv.delete().key(entry.key.toString()).exec();
   }
-  const lease = kv.lease(ttlSeconds);
+  const lease = (options.leaseKv ?? kv).lease(ttlSeconds);
   const id = await lease.grant();
   const key = `${leaderPrefix}${id}`;
   const value = priv.LeaderElectionValue.encode({
@@ -209,7 +261,7 @@ export async function campaign(
   await lease.put(key).value(Buffer.from(value)).exec();
   const res = await kv.get(key).exec();
   if (res.kvs.length !== 1) throw new LostLeadershipError();
-  return new Candidacy(kv, lease, key, res.kvs[0].create_revision, self);
+  return new Candidacy(kv, lease, key, res.kvs[0].create_revision, self, ttlSeconds);
 }
 
 /** For tests and tools: the election keys currently in etcd, by create revision. */

@@ -3,7 +3,7 @@
  * one leader at a time, writes guarded by the election key, and a leader
  * whose lease expired never commits again.
  */
-import { Etcd3 } from "etcd3";
+import { Etcd3, EtcdLeaseInvalidError } from "etcd3";
 import { eventually } from "@metropolis/supervisor/testing";
 import { ConsensusClient } from "@metropolis/consensus";
 import {
@@ -13,7 +13,13 @@ import {
   type TestNode,
 } from "@metropolis/consensus/testing";
 import { LostLeadershipError } from "../src/errors";
-import { campaign, electionKeys, Leadership, type CuratorEndpoint } from "../src/leadership";
+import {
+  campaign,
+  electionKeys,
+  Leadership,
+  type CuratorEndpoint,
+  type RenewalTrouble,
+} from "../src/leadership";
 
 let node: TestNode;
 let member: TestMember;
@@ -95,8 +101,36 @@ describe("leadership", () => {
     await expect(l.commit(l.txn().then(kv.put("/x").value("y")))).rejects.toBeInstanceOf(
       LostLeadershipError,
     );
-    await expect(c.lost).resolves.toBeUndefined();
+    await expect(c.lost).resolves.toBeInstanceOf(LostLeadershipError);
     expect(await kv.get("/x").string()).toBeNull();
+    await c.resign();
+  });
+
+  it("says why the candidacy ended, and reports the failed renewal before, when etcd expired the lease", async () => {
+    const { etcd, kv } = curatorKv();
+    const c = await campaign(kv, endpoint(7), 3);
+    const troubles: RenewalTrouble[] = [];
+    c.onRenewalTrouble((t) => troubles.push(t));
+    // What etcd does to a lease it heard nothing from for its TTL.
+    await etcd.leaseClient.leaseRevoke({ ID: c.key.slice("/leader/".length) });
+    const why = await c.lost;
+    expect(why).toBeInstanceOf(EtcdLeaseInvalidError);
+    expect(troubles).toEqual([
+      expect.objectContaining({ kind: "failed", error: expect.any(EtcdLeaseInvalidError) }),
+    ]);
+    expect(await electionKeys(kv)).not.toContain(c.key);
+  });
+
+  it("grants the election lease through leaseKv (a connection of its own), where etcd3 renews it", async () => {
+    const main = curatorKv();
+    const renewals = curatorKv();
+    const grantedThere = jest.spyOn(renewals.kv, "lease");
+    const grantedHere = jest.spyOn(main.kv, "lease");
+    const c = await campaign(main.kv, endpoint(8), 2, { leaseKv: renewals.kv });
+    expect(grantedThere).toHaveBeenCalledWith(2);
+    expect(grantedHere).not.toHaveBeenCalled();
+    // The key lives in the same namespace: the main client reads it.
+    expect(await electionKeys(main.kv)).toContain(c.key);
     await c.resign();
   });
 

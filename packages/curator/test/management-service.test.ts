@@ -5,6 +5,7 @@
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { parseCertificate } from "@metropolis/pki";
 import { api, common } from "@metropolis/proto";
+import { LostLeadershipError } from "../src/errors";
 import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
@@ -540,7 +541,7 @@ describe("UpdateNodeRoles on the leader's own node", () => {
     );
     // No longer the leader (its election key is gone, the candidacy over), and nothing changed.
     expect(await own.candidacy.leadership().stillLeads()).toBe(false);
-    await expect(own.candidacy.lost).resolves.toBeUndefined();
+    await expect(own.candidacy.lost).resolves.toBeInstanceOf(LostLeadershipError);
     expect((await own.member.status.members()).map((m) => m.name)).toEqual(
       membersBefore.map((m) => m.name),
     );
