@@ -100,6 +100,25 @@ describe("observer: the cluster live in a browser", () => {
     expect(page().url()).not.toContain("token");
   });
 
+  it("shows the consensus: node1 the only voter, running the curator that leads", async () => {
+    const node1 = e2e.node(1);
+    await page().locator("nav a", { hasText: "Consensus" }).click();
+    const member = page().locator(
+      `[data-testid=consensus-members] tr[data-status=voter]:has(a[href="#/node/${node1.id}"])`,
+    );
+    await e2e.measure("consensus view shows the voter", () => member.waitFor({ timeout: 30_000 }));
+    await expect(page().locator("[data-testid=consensus-voters]").textContent()).resolves.toBe("1");
+    await expect(page().locator("[data-testid=consensus-leader]").textContent()).resolves.toBe(
+      node1.id,
+    );
+    // The term comes with the leader in the stream's first message: a number, not a placeholder.
+    await expect(page().locator("[data-testid=consensus-term]").textContent()).resolves.toMatch(
+      /^[1-9][0-9]*$/,
+    );
+    await page().locator("nav a", { hasText: "Cluster" }).click();
+    await shows(node1, { state: "UP" });
+  });
+
   it("shows a node's live supervision tree", async () => {
     const node1 = e2e.node(1);
     await page()

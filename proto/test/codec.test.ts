@@ -148,6 +148,7 @@ describe("grpc-js service definitions", () => {
         ConfigureCluster: "unary",
         WatchNodes: "server-stream",
         GetClusterConsensus: "unary",
+        WatchClusterConsensus: "server-stream",
       },
     ],
     ["metropolis.proto.api.AAA", api.AAAService, { Escrow: "unary" }],

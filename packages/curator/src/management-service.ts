@@ -45,8 +45,13 @@ import { configureCluster } from "./management-configuration";
 import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./register-ticket";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import { watchNodes } from "./management-watch";
-import { getClusterConsensus } from "./management-consensus";
-import { maxNodeWatchStreams, maxNodeWatchStreamsPerConnection } from "./server-limits";
+import { ConsensusFeed, getClusterConsensus } from "./management-consensus";
+import {
+  maxConsensusWatchStreams,
+  maxConsensusWatchStreamsPerConnection,
+  maxNodeWatchStreams,
+  maxNodeWatchStreamsPerConnection,
+} from "./server-limits";
 
 export { registerTicketLength } from "./register-ticket";
 
@@ -243,6 +248,11 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     perConnection: maxNodeWatchStreamsPerConnection,
     total: maxNodeWatchStreams,
   });
+  const consensusWatches = new BoundedStreams("WatchClusterConsensus", {
+    perConnection: maxConsensusWatchStreamsPerConnection,
+    total: maxConsensusWatchStreams,
+  });
+  const consensus = new ConsensusFeed(ctx);
   return {
     getRegisterTicket: ownerOnly(ctx, "GetRegisterTicket", async () => ({
       ticket: await registerTicket(ctx),
@@ -255,6 +265,14 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       requireOwner(await ctx.identify(call));
       await nodeWatches.serve(call, (ended) => watchNodes(ctx, call, ended));
     }),
+    watchClusterConsensus: serverStream(
+      "Management.WatchClusterConsensus",
+      ctx.logger,
+      async (call) => {
+        requireOwner(await ctx.identify(call));
+        await consensusWatches.serve(call, (ended) => consensus.serve(call, ended));
+      },
+    ),
     approveNode: ownerOnly(ctx, "ApproveNode", async (req: api.ApproveNodeRequest) => {
       await approveNode(ctx, req);
       return {};

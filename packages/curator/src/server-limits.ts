@@ -15,7 +15,9 @@
  *   {@link maxLeaderStreamsPerConnection}, {@link maxLeaderStreams}; the
  *   owner's node watches (Management.WatchNodes) too, as each holds a copy
  *   of the node records: {@link maxNodeWatchStreamsPerConnection},
- *   {@link maxNodeWatchStreams}.
+ *   {@link maxNodeWatchStreams}, and their watches of the consensus:
+ *   {@link maxConsensusWatchStreamsPerConnection},
+ *   {@link maxConsensusWatchStreams}.
  *
  * What a server answers with is bounded too: error messages quote client
  * values cut short (bounded-text.ts).
@@ -62,6 +64,19 @@ export const maxNodeWatchStreamsPerConnection = 8;
  * owner can open them.
  */
 export const maxNodeWatchStreams = 32;
+
+/**
+ * Management.WatchClusterConsensus streams one connection may have open at
+ * once: as for node watches, one per owner tool, a few spare.
+ */
+export const maxConsensusWatchStreamsPerConnection = 8;
+
+/**
+ * Management.WatchClusterConsensus streams a leader may have open at once.
+ * They share one reading of the membership (management-consensus.ts) and
+ * each holds only the last message it sent; only the owner opens them.
+ */
+export const maxConsensusWatchStreams = 64;
 
 /** The grpc-js server options that enforce the limits above. */
 export function serverLimits(): ServerOptions {

@@ -83,6 +83,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.RotateClusterSecretsKey": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.UpdateNodeLabels": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.UpdateNodeRoles": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
+  "Management.WatchClusterConsensus": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
   "Management.WatchNodes": { leader: ownerOnly, follower: everyone("UNIMPLEMENTED") },
 };
 
@@ -239,6 +240,7 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
       remove: [],
     },
   }),
+  "Management.WatchClusterConsensus": async () => ({ request: {} }),
   "Management.WatchNodes": async () => ({ request: {} }),
   "Management.UpdateNodeRoles": async () => ({
     request: {

@@ -355,6 +355,7 @@ const targets: Record<string, Target> = {
   "Management.RotateClusterSecretsKey": { callers: ownerCallers, request: empty },
   // No fields: its raw-bytes cases (unknown fields, noise) are what there is to fuzz.
   "Management.WatchNodes": { callers: ownerCallers, request: empty },
+  "Management.WatchClusterConsensus": { callers: ownerCallers, request: empty },
   "Management.UpdateNodeLabels": {
     callers: ownerCallers,
     request: () =>

@@ -11,6 +11,7 @@ import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
 import { managementServer } from "../src/management-service";
 import { startLeader, type ClientIdentity, type LeaderFixture } from "@metropolis/curator/testing";
+import { eventually } from "@metropolis/supervisor/testing";
 import { expectCode } from "./expect-code";
 
 type Callback<Res> = (err: ServiceError | null, res?: Res) => void;
@@ -161,6 +162,53 @@ describe("GetClusterConsensus", () => {
       expect(after.leader).toEqual(before.leader);
     } finally {
       await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: false });
+    }
+  });
+});
+
+describe("WatchClusterConsensus", () => {
+  /** The first node's status, with or without a running curator. */
+  const curatorRuns = (running: boolean) =>
+    leader.updateNode(leader.firstNode.nodeId, (n) => ({
+      ...n,
+      status: {
+        externalAddress: "127.0.0.1",
+        version: "",
+        bootId: "",
+        ...(running ? { runningCurator: { port: 7835 } } : {}),
+      },
+    }));
+
+  it("sends the consensus first, then again each time it changes, to every stream", async () => {
+    await curatorRuns(true);
+    const client = await leader.client(api.ManagementClient, "owner");
+    const streams = [client.watchClusterConsensus({}), client.watchClusterConsensus({})];
+    const received = streams.map((stream) => {
+      const messages: api.GetClusterConsensusResponse[] = [];
+      stream.on("data", (m: api.WatchClusterConsensusResponse) => {
+        if (m.consensus) messages.push(m.consensus);
+      });
+      stream.on("error", () => undefined); // cancelled at the end
+      return messages;
+    });
+    try {
+      await eventually(() => received.every((m) => m.length === 1), "both first messages");
+      const answered = await owner.getClusterConsensus();
+      for (const messages of received) expect(messages[0]).toEqual(answered);
+
+      // The first node's curator stops: each stream is told, once.
+      await curatorRuns(false);
+      await eventually(() => received.every((m) => m.length === 2), "the change on both streams");
+      for (const messages of received) {
+        expect(messages[1].members[0].curatorRunning).toBe(false);
+        expect(messages[1].leader).toEqual(answered.leader);
+      }
+      await curatorRuns(true);
+      await eventually(() => received.every((m) => m.length === 3), "the change back");
+      for (const messages of received) expect(messages[2]).toEqual(answered);
+    } finally {
+      for (const stream of streams) stream.cancel();
+      client.close();
     }
   });
 });

@@ -114,23 +114,47 @@ export class ClusterSession {
     ).then((res) => res.nodes);
   }
 
-  /** Node `id`; {@link NodeNotFoundError} when the cluster has no such node. */
   /**
-   * Opens a Management.WatchNodes stream on the leader (found within the
-   * dial timeout, and found again while it answers UNAVAILABLE), and
-   * resolves once the leader has accepted it (its response headers came),
-   * with the leader's node ID. The stream has no deadline: it runs until
-   * `signal` aborts (cancelling it), the leader ends it (it stopped
-   * leading), or it fails; the caller reads it and watches again.
+   * Opens a Management.WatchNodes stream on the leader; see {@link openStream}.
    */
-  async watchNodes(
+  watchNodes(
     req: api.WatchNodesRequest,
     signal: AbortSignal,
   ): Promise<{ leaderId: string; stream: ClientReadableStream<api.WatchNodesResponse> }> {
+    return this.openStream((leader) => leader.management.watchNodes(req, new Metadata(), {}), signal);
+  }
+
+  /**
+   * Opens a Management.WatchClusterConsensus stream on the leader; see {@link openStream}.
+   */
+  watchClusterConsensus(
+    signal: AbortSignal,
+  ): Promise<{
+    leaderId: string;
+    stream: ClientReadableStream<api.WatchClusterConsensusResponse>;
+  }> {
+    return this.openStream(
+      (leader) => leader.management.watchClusterConsensus({}, new Metadata(), {}),
+      signal,
+    );
+  }
+
+  /**
+   * Opens a server stream on the leader (found within the dial timeout, and
+   * found again while it answers UNAVAILABLE), and resolves once the leader
+   * has accepted it (its response headers came), with the leader's node ID.
+   * The stream has no deadline: it runs until `signal` aborts (cancelling
+   * it), the leader ends it (it stopped leading), or it fails; the caller
+   * reads it and watches again.
+   */
+  private async openStream<T>(
+    open: (leader: LeaderClients) => ClientReadableStream<T>,
+    signal: AbortSignal,
+  ): Promise<{ leaderId: string; stream: ClientReadableStream<T> }> {
     return this.connection.call(
       async (leader) => {
         await this.ctx.rememberEndpoints();
-        const stream = leader.management.watchNodes(req, new Metadata(), {});
+        const stream = open(leader);
         const cancel = () => stream.cancel();
         signal.addEventListener("abort", cancel, { once: true });
         stream.once("close", () => signal.removeEventListener("abort", cancel));
@@ -154,6 +178,7 @@ export class ClusterSession {
     );
   }
 
+  /** Node `id`; {@link NodeNotFoundError} when the cluster has no such node. */
   async getNode(id: string): Promise<api.Node> {
     const node = (await this.getNodes()).find((n) => n.id === id);
     if (!node) throw new NodeNotFoundError(id);

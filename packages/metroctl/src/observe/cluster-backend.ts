@@ -5,16 +5,15 @@
  * found and followed by CuratorConnection), one stream for every page
  * together: its backlog is the whole list, then each change, each health
  * change and (asked for with `heartbeats`) each heartbeat, at most once a
- * second per node. When the stream ends or breaks (the leader stopped
- * leading, or went away), it is opened again with backoff, on whoever leads
- * then, and its new backlog replaces the list. The consensus (etcd members,
- * the leader and its term) has no watch: Management.GetClusterConsensus is
- * asked every {@link consensusPollMs} while a page shows it, and a page is
- * sent what changed. A node's
- * tree, reports and logs are its own streams (Debug.WatchSupervisionTree,
- * Debug.GetSupervisorReports, NodeManagement.Logs), dialled like `metroctl
- * tree`, `reports` and `node logs`; actions are the calls of `approve`,
- * `set-role` and `label`.
+ * second per node. The consensus (etcd members, the leader and its term)
+ * comes from Management.WatchClusterConsensus on the same session, while a
+ * page shows it: the whole of it at first and after each change. When either
+ * stream ends or breaks (the leader stopped leading, or went away), it is
+ * opened again with backoff, on whoever leads then, and its first answer
+ * replaces what the pages were shown. A node's tree, reports and logs are
+ * its own streams (Debug.WatchSupervisionTree, Debug.GetSupervisorReports,
+ * NodeManagement.Logs), dialled like `metroctl tree`, `reports` and `node
+ * logs`; actions are the calls of `approve`, `set-role` and `label`.
  */
 import { Metadata } from "@grpc/grpc-js";
 import { api, common } from "@metropolis/proto";
@@ -43,22 +42,16 @@ import type {
 } from "./observer-protocol";
 
 /**
- * Waits before the node watch is opened again: quick after a failover (the
- * new leader serves within a second or two), at most a few seconds while
- * the cluster cannot be reached.
+ * Waits before a watch of the leader (the nodes, the consensus) is opened
+ * again: quick after a failover (the new leader serves within a second or
+ * two), at most a few seconds while the cluster cannot be reached.
  */
-export const clusterWatchBackoff = resolveBackoff({
+export const leaderWatchBackoff = resolveBackoff({
   initialMs: 200,
   multiplier: 2,
   maxMs: 5_000,
   jitter: 0.3,
 });
-
-/**
- * How often the consensus view's data is asked for: membership changes are
- * rare and a failover takes seconds, so a second or two late is fine.
- */
-export const consensusPollMs = 2_000;
 
 /** How many past log lines the logs view starts with. */
 export const logBacklog = 200;
@@ -126,52 +119,76 @@ export class ClusterBackend implements ObserverBackend {
   }
 
   async *cluster(signal: AbortSignal): AsyncGenerator<ClusterUpdate> {
-    const backoff = new Backoff(clusterWatchBackoff);
+    yield* this.rewatched("the nodes", signal, () => this.watchNodesOnce(signal));
+  }
+
+  async *consensus(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
+    let last = "";
+    const snapshots = this.rewatched("the consensus", signal, () => this.watchConsensusOnce(signal));
+    for await (const snapshot of snapshots) {
+      // A new stream starts with what may be known already: pages get changes only.
+      const text = JSON.stringify(snapshot);
+      if (text !== last) yield snapshot;
+      last = text;
+    }
+  }
+
+  /**
+   * Reads the streams `watchOnce` opens on the leader, one after the other,
+   * until `signal` aborts: when one ends or fails (the leader stopped
+   * leading, or went away) the next is opened with backoff, on whoever leads
+   * then. Failures are said on stderr, not thrown: the pages keep what they
+   * were shown meanwhile.
+   */
+  private async *rewatched<T>(
+    what: string,
+    signal: AbortSignal,
+    watchOnce: () => AsyncIterable<T>,
+  ): AsyncGenerator<T> {
+    const backoff = new Backoff(leaderWatchBackoff);
     while (!signal.aborted) {
       try {
-        const { leaderId, stream } = await this.session.watchNodes({ heartbeats: true }, signal);
-        /** The backlog so far, until its last message came; then changes follow. */
-        let backlog: ObservedNode[] | undefined = [];
-        for await (const res of streamOf<api.WatchNodesResponse>(stream, signal)) {
-          const at = Date.now();
-          const nodes = res.nodes.map((n) => observedNode(n, leaderId, at));
-          if (backlog === undefined) {
-            const removed = res.nodeTombstones.map((t) => t.nodeId);
-            yield { upserts: nodes, removed, leaderId };
-            continue;
-          }
-          backlog.push(...nodes);
-          if (res.progress !== api.WatchNodesResponse_Progress.LAST_BACKLOGGED) continue;
-          yield { nodes: backlog, leaderId };
-          backlog = undefined;
-          // A stream that delivered its backlog is a success: the next break retries quickly.
+        for await (const item of watchOnce()) {
+          // A stream that answered is a success: the next break retries quickly.
           backoff.reset();
+          yield item;
         }
       } catch (e) {
         if (signal.aborted) return;
-        // Said, not thrown: the pages keep the last list and the watch tries again.
         writeLine(
           this.ctx.io.stderr,
-          `observer: watching the nodes failed, watching again: ${e instanceof Error ? e.message : String(e)}`,
+          `observer: watching ${what} failed, watching again: ${e instanceof Error ? e.message : String(e)}`,
         );
       }
       await abortableSleep(backoff.next(), signal).catch(() => undefined);
     }
   }
 
-  async *consensus(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
-    let last = "";
-    for (;;) {
-      // A failed call ends the upstream: the feed tells the pages and asks again later.
-      const snapshot = observedConsensus(await this.session.getClusterConsensus());
-      const text = JSON.stringify(snapshot);
-      if (text !== last) yield snapshot;
-      last = text;
-      try {
-        await abortableSleep(consensusPollMs, signal);
-      } catch {
-        return; // the last page left
+  /** One WatchNodes stream: its backlog as one list, then each change. */
+  private async *watchNodesOnce(signal: AbortSignal): AsyncGenerator<ClusterUpdate> {
+    const { leaderId, stream } = await this.session.watchNodes({ heartbeats: true }, signal);
+    /** The backlog so far, until its last message came; then changes follow. */
+    let backlog: ObservedNode[] | undefined = [];
+    for await (const res of streamOf<api.WatchNodesResponse>(stream, signal)) {
+      const at = Date.now();
+      const nodes = res.nodes.map((n) => observedNode(n, leaderId, at));
+      if (backlog === undefined) {
+        const removed = res.nodeTombstones.map((t) => t.nodeId);
+        yield { upserts: nodes, removed, leaderId };
+        continue;
       }
+      backlog.push(...nodes);
+      if (res.progress !== api.WatchNodesResponse_Progress.LAST_BACKLOGGED) continue;
+      yield { nodes: backlog, leaderId };
+      backlog = undefined;
+    }
+  }
+
+  /** One WatchClusterConsensus stream: the consensus, then again after each change. */
+  private async *watchConsensusOnce(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
+    const { stream } = await this.session.watchClusterConsensus(signal);
+    for await (const res of streamOf<api.WatchClusterConsensusResponse>(stream, signal)) {
+      if (res.consensus) yield observedConsensus(res.consensus);
     }
   }
 

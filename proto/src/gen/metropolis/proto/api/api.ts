@@ -438,6 +438,19 @@ export interface GetNodesResponse {
 export interface GetClusterConsensusRequest {
 }
 
+/** WatchClusterConsensusRequest has no fields. */
+export interface WatchClusterConsensusRequest {
+}
+
+/**
+ * WatchClusterConsensusResponse is the consensus at one moment: what
+ * GetClusterConsensus would have answered then.
+ */
+export interface WatchClusterConsensusResponse {
+  /** The etcd members and the curator leader, as GetClusterConsensus answers them. */
+  consensus?: GetClusterConsensusResponse | undefined;
+}
+
 /**
  * GetClusterConsensusResponse describes the etcd membership and the curator
  * leader, as the leader answering sees them.
@@ -2318,6 +2331,129 @@ export const GetClusterConsensusRequest: MessageFns<GetClusterConsensusRequest> 
   },
   fromPartial<I extends Exact<DeepPartial<GetClusterConsensusRequest>, I>>(_: I): GetClusterConsensusRequest {
     const message = createBaseGetClusterConsensusRequest();
+    return message;
+  },
+};
+
+function createBaseWatchClusterConsensusRequest(): WatchClusterConsensusRequest {
+  return {};
+}
+
+export const WatchClusterConsensusRequest: MessageFns<WatchClusterConsensusRequest> = {
+  encode(_: WatchClusterConsensusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchClusterConsensusRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchClusterConsensusRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): WatchClusterConsensusRequest {
+    return {};
+  },
+
+  toJSON(_: WatchClusterConsensusRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchClusterConsensusRequest>, I>>(base?: I): WatchClusterConsensusRequest {
+    return WatchClusterConsensusRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchClusterConsensusRequest>, I>>(_: I): WatchClusterConsensusRequest {
+    const message = createBaseWatchClusterConsensusRequest();
+    return message;
+  },
+};
+
+function createBaseWatchClusterConsensusResponse(): WatchClusterConsensusResponse {
+  return { consensus: undefined };
+}
+
+export const WatchClusterConsensusResponse: MessageFns<WatchClusterConsensusResponse> = {
+  encode(message: WatchClusterConsensusResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.consensus !== undefined) {
+      GetClusterConsensusResponse.encode(message.consensus, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchClusterConsensusResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchClusterConsensusResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.consensus = GetClusterConsensusResponse.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchClusterConsensusResponse {
+    return { consensus: isSet(object.consensus) ? GetClusterConsensusResponse.fromJSON(object.consensus) : undefined };
+  },
+
+  toJSON(message: WatchClusterConsensusResponse): unknown {
+    const obj: any = {};
+    if (message.consensus !== undefined) {
+      obj.consensus = GetClusterConsensusResponse.toJSON(message.consensus);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchClusterConsensusResponse>, I>>(base?: I): WatchClusterConsensusResponse {
+    return WatchClusterConsensusResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchClusterConsensusResponse>, I>>(
+    object: I,
+  ): WatchClusterConsensusResponse {
+    const message = createBaseWatchClusterConsensusResponse();
+    message.consensus = (object.consensus !== undefined && object.consensus !== null)
+      ? GetClusterConsensusResponse.fromPartial(object.consensus)
+      : undefined;
     return message;
   },
 };
@@ -5785,6 +5921,25 @@ export const ManagementService = {
     responseDeserialize: (value: Buffer): GetClusterConsensusResponse => GetClusterConsensusResponse.decode(value),
   },
   /**
+   * WatchClusterConsensus streams what GetClusterConsensus answers: first
+   * the current consensus, then the whole of it again each time it changes
+   * (a member added, promoted or removed, a member's curator starting or
+   * stopping). It ends when the curator stops leading; the client then
+   * watches again on the new leader, whose first message names it with a
+   * larger term.
+   */
+  watchClusterConsensus: {
+    path: "/metropolis.proto.api.Management/WatchClusterConsensus" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchClusterConsensusRequest): Buffer =>
+      Buffer.from(WatchClusterConsensusRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchClusterConsensusRequest => WatchClusterConsensusRequest.decode(value),
+    responseSerialize: (value: WatchClusterConsensusResponse): Buffer =>
+      Buffer.from(WatchClusterConsensusResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchClusterConsensusResponse => WatchClusterConsensusResponse.decode(value),
+  },
+  /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,
    * in chunks), then each change as it happens: a node whose record or
    * health changed, or a tombstone for a deleted node. It ends when the
@@ -5915,6 +6070,15 @@ export interface ManagementServer extends UntypedServiceImplementation {
    */
   getClusterConsensus: handleUnaryCall<GetClusterConsensusRequest, GetClusterConsensusResponse>;
   /**
+   * WatchClusterConsensus streams what GetClusterConsensus answers: first
+   * the current consensus, then the whole of it again each time it changes
+   * (a member added, promoted or removed, a member's curator starting or
+   * stopping). It ends when the curator stops leading; the client then
+   * watches again on the new leader, whose first message names it with a
+   * larger term.
+   */
+  watchClusterConsensus: handleServerStreamingCall<WatchClusterConsensusRequest, WatchClusterConsensusResponse>;
+  /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,
    * in chunks), then each change as it happens: a node whose record or
    * health changed, or a tombstone for a deleted node. It ends when the
@@ -6035,6 +6199,23 @@ export interface ManagementClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetClusterConsensusResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * WatchClusterConsensus streams what GetClusterConsensus answers: first
+   * the current consensus, then the whole of it again each time it changes
+   * (a member added, promoted or removed, a member's curator starting or
+   * stopping). It ends when the curator stops leading; the client then
+   * watches again on the new leader, whose first message names it with a
+   * larger term.
+   */
+  watchClusterConsensus(
+    request: WatchClusterConsensusRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchClusterConsensusResponse>;
+  watchClusterConsensus(
+    request: WatchClusterConsensusRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchClusterConsensusResponse>;
   /**
    * WatchNodes streams the cluster's nodes: first every node (the backlog,
    * in chunks), then each change as it happens: a node whose record or
