@@ -24,6 +24,7 @@ import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { commitNode, joinNode, registerNode } from "./curator-registration";
 import { watch } from "./curator-watch";
+import { NodeRecordFeed } from "./node-record-feed";
 import { watchRevocations } from "./curator-revocations";
 import { encodeNode, getNode } from "./node-record";
 import { consensusMembers } from "./consensus-members";
@@ -36,8 +37,10 @@ const STATUS_ATTEMPTS = 5;
 /** The Curator service implementation for `ctx`'s leadership. */
 export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
   const log = ctx.logger;
+  // One per leadership, like the server: each node's watch of its own record follows it.
+  const records = new NodeRecordFeed(ctx);
   return {
-    watch: serverStream("Curator.Watch", log, (call) => watch(ctx, call)),
+    watch: serverStream("Curator.Watch", log, (call) => watch(ctx, records, call)),
     updateNodeStatus: unary("Curator.UpdateNodeStatus", log, async (call) => {
       await updateNodeStatus(ctx, call.request, await ctx.identify(call));
       return {};

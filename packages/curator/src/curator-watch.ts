@@ -17,19 +17,21 @@
  * Management.WatchNodes); beyond that it ends with RESOURCE_EXHAUSTED.
  */
 import type { ServerWritableStream } from "@grpc/grpc-js";
-import type { IKeyValue, Watcher } from "etcd3";
+import type { IKeyValue } from "etcd3";
 import { curator, type priv } from "@metropolis/proto";
 import { InvalidArgumentError, NotFoundError } from "./errors";
 import { requireCurrentNode } from "./current-node";
 import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { checkNodeId, decodeNode } from "./node-record";
+import type { NodeRecordFeed } from "./node-record-feed";
 import {
   followWatcher,
-  nextRevision,
   nodeIdOf,
   readAllNodes,
+  type RecordEvents,
   storedNodeOf,
+  watchFailed,
   watchNodesAfter,
   writeBacklog,
 } from "./node-watch-streams";
@@ -50,31 +52,47 @@ export function nodeToProto(id: string, node: priv.Node): curator.Node {
   };
 }
 
-/** Handles one Watch call until the client cancels it. */
-export async function watch(ctx: LeaderContext, call: WatchCall): Promise<void> {
+/**
+ * Handles one Watch call until the client cancels it; watches of a single
+ * node follow `records`, the leadership's shared watch of node records.
+ */
+export async function watch(
+  ctx: LeaderContext,
+  records: NodeRecordFeed,
+  call: WatchCall,
+): Promise<void> {
   await requireCurrentNode(ctx, call);
   const kind = call.request.kind;
   if (kind?.$case === "nodeInCluster")
-    return watchOne(ctx, call, checkNodeId(kind.nodeInCluster.nodeId));
+    return watchOne(ctx, records, call, checkNodeId(kind.nodeInCluster.nodeId));
   if (kind?.$case === "nodesInCluster") return watchAll(ctx, call);
   throw new InvalidArgumentError("watch request must set node_in_cluster or nodes_in_cluster");
 }
 
-async function watchOne(ctx: LeaderContext, call: WatchCall, id: string): Promise<void> {
-  const res = await ctx.kv.get(nodeKey(id)).exec();
-  const entry = res.kvs[0];
-  if (!entry) throw new NotFoundError(`node ${id} not found`);
-  call.write({
-    nodes: [nodeToProto(id, decodeNode(id, entry.value))],
-    nodeTombstones: [],
-    progress: 0,
-  });
-  const watcher = await ctx.kv
-    .watch()
-    .key(nodeKey(id))
-    .startRevision(nextRevision(res.header.revision))
-    .create();
-  return follow(ctx, call, watcher);
+async function watchOne(
+  ctx: LeaderContext,
+  records: NodeRecordFeed,
+  call: WatchCall,
+  id: string,
+): Promise<void> {
+  // Subscribed before the read: a change right after it is buffered, not missed.
+  const subscription = await records.subscribe(id);
+  try {
+    const res = await ctx.kv.get(nodeKey(id)).exec();
+    const entry = res.kvs[0];
+    if (!entry) throw new NotFoundError(`node ${id} not found`);
+    call.write({
+      nodes: [nodeToProto(id, decodeNode(id, entry.value))],
+      nodeTombstones: [],
+      progress: 0,
+    });
+    subscription.start(res.header.revision);
+    if (subscription.failure) throw watchFailed(subscription.failure);
+  } catch (e) {
+    await subscription.cancel();
+    throw e;
+  }
+  return follow(ctx, call, subscription);
 }
 
 async function watchAll(ctx: LeaderContext, call: WatchCall): Promise<void> {
@@ -90,7 +108,7 @@ async function watchAll(ctx: LeaderContext, call: WatchCall): Promise<void> {
 }
 
 /** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */
-function follow(ctx: LeaderContext, call: WatchCall, watcher: Watcher): Promise<void> {
+function follow(ctx: LeaderContext, call: WatchCall, watcher: RecordEvents): Promise<void> {
   return followWatcher(call, watcher, {
     what: "node watch",
     put: (entry: IKeyValue) => {

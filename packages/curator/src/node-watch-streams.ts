@@ -104,6 +104,24 @@ export function writeBacklog<T, Res>(
   }
 }
 
+/** The error a stream ends with when its watch failed: UNAVAILABLE, the client watches again. */
+export function watchFailed(e: Error, what = "node watch"): CuratorError {
+  return new CuratorError(status.UNAVAILABLE, `${what} failed, watch again: ${e.message}`, {
+    cause: e,
+  });
+}
+
+/**
+ * The events {@link followWatcher} follows: an etcd3 Watcher, or a
+ * subscription to the leader's shared watch (node-record-feed.ts).
+ */
+export interface RecordEvents {
+  on(event: "put" | "delete", listener: (entry: IKeyValue) => void): unknown;
+  once(event: "error", listener: (e: Error) => void): unknown;
+  removeAllListeners(event: "put" | "delete"): RecordEvents;
+  cancel(): Promise<void>;
+}
+
 /** What {@link followWatcher} sends for the watcher's events, and what else it follows. */
 export interface FollowHandlers<Res> {
   /** The message for a put of a record; undefined to send nothing. */
@@ -127,7 +145,7 @@ export interface FollowHandlers<Res> {
  */
 export function followWatcher<Req, Res>(
   call: ServerWritableStream<Req, Res>,
-  watcher: Watcher,
+  watcher: RecordEvents,
   handlers: FollowHandlers<Res>,
   ended?: AbortSignal,
 ): Promise<void> {
@@ -173,13 +191,7 @@ export function followWatcher<Req, Res>(
       const message = handlers.delete(entry);
       if (message !== undefined) send(message);
     });
-    watcher.once("error", (e: Error) =>
-      finish(
-        new CuratorError(status.UNAVAILABLE, `${handlers.what} failed, watch again: ${e.message}`, {
-          cause: e,
-        }),
-      ),
-    );
+    watcher.once("error", (e: Error) => finish(watchFailed(e, handlers.what)));
     stopAlso = handlers.also?.(send);
     // Its first sends may have ended the stream already (a client that reads nothing).
     if (done) stopAlso?.();
