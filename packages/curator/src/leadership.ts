@@ -86,8 +86,7 @@ export class Leadership {
  * TTL, so these say how close a busy leader came, and why.
  */
 export type RenewalTrouble =
-  | { kind: "slow"; tookMs: number }
-  | { kind: "failed"; error: Error; sinceRenewedMs: number };
+  { kind: "slow"; tookMs: number } | { kind: "failed"; error: Error; sinceRenewedMs: number };
 
 /** A curator's standing in the election, from `campaign()` until its lease is lost or revoked. */
 export class Candidacy {

@@ -51,7 +51,8 @@ export type WatchClusterConsensusCall = ServerWritableStream<
 >;
 
 /** A reading of the consensus, or why it failed (every stream ends with that). */
-type Reading = { consensus: api.GetClusterConsensusResponse; encoded: Buffer } | { failed: unknown };
+type Reading =
+  { consensus: api.GetClusterConsensusResponse; encoded: Buffer } | { failed: unknown };
 
 /** The consensus as one leadership's watchers see it; see the module comment. */
 export class ConsensusFeed {

@@ -121,15 +121,16 @@ export class ClusterSession {
     req: api.WatchNodesRequest,
     signal: AbortSignal,
   ): Promise<{ leaderId: string; stream: ClientReadableStream<api.WatchNodesResponse> }> {
-    return this.openStream((leader) => leader.management.watchNodes(req, new Metadata(), {}), signal);
+    return this.openStream(
+      (leader) => leader.management.watchNodes(req, new Metadata(), {}),
+      signal,
+    );
   }
 
   /**
    * Opens a Management.WatchClusterConsensus stream on the leader; see {@link openStream}.
    */
-  watchClusterConsensus(
-    signal: AbortSignal,
-  ): Promise<{
+  watchClusterConsensus(signal: AbortSignal): Promise<{
     leaderId: string;
     stream: ClientReadableStream<api.WatchClusterConsensusResponse>;
   }> {

@@ -124,7 +124,9 @@ export class ClusterBackend implements ObserverBackend {
 
   async *consensus(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
     let last = "";
-    const snapshots = this.rewatched("the consensus", signal, () => this.watchConsensusOnce(signal));
+    const snapshots = this.rewatched("the consensus", signal, () =>
+      this.watchConsensusOnce(signal),
+    );
     for await (const snapshot of snapshots) {
       // A new stream starts with what may be known already: pages get changes only.
       const text = JSON.stringify(snapshot);
