@@ -110,9 +110,9 @@ export class Curator {
   readonly run: Runnable = async (ctx) => {
     this.leader.set(undefined);
     // The election lease is renewed over a connection of its own: on the
-    // shared one its keepalives queued behind the leader's own traffic (a
-    // watch per node, re-created at once when thousands of nodes reconnect
-    // after a failover), and a busy new leader lost its lease.
+    // shared one its keepalives queued behind the leader's own traffic while
+    // thousands of nodes came back after a failover, and a busy new leader
+    // lost its lease (bench:scale at 5,000 nodes; the curator README's cost model).
     const election = memberClient(this.config.consensus.clientSocket, { dedicated: true });
     let candidacy: Candidacy;
     try {

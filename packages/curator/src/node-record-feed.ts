@@ -27,13 +27,16 @@ import { nodesPrefix } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { nodeIdOf, watchNodesAfter, type RecordEvents } from "./node-watch-streams";
 
-type Event = { kind: "put" | "delete"; entry: IKeyValue };
+/** A change of one node's record, as the shared watch saw it. */
+type RecordEvent = { kind: "put" | "delete"; entry: IKeyValue };
 
 /** The events of one node's record; see the module comment. */
 export class NodeRecordSubscription extends EventEmitter implements RecordEvents {
   /** Events received before `start`; undefined once started. */
-  private buffered: Event[] | undefined = [];
+  private buffered: RecordEvent[] | undefined = [];
   private after = -1n;
+  /** Why the shared watch failed, if it did; a stream checks before it follows the events. */
+  failure: Error | undefined;
 
   constructor(
     readonly nodeId: string,
@@ -54,17 +57,14 @@ export class NodeRecordSubscription extends EventEmitter implements RecordEvents
   }
 
   /** Called by the feed with each event of this node, in revision order. */
-  receive(event: Event): void {
+  receive(event: RecordEvent): void {
     if (this.buffered) this.buffered.push(event);
     else this.deliver(event);
   }
 
-  private deliver({ kind, entry }: Event): void {
+  private deliver({ kind, entry }: RecordEvent): void {
     if (BigInt(entry.mod_revision) > this.after) this.emit(kind, entry);
   }
-
-  /** Why the shared watch failed, if it did; a stream checks before it follows the events. */
-  failure: Error | undefined;
 
   /** Called by the feed when the shared watch failed: the subscription fails with it. */
   fail(e: Error): void {
@@ -129,7 +129,7 @@ export class NodeRecordFeed {
     // Any read tells the current revision: the watch starts right after it.
     const { header } = await this.ctx.kv.get(nodesPrefix).exec();
     const watcher = await watchNodesAfter(this.ctx, header.revision);
-    const dispatch = (kind: Event["kind"]) => (entry: IKeyValue) => {
+    const dispatch = (kind: RecordEvent["kind"]) => (entry: IKeyValue) => {
       if (!shared().live) return;
       for (const s of this.subscribers.get(nodeIdOf(entry)) ?? []) s.receive({ kind, entry });
     };
