@@ -62,19 +62,30 @@ function sessionOf(call: HasAuthContext): Session | undefined {
 }
 
 /**
- * The DER of the client certificate of a connection, read from its TLS
- * socket: grpc-js's `getAuthContext()` reports one only when TLS itself
- * verified it (`socket.authorized`), which a self-signed one never is, and
- * builds the whole parsed certificate (subject, issuer, three fingerprints)
- * to do so. Undefined once the client has closed the connection.
+ * A client certificate as found: Node's parse of it (from a TLS socket),
+ * or its DER (from a call's auth context).
  */
-function sessionCertificateDer(session: Session): Buffer | undefined {
+type PeerCertificate = X509Certificate | Buffer;
+
+/**
+ * The client certificate of a connection, read from its TLS socket as Node
+ * parsed it (and taken as it is, not parsed again: a new leader reads every
+ * node's at once): grpc-js's `getAuthContext()` reports one only when TLS
+ * itself verified it (`socket.authorized`), which a self-signed one never
+ * is, and builds the whole parsed certificate (subject, issuer, three
+ * fingerprints) to do so. Undefined once the client has closed the connection.
+ */
+function sessionCertificate(session: Session): X509Certificate | undefined {
   const socket = session.socket;
   if (!(socket instanceof TLSSocket)) return undefined;
   // Undefined once the client has closed the connection, whatever its type says.
   const certificate: X509Certificate | undefined = socket.getPeerX509Certificate();
-  return certificate?.raw;
+  return certificate;
 }
+
+/** The DER of `certificate` (empty: none). */
+const derOf = (certificate: PeerCertificate): Buffer =>
+  Buffer.isBuffer(certificate) ? certificate : certificate.raw;
 
 /** The DER of the client certificate of a call that is not grpc-js's, from its `getAuthContext()`. */
 function authContextCertificateDer(call: HasAuthContext): Buffer | undefined {
@@ -88,15 +99,15 @@ function authContextCertificateDer(call: HasAuthContext): Buffer | undefined {
   }
 }
 
-/** The DER of the client certificate of `call`, if it has one. */
-function peerCertificateDer(call: HasAuthContext): Buffer | undefined {
+/** The client certificate of `call`, if it has one. */
+function peerCertificate(call: HasAuthContext): PeerCertificate | undefined {
   const session = sessionOf(call);
-  return session ? sessionCertificateDer(session) : authContextCertificateDer(call);
+  return session ? sessionCertificate(session) : authContextCertificateDer(call);
 }
 
-function parsePeerCertificate(raw: Buffer): ParsedCertificate {
+function parsePeerCertificate(certificate: PeerCertificate): ParsedCertificate {
   try {
-    return parseCertificate(raw);
+    return parseCertificate(certificate);
   } catch (e) {
     throw new UnauthenticatedError(
       `client certificate does not parse: ${clipped(e instanceof Error ? e.message : String(e))}`,
@@ -109,9 +120,9 @@ export async function identify(
   call: HasAuthContext,
   caCertificate: Uint8Array | ParsedCertificate,
 ): Promise<Caller> {
-  const raw = peerCertificateDer(call);
-  if (!raw || raw.length === 0) return { kind: "anonymous" };
-  return classify(parsePeerCertificate(raw), parseCertificate(caCertificate));
+  const peer = peerCertificate(call);
+  if (!peer || derOf(peer).length === 0) return { kind: "anonymous" };
+  return classify(parsePeerCertificate(peer), parseCertificate(caCertificate));
 }
 
 /**
@@ -131,9 +142,10 @@ interface Identified {
 
 /**
  * `identify` against one CA, remembering the classification of each
- * certificate: parsing and verifying an X.509 certificate costs 2–6 ms of
- * CPU with @peculiar/x509, and a node presents the same certificate on every
- * call (heartbeats, status). Only successful classifications are kept; the
+ * certificate: reading, parsing and verifying a node's certificate cost a
+ * new leader 1–2 ms of CPU each (measured in the scale simulator's failover,
+ * where 5,000 nodes come at once), and a node presents the same certificate
+ * on every call (heartbeats, status). Only successful classifications are kept; the
  * oldest are forgotten first. Revocation is checked on every call, against
  * the newest CRL `revocations` knows (a map lookup), so a certificate
  * revoked after it was first seen is refused from then on.
@@ -149,20 +161,21 @@ export function identifier(
   // certificate off the socket and hashing it was ~10 % of a leader's CPU
   // while a cluster's nodes attached to it.
   const bySession = new WeakMap<Session, Identified>();
-  // Parsed once: a parse costs as much as the caller's own (measured: 2–6 ms
-  // each with @peculiar/x509), and a new leader meets every node's
-  // certificate for the first time at once.
+  // Parsed once, and with it the CA's key object (ParsedCertificate keeps
+  // it): building that key for each verification was half the cost of a
+  // new leader meeting every node's certificate at once.
   const ca = parseCertificate(caCertificate);
   return async (call) => {
     const session = sessionOf(call);
     let entry = session && bySession.get(session);
     if (!entry) {
-      const raw = session ? sessionCertificateDer(session) : authContextCertificateDer(call);
-      if (!raw || raw.length === 0) return { kind: "anonymous" };
+      const peer = session ? sessionCertificate(session) : authContextCertificateDer(call);
+      const raw = peer && derOf(peer);
+      if (!peer || !raw || raw.length === 0) return { kind: "anonymous" };
       const key = createHash("sha256").update(raw).digest("base64");
       entry = known.get(key);
       if (!entry) {
-        const cert = parsePeerCertificate(raw);
+        const cert = parsePeerCertificate(peer);
         entry = { caller: await classify(cert, ca), serial: cert.serial };
         if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
         known.set(key, entry);

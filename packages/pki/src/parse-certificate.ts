@@ -15,7 +15,7 @@
  * @peculiar/x509 then cannot read throws {@link CertificateParseError} from
  * that first use.
  */
-import { X509Certificate as NodeX509Certificate } from "node:crypto";
+import { X509Certificate as NodeX509Certificate, type KeyObject } from "node:crypto";
 // Loaded before X509Certificate.toLegacyObject() is first called: on Node 20
 // that call loads _tls_common, which, if it comes first, leaves the tls
 // module without createSecureContext for the whole process (a circular
@@ -42,8 +42,12 @@ function certificateDate(text: string, field: string): Date {
   return date;
 }
 
-/** A certificate as DER bytes, PEM text, or already parsed. */
-export type CertificateInput = Uint8Array | string | ParsedCertificate;
+/**
+ * A certificate as DER bytes, PEM text, already parsed, or as Node's
+ * X509Certificate (what a TLS socket's `getPeerX509Certificate()` gives:
+ * taken as it is, not parsed again).
+ */
+export type CertificateInput = Uint8Array | string | ParsedCertificate | NodeX509Certificate;
 
 const EXTENDED_KEY_USAGE_NAMES: Readonly<Record<string, ExtendedKeyUsageName>> = {
   [x509.ExtendedKeyUsage.serverAuth]: "serverAuth",
@@ -115,6 +119,12 @@ export class ParsedCertificate {
   /** extendedKeyUsage purposes: names for the known ones, OIDs for others. */
   readonly extendedKeyUsage: readonly (ExtendedKeyUsageName | string)[];
   readonly #node: NodeX509Certificate;
+  /**
+   * The subject key as Node's KeyObject, kept: verifying a certificate
+   * against this one (a CA's) would otherwise build one per verification —
+   * half the cost of a new leader checking every node's certificate.
+   */
+  readonly #keyObject: KeyObject;
   #peculiar: PeculiarFields | undefined;
 
   /** Use {@link parseCertificate}; this constructor trusts its arguments. */
@@ -124,7 +134,8 @@ export class ParsedCertificate {
     this.serial = serialFromHex(node.serialNumber);
     const cn = node.toLegacyObject().subject?.CN;
     this.commonName = Array.isArray(cn) ? cn[0] : cn;
-    this.publicKey = rawPublicKey(node.publicKey, "certificate public key");
+    this.#keyObject = node.publicKey;
+    this.publicKey = rawPublicKey(this.#keyObject, "certificate public key");
     this.notBefore = certificateDate(node.validFrom, "notBefore");
     this.notAfter = certificateDate(node.validTo, "notAfter");
     this.isCA = node.ca;
@@ -186,6 +197,17 @@ export class ParsedCertificate {
     );
   }
 
+  /** @internal Reads a certificate Node has parsed; see {@link parseCertificate}. */
+  static fromNode(node: NodeX509Certificate): ParsedCertificate {
+    const der = node.raw;
+    return decodeDer(
+      der,
+      () => node,
+      (cert) => cert.subject.replace(/\n/g, ", "),
+      (cert) => new ParsedCertificate(der, cert),
+    );
+  }
+
   /**
    * True when the certificate names itself as its issuer (its subject and
    * issuer names are equal): a self-signed certificate, if its own key also
@@ -209,8 +231,18 @@ export class ParsedCertificate {
 
   /** True when the certificate's signature verifies with the raw Ed25519 `publicKey`. */
   isSignedBy(publicKey: Uint8Array): boolean {
+    let key: KeyObject;
     try {
-      return this.#node.verify(publicKeyObject(publicKey));
+      key = publicKeyObject(publicKey);
+    } catch {
+      return false;
+    }
+    return this.#verifiesWith(key);
+  }
+
+  #verifiesWith(key: KeyObject): boolean {
+    try {
+      return this.#node.verify(key);
     } catch {
       return false;
     }
@@ -233,7 +265,7 @@ export class ParsedCertificate {
    * validity dates or revocation (see `verifyCertificate`).
    */
   chainsTo(ca: ParsedCertificate): boolean {
-    return this.isIssuedBy(ca) && this.isSignedBy(ca.publicKey);
+    return this.isIssuedBy(ca) && this.#verifiesWith(ca.#keyObject);
   }
 
   /** True when the certificate is valid for host name `name` (as TLS checks it). */
@@ -244,12 +276,14 @@ export class ParsedCertificate {
 
 /**
  * Parses an Ed25519 X.509 certificate from DER bytes or PEM text (a
- * `Uint8Array` holding PEM text is accepted too). Throws
+ * `Uint8Array` holding PEM text is accepted too), or reads one Node parsed
+ * already (a TLS peer's `getPeerX509Certificate()`). Throws
  * {@link CertificateParseError} for anything that is not a certificate and
  * {@link WrongKeyTypeError} for a certificate whose key is not Ed25519.
  */
 export function parseCertificate(input: CertificateInput): ParsedCertificate {
   if (input instanceof ParsedCertificate) return input;
+  if (input instanceof NodeX509Certificate) return ParsedCertificate.fromNode(input);
   let der: Buffer;
   try {
     if (typeof input === "string") {

@@ -296,6 +296,8 @@ describe("bad input", () => {
     expect(() => parseCertificate(rsaCertificate)).toThrow(
       /certificate public key is of key type rsa/,
     );
+    // Also when Node parsed it already (a TLS peer's certificate).
+    expect(() => parseCertificate(new X509Certificate(rsaCertificate))).toThrow(WrongKeyTypeError);
   });
 
   it("TLS material needs the certificate's own private key", async () => {

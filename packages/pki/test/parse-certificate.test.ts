@@ -6,6 +6,7 @@
  */
 import "reflect-metadata";
 import { execFileSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
 import {
@@ -72,6 +73,20 @@ describe("parseCertificate", () => {
     expect(parsedNode.issuer).toBe(ca.certificate.subject);
     expect(parseCertificate(certificates.ephemeral).isSelfIssued()).toBe(true);
     expect(parsedNode.isSelfIssued()).toBe(false);
+  });
+
+  it("takes a certificate Node parsed (a TLS peer's) as it is, and chains it like its DER", async () => {
+    const ca = await CertificateAuthority.create();
+    const other = await CertificateAuthority.create();
+    const der = (await ca.issueNodeCertificate(generateKeyPair().publicKey)).der;
+    const node = new X509Certificate(der);
+    const parsed = parseCertificate(node);
+    expect(parsed.der.equals(Buffer.from(der))).toBe(true);
+    expect(parsed.serial).toBe(parseCertificate(der).serial);
+    expect(parsed.commonName).toBe(parseCertificate(der).commonName);
+    // Its CA's kept key verifies it; another CA's does not.
+    expect(parsed.chainsTo(parseCertificate(ca.certificate.der))).toBe(true);
+    expect(parsed.chainsTo(parseCertificate(other.certificate.der))).toBe(false);
   });
 
   it("leaves the tls module whole in a process that parses a certificate before loading tls", async () => {
