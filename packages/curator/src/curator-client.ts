@@ -38,7 +38,7 @@ import type {
   ChannelOptions,
   ServiceError,
 } from "@grpc/grpc-js";
-import { Channel, status } from "@grpc/grpc-js";
+import { Channel, connectivityState, status } from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import type { SecureContext } from "node:tls";
 import { isNodeId } from "@metropolis/pki";
@@ -130,17 +130,6 @@ export class UnusableLeaderAnswerError extends Error {
  * they would keep arriving at the curators in lockstep.
  */
 const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000, jitter: 0.5 });
-
-/**
- * How long an answer naming the leader that could not be reached is waited
- * past: the curator asked keeps naming a dead leader until its lease expires
- * (10 s by default), then names the new leader on the same stream. Waiting
- * there instead of dialling the dead leader and asking again at once keeps a
- * cluster's worth of nodes from polling the curators through the whole
- * lease. Short, because the answer may be right: the same node restarted and
- * leads again (a one-node cluster after a reboot), and then this is a delay.
- */
-const staleLeaderWaitMs = 1000;
 
 /**
  * While no curator asked has answered, another is asked this often (the
@@ -446,7 +435,13 @@ export class CuratorConnection {
             const curator = order[next++];
             if (curator === undefined || asking.aborted) return false;
             pending++;
-            this.askLeader(curator, deadline, asking).then(resolve, fail);
+            // A curator that answered, if only with the failed leader, is
+            // not slow: no other is asked meanwhile (5,000 nodes would each
+            // hold a stream at every curator through a failover).
+            this.askLeader(curator, deadline, asking, () => clearInterval(hedge)).then(
+              resolve,
+              fail,
+            );
             return true;
           };
           const hedge = setInterval(() => ask() || clearInterval(hedge), hedgeAfterMs);
@@ -467,24 +462,34 @@ export class CuratorConnection {
 
   /**
    * Asks `curator` who leads. An answer naming the leader that just failed is
-   * waited past for up to {@link staleLeaderWaitMs}, on the same stream (the
-   * curator sends the new leader there once elected), and only then taken.
+   * waited past, on the same stream, until the curator names another (it
+   * does once a new leader is elected: when the failed one's lease expires,
+   * 10 s by default) or the failed leader can be reached again (it was a
+   * blip, or the same node restarted and leads again: a one-node cluster
+   * after a reboot, whose curator, asked, names itself over the connection
+   * that just answered). It was waited past for one second only: every
+   * node then dialled the dead leader and asked again about once a second
+   * for the whole lease, and 5,000 simulated nodes asking that way kept the
+   * surviving curators — the one about to lead among them — busy answering.
    */
   private askLeader(
     curator: CuratorAddress,
     deadline: number,
     signal?: AbortSignal,
+    /** Called at the curator's first answer, whatever it is. */
+    onAnswer: () => void = () => undefined,
   ): Promise<CuratorEndpoint> {
     const local = this.localClient(curator);
     const failed = this.failedLeader;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
       const stream = local.getCurrentLeader({}, { deadline });
       let stale: CuratorEndpoint | undefined;
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      /** Ends the watch of a failed leader's connection (see untilReachable). */
+      const probing = new AbortController();
       const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {
-        clearTimeout(timer);
+        probing.abort();
         signal?.removeEventListener("abort", onAbort);
         stream.removeAllListeners();
         stream.on("error", () => undefined); // the cancel below reports CANCELLED
@@ -492,6 +497,7 @@ export class CuratorConnection {
         result();
       };
       stream.on("data", (res: curatorProto.GetCurrentLeaderResponse) => {
+        onAnswer();
         const problem = leaderAnswerProblem(curator, res);
         if (problem !== undefined) {
           finish(() => reject(new UnusableLeaderAnswerError(curator, problem)));
@@ -501,10 +507,9 @@ export class CuratorConnection {
         if (stale === undefined && failed !== undefined && sameAddress(named, failed)) {
           // Probably the curator does not know yet; wait for it to say otherwise.
           stale = named;
-          clearTimeout(timer);
-          timer = setTimeout(
+          this.untilReachable(failed, deadline, probing.signal).then(
             () => finish(() => resolve(named)),
-            Math.max(0, Math.min(staleLeaderWaitMs, deadline - Date.now())),
+            () => undefined, // given up with the question, or the deadline: the stream says
           );
           return;
         }
@@ -531,6 +536,44 @@ export class CuratorConnection {
               ),
         ),
       );
+    });
+  }
+
+  /**
+   * Resolves once a connection to `curator` is READY (connecting if need be:
+   * the one kept to it, when there is one); rejects at `deadline` or when
+   * `signal` aborts. A SIGKILLed leader's port refuses connections and a
+   * hung one completes no handshake: neither resolves this.
+   */
+  private untilReachable(
+    curator: CuratorEndpoint,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    const channel = this.acquireChannel(formatCuratorAddress(curator), curator.nodeId);
+    return new Promise<void>((resolve, reject) => {
+      let ended = false;
+      // Released at once when aborted: a pending watch below calls back only
+      // at the next change of state or at the deadline.
+      const end = (error?: unknown) => {
+        if (ended) return;
+        ended = true;
+        signal.removeEventListener("abort", onAbort);
+        this.releaseChannel(channel);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      const onAbort = () => end(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      const check = (error?: Error) => {
+        if (ended) return;
+        const state = channel.getConnectivityState(true);
+        if (state === connectivityState.READY) end();
+        else if (error) end(error);
+        else channel.watchConnectivityState(state, deadline, check);
+      };
+      check();
     });
   }
 

@@ -42,13 +42,16 @@ export const maxLeaderStreamsPerConnection = 16;
 
 /**
  * GetCurrentLeader streams a server may have open at once, from everyone.
- * One open stream costs the server about 7 KiB of heap (measured: 35 MB for
- * 5,000), so this caps them at about 7 MiB, while a cluster's nodes, each
- * asking with a short stream now and then (all at once after a failover),
- * stay far below it. Past it, callers get RESOURCE_EXHAUSTED and try
- * another curator.
+ * After a leader fails, every node of the cluster holds one open at a
+ * surviving curator until the new leader is named (up to the election
+ * lease, 10 s; CuratorConnection's askLeader): 10,000 nodes put about 5,000
+ * on each of two survivors. One open stream costs the server about 7 KiB of
+ * heap (measured: 35 MB for 5,000), so this caps them at about 56 MiB.
+ * Past it, callers get RESOURCE_EXHAUSTED and try another curator (at 1,024,
+ * 5,000 simulated nodes were refused that way through a failover, and part
+ * of them gave up the search).
  */
-export const maxLeaderStreams = 1024;
+export const maxLeaderStreams = 8192;
 
 /**
  * Management.WatchNodes streams one connection may have open at once. The

@@ -262,6 +262,90 @@ describe("CuratorConnection after its leader failed", () => {
   });
 });
 
+describe("CuratorConnection after its leader failed, until a new one is named", () => {
+  it("keeps waiting while the failed leader stays unreachable, however long the curator takes", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client, failed, elected] = await Promise.all([1, 2, 3, 4].map(() => node(ca)));
+    // Nothing listens on the failed leader's port (a SIGKILLed curator). The
+    // member names the new leader 2.5 s later: past the one second a stale
+    // answer used to be waited past.
+    const deadPort = await freePort("127.0.0.1");
+    const named = (who: Node, port: number) => (): curator.GetCurrentLeaderResponse => ({
+      leaderNodeId: who.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port,
+      thisNodeId: member.nodeId,
+    });
+    const curatorOfMember = await fakeCurator(member, named(failed, deadPort), {
+      then: { afterMs: 2500, leader: named(elected, 1) },
+    });
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: curatorOfMember.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    const used: string[] = [];
+    try {
+      const leader = await connection.call(
+        async ({ endpoint }) => {
+          used.push(endpoint.nodeId);
+          if (endpoint.nodeId !== elected.nodeId)
+            throw Object.assign(new Error("connection refused"), { code: status.UNAVAILABLE });
+          return endpoint.nodeId;
+        },
+        { timeoutMs: 20_000 },
+      );
+      expect(leader).toBe(elected.nodeId);
+      // The failed leader was dialled once, and not again while the curator still named it.
+      expect(used).toEqual([failed.nodeId, elected.nodeId]);
+      expect(curatorOfMember.calls.count).toBe(2);
+    } finally {
+      connection.close();
+      curatorOfMember.stop();
+    }
+  });
+
+  it("goes back to the failed leader at once when it can be reached again (it was a blip)", async () => {
+    const ca = await CertificateAuthority.create();
+    const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
+    // The leader is up and says so; the follower names it too, and never anything else.
+    const leading = await fakeCurator(leader, leadsItself(leader));
+    const following = await fakeCurator(follower, () => ({
+      ...leadsItself(leader)(leading.port),
+      thisNodeId: follower.nodeId,
+    }));
+    const connection = new CuratorConnection({
+      endpoints: [
+        { host: "127.0.0.1", port: leading.port, nodeId: leader.nodeId },
+        { host: "127.0.0.1", port: following.port, nodeId: follower.nodeId },
+      ],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    let attempts = 0;
+    try {
+      // The first attempt fails as if the connection had been reset; the
+      // leader is still there, so the second goes to it — without waiting
+      // for a new leader that no curator will name (the call's 5 s would
+      // run out).
+      const reached = await connection.call(
+        async ({ endpoint }) => {
+          if (attempts++ === 0)
+            throw Object.assign(new Error("connection reset"), { code: status.UNAVAILABLE });
+          return endpoint.nodeId;
+        },
+        { timeoutMs: 5_000 },
+      );
+      expect(reached).toBe(leader.nodeId);
+      expect(attempts).toBe(2);
+    } finally {
+      connection.close();
+      leading.stop();
+      following.stop();
+    }
+  });
+});
+
 describe("CuratorConnection searches for the leader once for all its callers", () => {
   it("asks one curator once when five callers start at once, and they share the leader's clients", async () => {
     const ca = await CertificateAuthority.create();

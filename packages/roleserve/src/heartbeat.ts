@@ -12,7 +12,7 @@
 import { defaultBackoff, type BackoffOptions, type Runnable } from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
 import type { curator } from "@metropolis/proto";
-import { openStream, type CuratorStream } from "./curator-calls";
+import { defaultFirstMessageTimeoutMs, openStream, type CuratorStream } from "./curator-calls";
 import { HeartbeatTimeoutError } from "./errors";
 import type { RoleserveValues } from "./values";
 
@@ -33,6 +33,13 @@ export interface HeartbeatOptions {
    * hangs keeps its connection open, so only a deadline notices it.
    */
   replyTimeoutMs?: number;
+  /**
+   * How long to wait for the answer to a stream's first heartbeat: longer
+   * than {@link replyTimeoutMs}, since it is the answer a new leader gives
+   * every node of the cluster at once, in turn (see the worker).
+   * @default {@link defaultFirstMessageTimeoutMs} (30 s)
+   */
+  firstReplyTimeoutMs?: number;
   /**
    * Called with each heartbeat's answer latency in milliseconds (from the
    * write to the answer): for a node's metrics, and for the scale simulator,
@@ -86,6 +93,7 @@ export function heartbeatWorker(
 ): Runnable {
   const intervalMs = opts.intervalMs ?? defaultHeartbeatIntervalMs;
   const replyTimeoutMs = opts.replyTimeoutMs ?? 2 * intervalMs;
+  const firstReplyTimeoutMs = opts.firstReplyTimeoutMs ?? defaultFirstMessageTimeoutMs;
   if (!(intervalMs > 0))
     throw new RangeError(`heartbeat interval must be positive, not ${intervalMs}`);
   return async (ctx) => {
@@ -103,8 +111,15 @@ export function heartbeatWorker(
           return call;
         },
         ctx.signal,
-        // The first answer is waited for like every other.
-        replyTimeoutMs,
+        // The first answer is waited for longer than the others (30 s by
+        // default): it is the one a new leader gives every node of the
+        // cluster at once, and answers in turn. Giving up on it at the reply
+        // timeout (10 s) and dialling again threw that turn away and queued
+        // the node at the back once more — a retry storm that kept 5,000
+        // simulated nodes from being HEALTHY for most of a minute after a
+        // failover. A leader that hangs is still noticed: by this deadline,
+        // and by the connection's keepalive.
+        firstReplyTimeoutMs,
       ));
       ctx.healthy();
       ctx.logger.info("heartbeats answered by the curator");

@@ -90,9 +90,13 @@ async function hangingLeader(answered: number) {
   };
 }
 
-/** Runs the worker (heartbeats every 50 ms, answers awaited 300 ms) until it fails. */
+/** Runs the worker (heartbeats every 50 ms, answers awaited 300 ms, the first one 600 ms) until it fails. */
 async function failure(values: RoleserveValues, ctx: MockContext): Promise<unknown> {
-  return heartbeatWorker(values, { intervalMs: 50, replyTimeoutMs: 300 })(ctx).then(
+  const opts = { intervalMs: 50, replyTimeoutMs: 300, firstReplyTimeoutMs: 600 };
+  return heartbeatWorker(
+    values,
+    opts,
+  )(ctx).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -117,7 +121,8 @@ describe("heartbeatWorker", () => {
       const ctx = new MockContext("root.heartbeat");
       const error = await failure(leader.values, ctx);
       expect(error).toBeInstanceOf(CuratorStreamError);
-      expect(String(error)).toContain("no first message within 300 ms");
+      // Given up at the first answer's own deadline, not the later answers'.
+      expect(String(error)).toContain("no first message within 600 ms");
       expect(ctx.state).not.toBe("healthy");
       expect(leader.heartbeats.received).toBe(1);
     } finally {
