@@ -41,6 +41,7 @@ import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import type { ServiceEntry } from "./call-router";
 import { Listener } from "./listener";
 import { managementServer } from "./management-service";
+import { NodeRecordMirror } from "./node-record-mirror";
 import { readConfiguration } from "./management-configuration";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
 import { followStoredRevocations, Revocations } from "./revocations";
@@ -214,6 +215,8 @@ export class Curator {
     const ca = clusterCa(this.secrets);
     const revocations = new Revocations(caDer);
     let reconciling: Promise<void> | undefined;
+    const leadership = candidacy.leadership();
+    const nodes = new NodeRecordMirror(this.kv, leadership, ctx.logger);
     try {
       await followStoredRevocations(this.kv, ca, revocations, signal, (e) =>
         ctx.logger.error(`following the cluster CA's revocation list: ${String(e)}`),
@@ -222,7 +225,8 @@ export class Curator {
         self: this.self,
         kv: this.kv,
         secrets: this.secrets,
-        leadership: candidacy.leadership(),
+        leadership,
+        nodes,
         consensus: this.config.consensus,
         clusterCa: ca,
         heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
@@ -232,6 +236,8 @@ export class Curator {
       };
       // The cluster's heartbeat timeout, if its configuration sets one.
       leaderCtx.heartbeats.configure((await readConfiguration(leaderCtx)).config);
+      // Read before the nodes come: a new leader's first calls are every node's.
+      nodes.prime();
       ctx.logger.info("elected leader");
       const intervalMs = this.config.reconcileIntervalMs ?? defaultReconcileIntervalMs;
       reconciling = membershipReconciler(leaderCtx, intervalMs, signal);
@@ -255,6 +261,7 @@ export class Curator {
       // Also when serving failed: the revocations and the reconciler stop with the listener.
       leading.abort();
       await reconciling;
+      nodes.close();
     }
     if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
   }

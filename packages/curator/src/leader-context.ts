@@ -10,6 +10,7 @@ import type { HeartbeatTracker } from "./heartbeat-tracker";
 import type { Caller, HasAuthContext } from "./identity";
 import { clusterCaName, clusterPkiPrefix } from "./keys";
 import type { CuratorEndpoint, Leadership } from "./leadership";
+import type { NodeRecordMirror } from "./node-record-mirror";
 import type { Revocations } from "./revocations";
 
 /** The consensus status while it runs: client, membership operations. */
@@ -31,6 +32,8 @@ export interface LeaderContext {
   readonly consensus: RunningConsensus;
   /** The cluster CA, kept under `/cluster-pki/`. */
   readonly clusterCa: CaCertificate;
+  /** The leader's copy of the node records, for listings and caller checks (node-record-mirror.ts). */
+  readonly nodes: NodeRecordMirror;
   /** Heartbeats of the nodes, kept in the leader's memory. */
   readonly heartbeats: HeartbeatTracker;
   readonly logger: Logger;

@@ -29,6 +29,8 @@ export type Txn = ReturnType<Namespace["if"]>;
  * `commit()`, never through plain puts.
  */
 export class Leadership {
+  #lastWriteRevision = 0n;
+
   constructor(
     readonly kv: Namespace,
     /** The election key, e.g. `/leader/7587862075238921234`. */
@@ -51,7 +53,11 @@ export class Leadership {
    */
   async commit(txn: Txn): Promise<boolean> {
     const result = await txn.commit();
-    if (result.succeeded) return true;
+    if (result.succeeded) {
+      const revision = BigInt(result.header.revision);
+      if (revision > this.#lastWriteRevision) this.#lastWriteRevision = revision;
+      return true;
+    }
     if (!(await this.stillLeads())) {
       this.onLost();
       throw new LostLeadershipError();
@@ -69,6 +75,15 @@ export class Leadership {
   async handOver(): Promise<void> {
     await this.commit(this.txn().then(this.kv.delete().key(this.key)));
     this.onLost();
+  }
+
+  /**
+   * The etcd revision of the latest write committed through this leadership
+   * (0 before the first): what a copy of the leader's state must have seen
+   * for its readers to see their own writes (node-record-mirror.ts).
+   */
+  get lastWriteRevision(): bigint {
+    return this.#lastWriteRevision;
   }
 
   /** Whether the election key still exists with its original create revision. */

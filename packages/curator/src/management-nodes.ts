@@ -7,10 +7,10 @@ import { nodeIdFromPublicKey, ED25519_PUBLIC_KEY_LENGTH } from "@metropolis/pki"
 import { api, common, priv } from "@metropolis/proto";
 import { status } from "@grpc/grpc-js";
 import { CuratorError, InvalidArgumentError, NotFoundError } from "./errors";
-import { nodeKey, nodesPrefix } from "./keys";
+import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import type { Txn } from "./leadership";
-import { checkNodeId, decodeNode, encodeNode, findNode, type StoredNode } from "./node-record";
+import { checkNodeId, encodeNode, findNode, type StoredNode } from "./node-record";
 
 /** How a Management request names its node (the `node` oneof). */
 export type NodeSelector =
@@ -55,15 +55,6 @@ export async function resolveNode(ctx: LeaderContext, selector: NodeSelector): P
     !found.node.publicKey.equals(selector.pubkey);
   if (!found || wrongKey) throw new NotFoundError(`node ${id} not found`);
   return found;
-}
-
-/** Every node record, in key order. */
-export async function listNodes(ctx: LeaderContext): Promise<StoredNode[]> {
-  const res = await ctx.kv.getAll().prefix(nodesPrefix).exec();
-  return res.kvs.map((entry) => {
-    const id = entry.key.toString().slice(nodesPrefix.length);
-    return { id, node: decodeNode(id, entry.value), modRevision: entry.mod_revision };
-  });
 }
 
 /** What a change of one node decided, given the node as read. */

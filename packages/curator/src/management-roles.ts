@@ -25,7 +25,8 @@ import { logProgress } from "@metropolis/supervisor/node-progress";
 import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import type { LeaderContext } from "./leader-context";
-import { changeNode, hasRole, listNodes, resolveNode, type NodeChange } from "./management-nodes";
+import { changeNode, hasRole, resolveNode, type NodeChange } from "./management-nodes";
+import { listNodes } from "./node-record";
 import type { StoredNode } from "./node-record";
 
 /** The roles a node should have after the request: each unset field keeps the current role. */
@@ -116,7 +117,7 @@ export async function updateNodeRoles(
       `node ${stored.id} added to consensus as a learner (${join.peers.length} peers)`,
     );
   } else if (req.consensusMember === false && isMember) {
-    checkNotLastConsensusMember(stored, await listNodes(ctx), "remove-role");
+    checkNotLastConsensusMember(stored, await listNodes(ctx.kv), "remove-role");
     if (stored.id === ctx.self.nodeId) {
       await ctx.leadership.handOver();
       logProgress(

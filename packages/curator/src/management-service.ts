@@ -32,13 +32,12 @@ import {
   changeNode,
   hasAnyRole,
   hasRole,
-  listNodes,
   resolveNode,
   toApiNode,
   type NodeChange,
 } from "./management-nodes";
 import { revokeNodeCertificate } from "./curator-pki";
-import type { StoredNode } from "./node-record";
+import { listNodes, type StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
 import { rotateClusterSecretsKey } from "./management-secrets";
 import { configureCluster } from "./management-configuration";
@@ -82,7 +81,7 @@ export async function registerTicket(ctx: LeaderContext): Promise<Buffer> {
 
 async function clusterInfo(ctx: LeaderContext): Promise<api.GetClusterInfoResponse> {
   const [nodes, ca, configuration] = await Promise.all([
-    listNodes(ctx),
+    ctx.nodes.list(),
     ctx.clusterCa.load(etcdCertificateKv(ctx.kv)),
     ctx.kv.get(clusterConfigurationKey).buffer(),
   ]);
@@ -117,7 +116,7 @@ async function getNodes(
     }
   }
   const wanted = [...req.labels];
-  const nodes = (await listNodes(ctx)).filter(
+  const nodes = (await ctx.nodes.list()).filter(
     ({ node }) =>
       (req.states.length === 0 || req.states.includes(node.state)) &&
       req.roles.every((role) => hasRole(node.roles, role)) &&
@@ -168,7 +167,8 @@ async function updateNodeLabels(
 }
 
 async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
-  const nodes = await listNodes(ctx);
+  // From etcd, not the leader's copy: a deletion decides on it.
+  const nodes = await listNodes(ctx.kv);
   const decide = (stored: StoredNode): NodeChange => {
     const { id, node } = stored;
     // First, and whatever the bypass flags say: they waive checks, not the cluster's survival.

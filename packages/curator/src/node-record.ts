@@ -7,7 +7,7 @@ import { priv } from "@metropolis/proto";
 import { isNodeId } from "@metropolis/pki";
 import { quoted } from "./bounded-text";
 import { CuratorError, InvalidArgumentError, NotFoundError } from "./errors";
-import { nodeKey } from "./keys";
+import { nodeKey, nodesPrefix } from "./keys";
 import { status } from "@grpc/grpc-js";
 
 /** A node record as stored, with the mod revision it was read at (for compare-and-swap). */
@@ -46,6 +46,20 @@ export async function findNode(kv: Namespace, id: string): Promise<StoredNode | 
   const entry = res.kvs[0];
   if (!entry) return undefined;
   return { id, node: decodeNode(id, entry.value), modRevision: entry.mod_revision };
+}
+
+/**
+ * Every node record, in key order, read from etcd now (DATA_LOSS if one
+ * does not decode).
+ * Reads that decide a destructive change use this; listings for display go
+ * through the leader's copy (node-record-mirror.ts).
+ */
+export async function listNodes(kv: Namespace): Promise<StoredNode[]> {
+  const res = await kv.getAll().prefix(nodesPrefix).exec();
+  return res.kvs.map((entry) => {
+    const id = entry.key.toString().slice(nodesPrefix.length);
+    return { id, node: decodeNode(id, entry.value), modRevision: entry.mod_revision };
+  });
 }
 
 /** The record of node `id`; NOT_FOUND when there is none. */

@@ -24,6 +24,7 @@ import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { campaign, type Candidacy } from "./leadership";
 import type { ServiceEntry } from "./call-router";
+import { NodeRecordMirror } from "./node-record-mirror";
 import { encodeNode, findNode } from "./node-record";
 import { followStoredRevocations, Revocations } from "./revocations";
 import { serverLimits } from "./server-limits";
@@ -149,11 +150,14 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       following.signal,
       () => undefined,
     );
+    const nodes = new NodeRecordMirror(kv, leadership, logger);
+    cluster.defer(async () => nodes.close());
     const ctx: LeaderContext = {
       self: candidacy.self,
       kv,
       secrets,
       leadership,
+      nodes,
       consensus: member.status,
       clusterCa: cluster.clusterCa,
       heartbeats: new HeartbeatTracker(opts.heartbeatTimeoutMs),

@@ -1,0 +1,142 @@
+/**
+ * The leader's copy of the node records (node-record-mirror.ts) against a
+ * real one-member etcd (startLeader of @metropolis/curator/testing): it
+ * serves listings without reading etcd, follows every change, is never
+ * older than the leader's last write (it waits for the watch, and reads
+ * etcd when the watch does not get there in time), and reports a corrupt
+ * record as etcd's reads do.
+ */
+import { status } from "@grpc/grpc-js";
+import winston from "winston";
+import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
+import { eventually } from "@metropolis/supervisor/testing";
+import { CuratorError } from "../src/errors";
+import { nodeKey } from "../src/keys";
+import { catchUpMs, NodeRecordMirror } from "../src/node-record-mirror";
+
+let leader: LeaderFixture;
+const logger = winston.createLogger({ silent: true });
+
+beforeAll(async () => {
+  leader = await startLeader();
+}, 30_000);
+
+afterAll(async () => {
+  await leader?.stop();
+});
+
+/** A mirror of the fixture's records whose "last write of the leader" the test sets. */
+function mirrorWithWrites(lastWriteRevision = 0n) {
+  const leadership = { lastWriteRevision };
+  const mirror = new NodeRecordMirror(leader.ctx.kv, leadership, logger);
+  return { mirror, leadership };
+}
+
+/** The etcd revision now. */
+async function revisionNow(): Promise<bigint> {
+  return BigInt((await leader.ctx.kv.get(nodeKey("none")).exec()).header.revision);
+}
+
+describe("NodeRecordMirror", () => {
+  it("lists every record in key order from one read, and follows changes without reading again", async () => {
+    const a = await leader.addNode();
+    const { mirror } = mirrorWithWrites();
+    const reads = jest.spyOn(leader.ctx.kv, "getAll");
+    try {
+      const first = await mirror.list();
+      expect(first.map((n) => n.id)).toEqual(
+        [...first.map((n) => n.id)].sort((x, y) => (x < y ? -1 : 1)),
+      );
+      expect(first.map((n) => n.id)).toContain(a.nodeId);
+
+      const b = await leader.addNode();
+      await leader.updateNode(a.nodeId, (n) => ({ ...n, labels: new Map([["seen", "yes"]]) }));
+      await eventually(async () => (await mirror.find(b.nodeId)) !== undefined, "b in the copy");
+      await eventually(
+        async () => (await mirror.find(a.nodeId))?.node.labels.get("seen") === "yes",
+        "a's label in the copy",
+      );
+      await leader.deleteNode(b.nodeId);
+      await eventually(async () => (await mirror.find(b.nodeId)) === undefined, "b gone");
+      // One read of every record, at the start: the rest came from the watch.
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+      mirror.close();
+    }
+  });
+
+  it("waits for the leader's last write, and reads etcd when its watch does not get there in time", async () => {
+    const { mirror, leadership } = mirrorWithWrites();
+    mirror.prime();
+    await mirror.list();
+    const reads = jest.spyOn(leader.ctx.kv, "getAll");
+    try {
+      // A write the copy will see: the read waits for it, then answers from the copy.
+      const c = await leader.addNode();
+      leadership.lastWriteRevision = await revisionNow();
+      expect((await mirror.list()).map((n) => n.id)).toContain(c.nodeId);
+      expect(reads).not.toHaveBeenCalled();
+
+      // A revision no write of the namespace reaches: the copy cannot vouch
+      // for it, so after catchUpMs the read goes to etcd (and is right).
+      leadership.lastWriteRevision = (await revisionNow()) + 1000n;
+      const started = Date.now();
+      expect((await mirror.list()).map((n) => n.id)).toContain(c.nodeId);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(catchUpMs - 50);
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+      mirror.close();
+    }
+  });
+
+  it("records the revision of each write the leadership commits", async () => {
+    const before = leader.ctx.leadership.lastWriteRevision;
+    const d = await leader.addNode();
+    const written = BigInt((await leader.ctx.kv.get(nodeKey(d.nodeId)).exec()).kvs[0].mod_revision);
+    expect(leader.ctx.leadership.lastWriteRevision).toBe(written);
+    expect(written).toBeGreaterThan(before);
+    // And the leader's own copy holds it at once.
+    expect(await leader.ctx.nodes.find(d.nodeId)).toBeDefined();
+  });
+
+  it("fails a read of a corrupt record with DATA_LOSS, as a read from etcd does", async () => {
+    const e = await leader.addNode();
+    const { mirror, leadership } = mirrorWithWrites();
+    try {
+      await mirror.list();
+      const id = "metropolis-0123456789abcdef0123456789abcdef";
+      await leader.ctx.leadership.commit(
+        leader.ctx.leadership
+          .txn()
+          .then(leader.ctx.kv.put(nodeKey(id)).value(Buffer.from([0xff, 0xff, 0xff]))),
+      );
+      leadership.lastWriteRevision = leader.ctx.leadership.lastWriteRevision;
+      const failure = await mirror.list().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(failure).toBeInstanceOf(CuratorError);
+      expect(failure).toMatchObject({ code: status.DATA_LOSS });
+      await expect(mirror.find(id)).rejects.toThrow(/is corrupt/);
+      expect(await mirror.find(e.nodeId)).toBeDefined();
+      // Gone again, and the listing works again.
+      await leader.ctx.leadership.commit(
+        leader.ctx.leadership.txn().then(leader.ctx.kv.delete().key(nodeKey(id))),
+      );
+      leadership.lastWriteRevision = leader.ctx.leadership.lastWriteRevision;
+      expect((await mirror.list()).map((n) => n.id)).toContain(e.nodeId);
+    } finally {
+      mirror.close();
+    }
+  });
+
+  it("reads etcd once closed", async () => {
+    const { mirror } = mirrorWithWrites();
+    await mirror.list();
+    mirror.close();
+    const f = await leader.addNode();
+    expect(await mirror.find(f.nodeId)).toBeDefined();
+  });
+});
