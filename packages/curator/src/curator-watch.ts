@@ -21,9 +21,8 @@ import type { IKeyValue } from "etcd3";
 import { curator, type priv } from "@metropolis/proto";
 import { InvalidArgumentError, NotFoundError } from "./errors";
 import { requireCurrentNode } from "./current-node";
-import { nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
-import { checkNodeId, decodeNode } from "./node-record";
+import { checkNodeId } from "./node-record";
 import type { NodeRecordFeed } from "./node-record-feed";
 import {
   followWatcher,
@@ -78,15 +77,14 @@ async function watchOne(
   // Subscribed before the read: a change right after it is buffered, not missed.
   const subscription = await records.subscribe(id);
   try {
-    const res = await ctx.kv.get(nodeKey(id)).exec();
-    const entry = res.kvs[0];
-    if (!entry) throw new NotFoundError(`node ${id} not found`);
-    call.write({
-      nodes: [nodeToProto(id, decodeNode(id, entry.value))],
-      nodeTombstones: [],
-      progress: 0,
-    });
-    subscription.start(res.header.revision);
+    // From the leader's copy (no etcd read for each of a cluster's nodes
+    // watching again after a failover). The copy and the shared watch are
+    // two watches, either may be ahead: starting after the record's own mod
+    // revision delivers every later change of it, once, either way.
+    const found = await ctx.nodes.find(id);
+    if (!found) throw new NotFoundError(`node ${id} not found`);
+    call.write({ nodes: [nodeToProto(id, found.node)], nodeTombstones: [], progress: 0 });
+    subscription.start(found.modRevision);
     if (subscription.failure) throw watchFailed(subscription.failure);
   } catch (e) {
     await subscription.cancel();
