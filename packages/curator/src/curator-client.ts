@@ -205,6 +205,8 @@ export class CuratorConnection {
   /** Channels by address and expected node, with how many clients use each (see acquireChannel). */
   private readonly channels = new Map<string, { channel: ChannelInterface; users: number }>();
   private readonly standby: { spreadMs: number } | undefined;
+  /** Standby channels followed by keepConnected. */
+  private readonly kept = new WeakSet<ChannelInterface>();
   /** When the standby connections are opened next (see `standby`). */
   private standbyTimer: ReturnType<typeof setTimeout> | undefined;
 
@@ -360,10 +362,37 @@ export class CuratorConnection {
       for (const curator of this.endpoints) {
         // Only a curator bound to its node: a bare address is an operator's.
         if (curator.nodeId === undefined) continue;
-        this.localClient(curator).getChannel().getConnectivityState(true);
+        this.keepConnected(this.localClient(curator).getChannel());
       }
     }, Math.random() * this.standby.spreadMs);
     this.standbyTimer.unref();
+  }
+
+  /**
+   * Connects `channel` (a standby connection) and connects it again
+   * whenever it drops — its curator restarted, say — a random part of the
+   * spread later, until it is closed. Without this a restarted curator got
+   * no standby connections back, and at the next failover the nodes that
+   * asked it first each made a TLS handshake there at the same moment (the
+   * scale simulator's second failover: 5,000 nodes found no leader for 40 s).
+   */
+  private keepConnected(channel: ChannelInterface): void {
+    if (this.kept.has(channel)) {
+      channel.getConnectivityState(true);
+      return;
+    }
+    this.kept.add(channel);
+    const spreadMs = this.standby?.spreadMs ?? 0;
+    const follow = () => {
+      const state = channel.getConnectivityState(true);
+      if (state === connectivityState.SHUTDOWN) return;
+      // A deadline far off (watches need one), renewed when it passes.
+      channel.watchConnectivityState(state, Date.now() + 3_600_000, () => {
+        if (channel.getConnectivityState(false) !== connectivityState.IDLE) return follow();
+        setTimeout(follow, Math.random() * spreadMs).unref();
+      });
+    };
+    follow();
   }
 
   /** Credentials that accept only node `nodeId`'s certificate (any node's when undefined). */

@@ -21,6 +21,10 @@ export async function countingProxy(port: number, host = "127.0.0.1") {
   return {
     port: address.port,
     counts,
+    /** Cuts every connection made so far, as a restart of the server behind it would; keeps listening. */
+    drop: () => {
+      for (const s of sockets) s.destroy();
+    },
     stop: () => {
       for (const s of sockets) s.destroy();
       server.close();

@@ -437,6 +437,14 @@ describe("CuratorConnection with standby connections", () => {
       // b was reached over the connection kept to it: no new TLS connection.
       expect(proxyB.counts.connections).toBe(1);
       expect(proxyC.counts.connections).toBe(1);
+
+      // c restarts (its connections drop): the standby connection to it is
+      // made again without any call needing it — each time (the first time
+      // could also be the standby timer set when b was found).
+      proxyC.drop();
+      await eventually(() => proxyC.counts.connections === 2, "c connected again");
+      proxyC.drop();
+      await eventually(() => proxyC.counts.connections === 3, "c connected once more");
     } finally {
       connection.close();
       for (const s of servers) s.stop();
