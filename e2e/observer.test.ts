@@ -12,7 +12,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { runMetroctl } from "@metropolis/metroctl";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
-import { ObserverBrowser } from "../packages/metroctl/test/observer-browser";
+import { ObserverBrowser } from "@metropolis/metroctl/testing";
 import { E2eCluster } from "./e2e-cluster";
 
 jest.setTimeout(300_000);

@@ -58,6 +58,7 @@ import { addMembers } from "./scale/more-members";
 import { ListingOwners, ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
+import { measureObserver, type ObserverFigures } from "./scale/observer-view";
 
 /** What was measured at one size. */
 interface SizeResult {
@@ -78,11 +79,13 @@ interface SizeResult {
   failoverMs: number;
   failoverWithOwnersMs: number;
   /** Measurements that failed (their value is NaN), with why: the run goes on without them. */
-  failed: Partial<Record<"watchBacklog" | "fanout", string>>;
+  failed: Partial<Record<"watchBacklog" | "fanout" | "observer", string>>;
   /** Waits that gave up before every node was HEALTHY: nodes HEALTHY by then. */
   incomplete: Partial<Record<"attach" | "failover" | "failoverWithOwners", number>>;
   ownerListingP99Ms: number;
   ownerListingFailures: number;
+  /** The observer's cluster view (with `--observer`; undefined without, or when it failed). */
+  observer?: ObserverFigures;
 }
 
 /** The curators, which of them leads, and how the nodes find them. */
@@ -125,6 +128,13 @@ class Curators {
     victim.kill("SIGKILL");
     await victim.exited;
     const result = await recovered();
+    if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
+      // And the new leader's, which covers its failover: what it spent the recovery on.
+      const successor = await this.leader();
+      this.ctx.progress(
+        `    new leader ${successor.nodeId.slice(0, 20)}…'s CPU profile: ${await successor.profile()}`,
+      );
+    }
     const respawned = victim.respawn(this.ctx);
     this.all = this.all.map((c) => (c === victim ? respawned : c));
     await respawned.following();
@@ -273,6 +283,25 @@ async function measureSize(
     `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
   );
 
+  let observer: ObserverFigures | undefined;
+  if (scale.observer) {
+    progress("(7) the observer's cluster view in Chromium (metroctl observe)");
+    const target = {
+      caPem: ctx.cluster.caPem,
+      owner: ctx.cluster.owner,
+      ownerConnection: owner,
+      curators: curators.addresses,
+      nodeIds: [...ids],
+      progress,
+    };
+    try {
+      observer = await measureObserver(target);
+    } catch (e) {
+      failed.observer = (e instanceof Error ? e.message : String(e)).slice(0, 200);
+      progress(`    observer failed: ${failed.observer}`);
+    }
+  }
+
   return {
     nodes: size,
     enrolmentPerSecond: reg.rate,
@@ -306,6 +335,7 @@ async function measureSize(
     ),
     ownerListingP99Ms: percentile(owners.latencies, 99),
     ownerListingFailures: owners.failures,
+    observer,
   };
 }
 
@@ -396,6 +426,45 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       measure: `[${n}] owners' listings failed (during the failover)`,
       value: r.ownerListingFailures,
       unit: "",
+    },
+    ...(scale.observer ? observerRows(r) : []),
+  ];
+}
+
+/** The rows of `--observer` (NaN, with why, when it failed). */
+function observerRows(r: SizeResult): Row[] {
+  const n = r.nodes;
+  const o = r.observer;
+  const why = r.failed.observer === undefined ? "" : ` — failed: ${r.failed.observer}`;
+  const value = (pick: (o: ObserverFigures) => number) => (o ? pick(o) : NaN);
+  return [
+    {
+      measure: `[${n}] observer: page opened → every node listed${why}`,
+      value: value((o) => o.firstRenderMs),
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] observer: a label change shown in the node's row, p99`,
+      value: value((o) => o.changeP99Ms),
+      unit: "ms",
+      // The issue's "changes appear within a second", at every size.
+      target: "< 1000",
+      met: value((o) => o.changeP99Ms) < 1000,
+    },
+    {
+      measure: `[${n}] observer: filter typed → one row shown, p50`,
+      value: value((o) => o.filterP50Ms),
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] observer: the page's long tasks while the cluster streams`,
+      value: value((o) => o.longTaskMsPerSecond),
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] observer: the page's longest task`,
+      value: value((o) => o.longestTaskMs),
+      unit: "ms",
     },
   ];
 }

@@ -6,10 +6,11 @@
  * that label value is recorded.
  */
 import { performance } from "node:perf_hooks";
-import { curatorClientCredentials, unaryCall, type CuratorConnection } from "@metropolis/curator";
-import { curator as curatorProto, type api } from "@metropolis/proto";
+import { curatorClientCredentials, type CuratorConnection } from "@metropolis/curator";
+import { curator as curatorProto } from "@metropolis/proto";
 import { isCancelled } from "../curator/grpc-calls";
 import type { RegisteredNode } from "../curator/registration";
+import { setNodeLabel } from "./owner-view";
 
 const LABEL = "bench.scale/change";
 
@@ -77,12 +78,7 @@ export async function measureChangeFanout(
       });
       expected = `v${i}`;
       changedAt = performance.now();
-      await owner.call((leader) =>
-        unaryCall<api.UpdateNodeLabelsRequest, api.UpdateNodeLabelsResponse>(
-          leader.management.updateNodeLabels.bind(leader.management),
-          { node: { $case: "id", id: target }, add: new Map([[LABEL, expected]]), remove: [] },
-        ),
-      );
+      await setNodeLabel(owner, target, LABEL, expected);
       await all;
     }
     return latencies;

@@ -40,6 +40,21 @@ export async function listNodes(owner: CuratorConnection, timeoutMs = 30_000): P
   return res.nodes;
 }
 
+/** Sets label `key` of node `nodeId` to `value`, as the owner (Management.UpdateNodeLabels). */
+export async function setNodeLabel(
+  owner: CuratorConnection,
+  nodeId: string,
+  key: string,
+  value: string,
+): Promise<void> {
+  await owner.call((leader) =>
+    unaryCall<api.UpdateNodeLabelsRequest, api.UpdateNodeLabelsResponse>(
+      leader.management.updateNodeLabels.bind(leader.management),
+      { node: { $case: "id", id: nodeId }, add: new Map([[key, value]]), remove: [] },
+    ),
+  );
+}
+
 /** How many of `ids` the leader reports HEALTHY. */
 export async function healthyCount(
   owner: CuratorConnection,

@@ -5,7 +5,9 @@
  * that the report shows how each cost grows with the node count;
  * `--no-ladder` measures N alone; `--hosts K` runs the simulated nodes in K
  * processes; `--attach-wave W` starts the new nodes' workers W at a time,
- * each wave once the one before is HEALTHY (0: all at once).
+ * each wave once the one before is HEALTHY (0: all at once); `--observer`
+ * also opens `metroctl observe`'s cluster view in Chromium at each size
+ * (scale/observer-view.ts).
  */
 import { defaultHeartbeatIntervalMs } from "@metropolis/roleserve";
 
@@ -43,13 +45,19 @@ export interface ScaleConfig {
    * @default 1000
    */
   readonly attachWave: number;
+  /**
+   * Measure the observer's cluster view at each size (needs Debian's
+   * Chromium: scripts/ensure-chromium.sh).
+   * @default false
+   */
+  readonly observer: boolean;
 }
 
 /** Bad command line. */
 export class ScaleUsageError extends Error {
   constructor(message: string) {
     super(
-      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] [--attach-wave W] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes; --attach-wave: nodes started at once, default 1000, 0 all)`,
+      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] [--attach-wave W] [--observer] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes; --attach-wave: nodes started at once, default 1000, 0 all; --observer: measure metroctl observe's page in Chromium too)`,
     );
     this.name = new.target.name;
   }
@@ -79,9 +87,11 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
   let hosts: number | undefined;
   let ladder = true;
   let attachWave = 1000;
+  let observer = false;
   for (let i = 0; i < argv.length;) {
-    if (argv[i] === "--no-ladder") {
-      ladder = false;
+    if (argv[i] === "--no-ladder" || argv[i] === "--observer") {
+      if (argv[i] === "--no-ladder") ladder = false;
+      else observer = true;
       i++;
       continue;
     }
@@ -113,5 +123,6 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     healthyTimeoutMs: 300_000,
     hosts: hosts ?? Math.ceil(nodes / 1250),
     attachWave,
+    observer,
   };
 }

@@ -9,7 +9,7 @@ import { status } from "@grpc/grpc-js";
 import { eventually } from "@metropolis/supervisor/testing";
 import { ObserverServer } from "../src/observe/observer-server";
 import { defaultUiDir } from "../src/observe/static-files";
-import { ObserverBrowser } from "./observer-browser";
+import { ObserverBrowser } from "../src/observer-browser";
 import { FakeBackend, fakeNode, fakeNodeId, serviceError } from "./observer-fixture";
 
 jest.setTimeout(60_000);
