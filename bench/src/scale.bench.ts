@@ -108,9 +108,10 @@ class Curators {
       .join(", ");
   }
 
-  /** The curator that leads (waiting for one to). */
-  leader(timeoutMs = 60_000): Promise<CuratorProcess> {
-    return Promise.any(this.all.map((c) => c.leading(timeoutMs).then(() => c)));
+  /** The curator that leads (waiting for one to), other than `except` (one just killed, which led). */
+  leader(timeoutMs = 60_000, except?: CuratorProcess): Promise<CuratorProcess> {
+    const candidates = this.all.filter((c) => c !== except);
+    return Promise.any(candidates.map((c) => c.leading(timeoutMs).then(() => c)));
   }
 
   /**
@@ -130,7 +131,7 @@ class Curators {
     const result = await recovered();
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // And the new leader's, which covers its failover: what it spent the recovery on.
-      const successor = await this.leader();
+      const successor = await this.leader(60_000, victim);
       this.ctx.progress(
         `    new leader ${successor.nodeId.slice(0, 20)}…'s CPU profile: ${await successor.profile()}`,
       );
