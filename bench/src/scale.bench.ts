@@ -59,6 +59,19 @@ import { ListingOwners, ownerConnection, untilAllHealthy, type Recovery } from "
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
 import { measureObserver, type ObserverFigures } from "./scale/observer-view";
+import { CpuShares, type CpuShare } from "./scale/cpu-shares";
+
+/**
+ * Who had the CPUs from a leader's SIGKILL until every node was HEALTHY
+ * again (scale/cpu-shares.ts): the new leader, the node hosts together, and
+ * the benchmark's own process (the owners' clients and the poll of the
+ * owner's view).
+ */
+interface FailoverCpu {
+  leader: CpuShare;
+  hosts: CpuShare;
+  bench: CpuShare;
+}
 
 /** What was measured at one size. */
 interface SizeResult {
@@ -78,6 +91,8 @@ interface SizeResult {
   fanoutP99Ms: number;
   failoverMs: number;
   failoverWithOwnersMs: number;
+  failoverCpu: FailoverCpu;
+  failoverWithOwnersCpu: FailoverCpu;
   /** Measurements that failed (their value is NaN), with why: the run goes on without them. */
   failed: Partial<Record<"watchBacklog" | "fanout" | "observer", string>>;
   /** Waits that gave up before every node was HEALTHY: nodes HEALTHY by then. */
@@ -119,19 +134,30 @@ class Curators {
    * address (so that every node's and owner's list of curators stays true)
    * and waits until it follows the leader, so that three curators serve again.
    */
-  async killAndRespawn<T>(victim: CuratorProcess, recovered: () => Promise<T>): Promise<T> {
+  async killAndRespawn<T>(
+    victim: CuratorProcess,
+    recovered: () => Promise<T>,
+    hostPids: readonly number[],
+  ): Promise<{ result: T; cpu: FailoverCpu }> {
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // Its profile first (see fixtures/curator-process.ts), then its end.
       this.ctx.progress(
         `    ${victim.nodeId.slice(0, 20)}…'s CPU profile: ${await victim.profile()}`,
       );
     }
+    const survivors = this.all.filter((c) => c !== victim);
+    const shares = new CpuShares([...survivors.map((c) => c.pid), ...hostPids, process.pid]);
     victim.kill("SIGKILL");
     await victim.exited;
     const result = await recovered();
+    const successor = await this.leader(60_000, victim);
+    const cpu: FailoverCpu = {
+      leader: shares.share([successor.pid]),
+      hosts: shares.share(hostPids),
+      bench: shares.share([process.pid]),
+    };
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // And the new leader's, which covers its failover: what it spent the recovery on.
-      const successor = await this.leader(60_000, victim);
       this.ctx.progress(
         `    new leader ${successor.nodeId.slice(0, 20)}…'s CPU profile: ${await successor.profile()}`,
       );
@@ -139,8 +165,15 @@ class Curators {
     const respawned = victim.respawn(this.ctx);
     this.all = this.all.map((c) => (c === victim ? respawned : c));
     await respawned.following();
-    return result;
+    return { result, cpu };
   }
+}
+
+/** A FailoverCpu for progress lines: ran / waited for a CPU, ms per second, of each. */
+function describeCpu(cpu: FailoverCpu): string {
+  const one = (name: string, s: CpuShare) =>
+    `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;
+  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)} (ms/s)`;
 }
 
 const targetAt = 5000;
@@ -258,12 +291,15 @@ async function measureSize(
   );
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
-  const failover = await curators.killAndRespawn(leader, () =>
-    untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
+  const { result: failover, cpu: failoverCpu } = await curators.killAndRespawn(
+    leader,
+    () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
+    sims.pids,
   );
   progress(
     `    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
   );
+  progress(`    CPU meanwhile: ${describeCpu(failoverCpu)}`);
 
   leader = await curators.leader();
   progress(`(6) the same with ${scale.owners} owners listing every node each second`);
@@ -271,18 +307,22 @@ async function measureSize(
     ownerConnection(ctx.cluster.caPem, ctx.cluster.owner, curators.addresses),
   );
   let failoverWithOwners: Recovery;
+  let failoverWithOwnersCpu: FailoverCpu;
   try {
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
-    failoverWithOwners = await curators.killAndRespawn(leader, () =>
-      untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
-    );
+    ({ result: failoverWithOwners, cpu: failoverWithOwnersCpu } = await curators.killAndRespawn(
+      leader,
+      () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
+      sims.pids,
+    ));
   } finally {
     await owners.stop();
   }
   progress(
     `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
   );
+  progress(`    CPU meanwhile: ${describeCpu(failoverWithOwnersCpu)}`);
 
   let observer: ObserverFigures | undefined;
   if (scale.observer) {
@@ -325,6 +365,8 @@ async function measureSize(
     failed,
     failoverMs: failover.ms,
     failoverWithOwnersMs: failoverWithOwners.ms,
+    failoverCpu,
+    failoverWithOwnersCpu,
     incomplete: Object.fromEntries(
       (
         [
@@ -418,6 +460,8 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
         r.failoverWithOwnersMs < 30_000 && r.incomplete.failoverWithOwners === undefined,
       ),
     },
+    ...cpuRows(n, "the failover", r.failoverCpu),
+    ...cpuRows(n, "the failover with owners", r.failoverWithOwnersCpu),
     {
       measure: `[${n}] an owner's listing of every node, p99`,
       value: r.ownerListingP99Ms,
@@ -430,6 +474,23 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
     },
     ...(scale.observer ? observerRows(r) : []),
   ];
+}
+
+/** Who had the CPUs during `what` (see FailoverCpu), in ms per second (1000: a whole core). */
+function cpuRows(n: number, what: string, cpu: FailoverCpu): Row[] {
+  const rows = (who: string, share: CpuShare): Row[] => [
+    {
+      measure: `[${n}] during ${what}: ${who} on a CPU`,
+      value: share.runMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] during ${what}: ${who} waiting for a CPU`,
+      value: share.waitMsPerSecond,
+      unit: "ms/s",
+    },
+  ];
+  return [...rows("the new leader", cpu.leader), ...rows("the node hosts", cpu.hosts)];
 }
 
 /** The rows of `--observer` (NaN, with why, when it failed). */

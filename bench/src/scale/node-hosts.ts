@@ -52,6 +52,11 @@ class NodeHost {
   readonly exited: Promise<void>;
   size = 0;
 
+  /** The process ID. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   constructor(config: NodeHostConfig) {
     // With METROPOLIS_BENCH_PROFILE_DIR set, each host writes its CPU profile there when it stops.
     const profileDir = process.env.METROPOLIS_BENCH_PROFILE_DIR;
@@ -124,6 +129,11 @@ export class NodeHosts {
 
   get size(): number {
     return this.hosts.reduce((sum, h) => sum + h.size, 0);
+  }
+
+  /** The hosts' process IDs (of those started). */
+  get pids(): number[] {
+    return this.hosts.flatMap((h) => (h.pid === undefined ? [] : [h.pid]));
   }
 
   /** Starts `nodes`' heartbeat workers, spread round-robin over the hosts. */

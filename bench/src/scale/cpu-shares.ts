@@ -1,0 +1,59 @@
+/**
+ * Who had the machine's CPUs during a stretch of the benchmark: for each
+ * process, how long its main thread (its event loop) ran and how long it
+ * was ready to run but waited for a CPU, from Linux's per-thread scheduler
+ * statistics (/proc/<pid>/schedstat: run time, run-queue wait, in ns).
+ *
+ * The scale simulator runs the control plane and thousands of simulated
+ * nodes on one 2-core machine: a recovery that is slow while the leader sits
+ * idle, and the node hosts wait for CPU most of the time, is bounded by the
+ * simulation's own clients, not by the control plane.
+ */
+import { readFileSync } from "node:fs";
+
+/** How a thread spent a stretch of time, in ms per second of it. */
+export interface CpuShare {
+  /** Time on a CPU. 1000 is one whole core. */
+  runMsPerSecond: number;
+  /** Time ready to run but waiting for a CPU. */
+  waitMsPerSecond: number;
+}
+
+/** The main thread's run time and run-queue wait so far, in ns; undefined once the process is gone. */
+function schedstat(pid: number): { runNs: number; waitNs: number } | undefined {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ").map(Number);
+    return { runNs: run, waitNs: wait };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Measures the {@link CpuShare} of processes from now until {@link CpuShares.stop}. */
+export class CpuShares {
+  private readonly started = performance.now();
+  private readonly before = new Map<number, { runNs: number; waitNs: number }>();
+
+  /** Starts measuring `pids`. */
+  constructor(pids: Iterable<number>) {
+    for (const pid of pids) {
+      const now = schedstat(pid);
+      if (now) this.before.set(pid, now);
+    }
+  }
+
+  /** The share of each of `pids` since the start, summed (processes gone meanwhile count for nothing). */
+  share(pids: Iterable<number>): CpuShare {
+    const seconds = (performance.now() - this.started) / 1000;
+    let runNs = 0;
+    let waitNs = 0;
+    for (const pid of pids) {
+      const before = this.before.get(pid);
+      const now = schedstat(pid);
+      if (!before || !now) continue;
+      runNs += now.runNs - before.runNs;
+      waitNs += now.waitNs - before.waitNs;
+    }
+    return { runMsPerSecond: runNs / 1e6 / seconds, waitMsPerSecond: waitNs / 1e6 / seconds };
+  }
+}
