@@ -55,7 +55,8 @@ import { measureRegistration, type RegisteredNode } from "./curator/registration
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
-import { ListingOwners, ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
+import { ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
+import { OwnerHost, type OwnerHostResult } from "./scale/owner-host";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
 import { measureObserver, type ObserverFigures } from "./scale/observer-view";
@@ -303,11 +304,16 @@ async function measureSize(
 
   leader = await curators.leader();
   progress(`(6) the same with ${scale.owners} owners listing every node each second`);
-  const owners = new ListingOwners(scale.owners, () =>
-    ownerConnection(ctx.cluster.caPem, ctx.cluster.owner, curators.addresses),
-  );
+  // In a process of their own, at the node hosts' priority (scale/owner-host.ts).
+  const ownerHost = new OwnerHost({
+    count: scale.owners,
+    caPem: ctx.cluster.caPem,
+    owner: ctx.cluster.owner,
+    curators: curators.addresses,
+  });
   let failoverWithOwners: Recovery;
   let failoverWithOwnersCpu: FailoverCpu;
+  let owners: OwnerHostResult;
   try {
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
@@ -317,7 +323,10 @@ async function measureSize(
       sims.pids,
     ));
   } finally {
-    await owners.stop();
+    owners = await ownerHost.stop().catch((e: unknown) => {
+      progress(`    the owners' figures were lost: ${String(e)}`);
+      return { latencies: [], failures: NaN };
+    });
   }
   progress(
     `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
