@@ -170,6 +170,12 @@ class Curators {
   }
 }
 
+/** How a wait for every node HEALTHY ended, for progress lines. */
+function outcome(r: Recovery): string {
+  const s = (r.ms / 1000).toFixed(1);
+  return r.complete ? `all HEALTHY after ${s} s` : `gave up after ${s} s, ${r.healthy} HEALTHY`;
+}
+
 /** A FailoverCpu for progress lines: ran / waited for a CPU, ms per second, of each. */
 function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
@@ -260,7 +266,7 @@ async function measureSize(
   const attach = await attachInWaves(reg.nodes, scale, ids, sims, (attached) =>
     untilAllHealthy(owner, attached, scale.healthyTimeoutMs, progress, describe),
   );
-  progress(`    all HEALTHY after ${(attach.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`);
+  progress(`    ${outcome(attach)}; ${await sims.describeLog()}`);
 
   progress(`(3) steady state for ${scale.steadySeconds} s`);
   const before = await etcd.maintenance.status();
@@ -297,9 +303,7 @@ async function measureSize(
     () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
     sims.pids,
   );
-  progress(
-    `    all HEALTHY after ${(failover.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
-  );
+  progress(`    ${outcome(failover)}; ${await sims.describeLog()}`);
   progress(`    CPU meanwhile: ${describeCpu(failoverCpu)}`);
 
   leader = await curators.leader();
@@ -328,9 +332,7 @@ async function measureSize(
       return { latencies: [], failures: NaN };
     });
   }
-  progress(
-    `    all HEALTHY after ${(failoverWithOwners.ms / 1000).toFixed(1)} s; ${await sims.describeLog()}`,
-  );
+  progress(`    ${outcome(failoverWithOwners)}; ${await sims.describeLog()}`);
   progress(`    CPU meanwhile: ${describeCpu(failoverWithOwnersCpu)}`);
 
   let observer: ObserverFigures | undefined;
