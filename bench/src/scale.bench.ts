@@ -13,7 +13,7 @@
  *                  │ IPC                │
  *   this process ──┘ enrols the nodes,  │
  *     owner: GetNodes, labels ──────────┘
- *     10 watchers, 10 owner lists
+ *     10 watchers; 10 owner lists (owner host process)
  *
  * One cluster grows through the sizes of the ladder up to `--nodes` (see
  * scale/scale-config.ts); at each size:
@@ -26,12 +26,16 @@
  * 3. steady state: heartbeat answer latency p50/p99, the leader process's
  *    CPU (ms per second) and RSS, both per node too, etcd's database size and
  *    its write rate (revisions per second);
+ *    3b. with `--observer`: `metroctl observe`'s cluster view in Chromium
+ *    (scale/observer-view.ts);
  * 4. Watch(all) backlog time, and the latency of one label change reaching
  *    10 watchers (p99);
  * 5. failover: SIGKILL of the leader's process (the lease is the production
  *    10 s) until the new leader reports every node HEALTHY again; the killed
  *    curator is restarted (same node, same address) afterwards;
- * 6. the same with 10 owner clients listing every node once a second.
+ * 6. the same with 10 owner clients listing every node once a second (in
+ *    a process of their own, scale/owner-host.ts); for both failovers, who
+ *    had the CPUs meanwhile (scale/cpu-shares.ts).
  *
  * Targets (issue 16) apply at 5,000 nodes. Prints a table per size, writes
  * reports/bench-scale.json and a log-log plot of each cost against the node
@@ -279,10 +283,31 @@ async function measureSize(
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
   const after = await etcd.maintenance.status();
 
+  const failed: SizeResult["failed"] = {};
+  // With every node attached and the cluster at rest, before the failovers
+  // (what a view "with the simulator's nodes attached" means); closed again
+  // before the next measure.
+  let observer: ObserverFigures | undefined;
+  if (scale.observer) {
+    progress("(3b) the observer's cluster view in Chromium (metroctl observe)");
+    const target = {
+      caPem: ctx.cluster.caPem,
+      owner: ctx.cluster.owner,
+      ownerConnection: owner,
+      curators: curators.addresses,
+      nodeIds: [...ids],
+      progress,
+    };
+    try {
+      observer = await measureObserver(target);
+    } catch (e) {
+      failed.observer = (e instanceof Error ? e.message : String(e)).slice(0, 200);
+      progress(`    observer failed: ${failed.observer}`);
+    }
+  }
   progress("(4) Watch(all) backlog and change fan-out");
   // The leader again: leadership may have moved while the nodes attached.
   leader = await curators.leader();
-  const failed: SizeResult["failed"] = {};
   const backlog = await orFailed(failed, "watchBacklog", progress, () =>
     measureWatchBacklog(ctx, leader.address, registered[0], size + 1),
   );
@@ -334,25 +359,6 @@ async function measureSize(
   }
   progress(`    ${outcome(failoverWithOwners)}; ${await sims.describeLog()}`);
   progress(`    CPU meanwhile: ${describeCpu(failoverWithOwnersCpu)}`);
-
-  let observer: ObserverFigures | undefined;
-  if (scale.observer) {
-    progress("(7) the observer's cluster view in Chromium (metroctl observe)");
-    const target = {
-      caPem: ctx.cluster.caPem,
-      owner: ctx.cluster.owner,
-      ownerConnection: owner,
-      curators: curators.addresses,
-      nodeIds: [...ids],
-      progress,
-    };
-    try {
-      observer = await measureObserver(target);
-    } catch (e) {
-      failed.observer = (e instanceof Error ? e.message : String(e)).slice(0, 200);
-      progress(`    observer failed: ${failed.observer}`);
-    }
-  }
 
   return {
     nodes: size,
