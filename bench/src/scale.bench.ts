@@ -23,7 +23,8 @@
  * 2. attach: each new node starts the node's own heartbeat worker
  *    (production interval) on its own connection; time until the leader
  *    reports every node HEALTHY;
- * 3. steady state: heartbeat answer latency p50/p99, the leader process's
+ * 3. steady state (once the standby connections of the last wave are open):
+ *    heartbeat answer latency p50/p99, the leader process's
  *    CPU (ms per second) and RSS, both per node too, etcd's database size and
  *    its write rate (revisions per second);
  *    3b. with `--observer`: `metroctl observe`'s cluster view in Chromium
@@ -65,6 +66,7 @@ import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
 import { measureObserver, type ObserverFigures } from "./scale/observer-view";
 import { CpuShares, type CpuShare } from "./scale/cpu-shares";
+import { standbySpreadMs } from "@metropolis/roleserve";
 
 /**
  * Who had the CPUs from a leader's SIGKILL until every node was HEALTHY
@@ -272,7 +274,14 @@ async function measureSize(
   );
   progress(`    ${outcome(attach)}; ${await sims.describeLog()}`);
 
-  progress(`(3) steady state for ${scale.steadySeconds} s`);
+  // Steady once the last wave's nodes have opened their standby connections
+  // to the other curators (within roleserve's standbySpreadMs of finding the
+  // leader): until then 2,000 TLS handshakes of the simulated nodes share the
+  // two cores with the heartbeats measured (one run's p99 was 591 ms so).
+  progress(
+    `(3) steady state for ${scale.steadySeconds} s, after ${standbySpreadMs / 1000} s to settle`,
+  );
+  await new Promise((r) => setTimeout(r, standbySpreadMs));
   const before = await etcd.maintenance.status();
   const cpuBefore = leader.cpuMs();
   const started = performance.now();
