@@ -386,8 +386,9 @@ export class CuratorConnection {
     const follow = () => {
       const state = channel.getConnectivityState(true);
       if (state === connectivityState.SHUTDOWN) return;
-      // A deadline far off (watches need one), renewed when it passes.
-      channel.watchConnectivityState(state, Date.now() + 3_600_000, () => {
+      // No deadline: grpc-js then sets no timer (a finite one kept whole
+      // processes alive with nothing else to do). Ends with the channel.
+      channel.watchConnectivityState(state, Infinity, () => {
         if (channel.getConnectivityState(false) !== connectivityState.IDLE) return follow();
         setTimeout(follow, Math.random() * spreadMs).unref();
       });
