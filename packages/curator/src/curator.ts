@@ -261,7 +261,7 @@ export class Curator {
       // Also when serving failed: the revocations and the reconciler stop with the listener.
       leading.abort();
       await reconciling;
-      nodes.close();
+      await nodes.close();
     }
     if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
   }

@@ -100,12 +100,18 @@ export class NodeRecordMirror {
     void this.current();
   }
 
-  /** Ends the copy's watch; later reads go to etcd. */
-  close(): void {
+  /**
+   * Ends the copy's watch; later reads go to etcd. Resolves once etcd has
+   * cancelled it: a watch still open when its client's member stops makes
+   * etcd3 schedule a reconnection, a timer that outlives everything else.
+   */
+  async close(): Promise<void> {
     this.closed = true;
-    if (this.copy) this.drop(this.copy);
     for (const w of this.waiters) w.done(false);
     this.waiters.clear();
+    if (this.copy) await this.drop(this.copy);
+    // A start under way drops its copy itself once it sees `closed`.
+    await this.starting;
   }
 
   /** The copy, once it holds the leader's last write; undefined when etcd must be read instead. */
@@ -158,7 +164,7 @@ export class NodeRecordMirror {
       return undefined;
     }
     if (this.closed) {
-      this.drop(copy);
+      await this.drop(copy);
       return undefined;
     }
     this.copy = copy;
@@ -228,14 +234,14 @@ export class NodeRecordMirror {
   /** Gives `copy` up: readers read etcd until a later start succeeds. */
   private fail(copy: Copy): void {
     this.failedAt = Date.now();
-    this.drop(copy);
+    void this.drop(copy);
     for (const w of this.waiters) w.done(false);
     this.waiters.clear();
   }
 
-  private drop(copy: Copy): void {
+  private async drop(copy: Copy): Promise<void> {
     copy.live = false;
     if (this.copy === copy) this.copy = undefined;
-    void copy.watcher?.cancel().catch(() => undefined);
+    await copy.watcher?.cancel().catch(() => undefined);
   }
 }

@@ -151,7 +151,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       () => undefined,
     );
     const nodes = new NodeRecordMirror(kv, leadership, logger);
-    cluster.defer(async () => nodes.close());
+    cluster.defer(() => nodes.close());
     const ctx: LeaderContext = {
       self: candidacy.self,
       kv,

@@ -62,7 +62,7 @@ describe("NodeRecordMirror", () => {
       expect(reads).toHaveBeenCalledTimes(1);
     } finally {
       reads.mockRestore();
-      mirror.close();
+      await mirror.close();
     }
   });
 
@@ -87,7 +87,7 @@ describe("NodeRecordMirror", () => {
       expect(reads).toHaveBeenCalledTimes(1);
     } finally {
       reads.mockRestore();
-      mirror.close();
+      await mirror.close();
     }
   });
 
@@ -128,14 +128,14 @@ describe("NodeRecordMirror", () => {
       leadership.lastWriteRevision = leader.ctx.leadership.lastWriteRevision;
       expect((await mirror.list()).map((n) => n.id)).toContain(e.nodeId);
     } finally {
-      mirror.close();
+      await mirror.close();
     }
   });
 
   it("reads etcd once closed", async () => {
     const { mirror } = mirrorWithWrites();
     await mirror.list();
-    mirror.close();
+    await mirror.close();
     const f = await leader.addNode();
     expect(await mirror.find(f.nodeId)).toBeDefined();
   });
