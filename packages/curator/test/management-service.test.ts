@@ -307,13 +307,15 @@ describe("ApproveNode", () => {
 
 describe("UpdateNodeRoles", () => {
   it("adds a consensus member as an etcd learner, and removes it again", async () => {
+    // Outside 127.0.0.x, where the test cluster's own member has its random address.
+    const learnerUrl = "https://127.0.1.9:7834";
     const n = await leader.addNode();
     const req = { node: byId(n.nodeId), consensusMember: true };
     await expectCode(owner.updateNodeRoles(req), status.FAILED_PRECONDITION, /external address/);
 
     await leader.updateNode(n.nodeId, (node) => ({
       ...node,
-      status: { externalAddress: "127.0.0.9", version: "", bootId: "" },
+      status: { externalAddress: "127.0.1.9", version: "", bootId: "" },
     }));
     await owner.updateNodeRoles({ ...req, kubernetesWorker: true });
     const roles = (await leader.getNode(n.nodeId))?.roles;
@@ -322,14 +324,16 @@ describe("UpdateNodeRoles", () => {
     // The role carries what the node needs to start its etcd member.
     expect(roles?.consensusMember?.peers.map((p) => p.name)).toContain(n.nodeId);
     expect(roles?.consensusMember?.peers.find((p) => p.name === n.nodeId)?.peerUrl).toBe(
-      "https://127.0.0.9:7834",
+      learnerUrl,
     );
     expect(parseCertificate(roles!.consensusMember!.peerCertificate).publicKey).toEqual(
       Buffer.from(n.publicKey),
     );
     expect(parseCertificate(roles!.consensusMember!.caCertificate).isCA).toBe(true);
     const members = await leader.ctx.consensus.members();
-    const learner = members.find((m) => m.peerURLs.some((u) => u.includes("127.0.0.9")));
+    // Matched by the whole URL: the cluster's own member sits on a random 127.0.0.x, which a
+    // substring "127.0.0.9" also finds when it is 127.0.0.9x.
+    const learner = members.find((m) => m.peerURLs.includes(learnerUrl));
     expect(learner?.isLearner).toBe(true);
     await owner.updateNodeRoles(req); // idempotent
 
@@ -339,7 +343,7 @@ describe("UpdateNodeRoles", () => {
     expect(removedFromConsensus).toContain(n.nodeId);
     // The learner never started (it has no name yet); removal found it by its address.
     const after = await leader.ctx.consensus.members();
-    expect(after.some((m) => m.peerURLs.some((u) => u.includes("127.0.0.9")))).toBe(false);
+    expect(after.some((m) => m.peerURLs.includes(learnerUrl))).toBe(false);
   });
 
   it("refuses to take consensus from a Kubernetes controller, and roles on nodes not UP", async () => {
