@@ -71,13 +71,17 @@ import { standbySpreadMs } from "@metropolis/roleserve";
 /**
  * Who had the CPUs from a leader's SIGKILL until every node was HEALTHY
  * again (scale/cpu-shares.ts): the new leader, the node hosts together, and
- * the benchmark's own process (the owners' clients and the poll of the
- * owner's view).
+ * the benchmark's own process (the poll of the owner's view), the owners'
+ * process (in the failover with owners), and how busy the whole machine was
+ * (the other curators and the etcd members included).
  */
 interface FailoverCpu {
   leader: CpuShare;
   hosts: CpuShare;
   bench: CpuShare;
+  owners?: CpuShare;
+  /** Every CPU's busy time summed, ms per second (2,000 on two cores: saturated). */
+  machineBusyMsPerSecond: number;
 }
 
 /** What was measured at one size. */
@@ -145,6 +149,7 @@ class Curators {
     victim: CuratorProcess,
     recovered: () => Promise<T>,
     hostPids: readonly number[],
+    ownersPid?: number,
   ): Promise<{ result: T; cpu: FailoverCpu }> {
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // Its profile first (see fixtures/curator-process.ts), then its end.
@@ -153,7 +158,13 @@ class Curators {
       );
     }
     const survivors = this.all.filter((c) => c !== victim);
-    const shares = new CpuShares([...survivors.map((c) => c.pid), ...hostPids, process.pid]);
+    const owners = ownersPid === undefined ? [] : [ownersPid];
+    const shares = new CpuShares([
+      ...survivors.map((c) => c.pid),
+      ...hostPids,
+      process.pid,
+      ...owners,
+    ]);
     victim.kill("SIGKILL");
     await victim.exited;
     const result = await recovered();
@@ -162,6 +173,8 @@ class Curators {
       leader: shares.share([successor.pid]),
       hosts: shares.share(hostPids),
       bench: shares.share([process.pid]),
+      ...(ownersPid === undefined ? {} : { owners: shares.share(owners) }),
+      machineBusyMsPerSecond: shares.machineBusyMsPerSecond(),
     };
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // And the new leader's, which covers its failover: what it spent the recovery on.
@@ -186,7 +199,8 @@ function outcome(r: Recovery): string {
 function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
     `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;
-  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)} (ms/s)`;
+  const owners = cpu.owners ? `; ${one("owners", cpu.owners)}` : "";
+  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)}${owners}; machine busy ${cpu.machineBusyMsPerSecond.toFixed(0)} (ms/s)`;
 }
 
 const targetAt = 5000;
@@ -359,6 +373,7 @@ async function measureSize(
       leader,
       () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
       sims.pids,
+      ownerHost.pid,
     ));
   } finally {
     owners = await ownerHost.stop().catch((e: unknown) => {
@@ -516,7 +531,16 @@ function cpuRows(n: number, what: string, cpu: FailoverCpu): Row[] {
       unit: "ms/s",
     },
   ];
-  return [...rows("the new leader", cpu.leader), ...rows("the node hosts", cpu.hosts)];
+  return [
+    ...rows("the new leader", cpu.leader),
+    ...rows("the node hosts", cpu.hosts),
+    ...(cpu.owners ? rows("the owners' clients", cpu.owners) : []),
+    {
+      measure: `[${n}] during ${what}: the machine busy (all CPUs)`,
+      value: cpu.machineBusyMsPerSecond,
+      unit: "ms/s",
+    },
+  ];
 }
 
 /** The rows of `--observer` (NaN, with why, when it failed). */

@@ -19,3 +19,9 @@ export * as common from "./gen/metropolis/proto/common/common";
 export * as api from "./api";
 export * as curator from "./gen/metropolis/proto/curator/curator";
 export * as priv from "./gen/metropolis/proto/private/private";
+/**
+ * The writer the generated `encode` functions write to: for a message put
+ * together from parts encoded earlier (`writer.raw(bytes)`), as the curator's
+ * node listings are.
+ */
+export { BinaryWriter } from "@bufbuild/protobuf/wire";

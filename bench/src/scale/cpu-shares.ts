@@ -29,9 +29,22 @@ function schedstat(pid: number): { runNs: number; waitNs: number } | undefined {
   }
 }
 
-/** Measures the {@link CpuShare} of processes from now until {@link CpuShares.stop}. */
+/**
+ * Time every CPU of the machine was busy so far (not idle, not waiting for
+ * I/O), in ms: /proc/stat's first line, in USER_HZ ticks of 10 ms.
+ */
+function machineBusyMs(): number {
+  const fields = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1);
+  const ticks = fields.map(Number);
+  const total = ticks.reduce((a, b) => a + b, 0);
+  const idle = ticks[3] + ticks[4]; // idle, iowait
+  return (total - idle) * 10;
+}
+
+/** Measures the {@link CpuShare} of processes, and how busy the machine was, from its construction on. */
 export class CpuShares {
   private readonly started = performance.now();
+  private readonly machineBefore = machineBusyMs();
   private readonly before = new Map<number, { runNs: number; waitNs: number }>();
 
   /** Starts measuring `pids`. */
@@ -55,5 +68,11 @@ export class CpuShares {
       waitNs += now.waitNs - before.waitNs;
     }
     return { runMsPerSecond: runNs / 1e6 / seconds, waitMsPerSecond: waitNs / 1e6 / seconds };
+  }
+
+  /** How busy the whole machine was since the start: ms per second summed over its CPUs (2,000: two cores, all busy). */
+  machineBusyMsPerSecond(): number {
+    const seconds = (performance.now() - this.started) / 1000;
+    return (machineBusyMs() - this.machineBefore) / seconds;
   }
 }

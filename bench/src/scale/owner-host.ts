@@ -32,6 +32,8 @@ export interface OwnerHostResult {
 export class OwnerHost {
   private readonly child: ChildProcess;
   private readonly exited: Promise<void>;
+  /** The owners' process, for its CPU share (undefined when it could not be started). */
+  readonly pid: number | undefined;
 
   constructor(config: OwnerHostConfig) {
     this.child = fork(
@@ -41,7 +43,8 @@ export class OwnerHost {
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       },
     );
-    if (this.child.pid !== undefined) setPriority(this.child.pid, hostNiceness);
+    this.pid = this.child.pid;
+    if (this.pid !== undefined) setPriority(this.pid, hostNiceness);
     this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
   }
 

@@ -40,7 +40,7 @@ import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-c
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import type { ServiceEntry } from "./call-router";
 import { Listener } from "./listener";
-import { managementServer } from "./management-service";
+import { managementServer, managementService } from "./management-service";
 import { NodeRecordMirror } from "./node-record-mirror";
 import { readConfiguration } from "./management-configuration";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
@@ -75,7 +75,7 @@ export interface CuratorConfig {
 export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
   return [
     [curatorProto.CuratorService, curatorServer(ctx)],
-    [api.ManagementService, managementServer(ctx)],
+    [managementService, managementServer(ctx)],
     [api.AAAService, aaaServer(ctx)],
   ];
 }

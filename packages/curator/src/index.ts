@@ -37,7 +37,7 @@ export { identifier, identify, ownerCommonName, requireOwner, type Caller } from
 export type { CuratorEndpoint } from "./leadership";
 export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./call-router";
-export { managementServer } from "./management-service";
+export { managementServer, managementService } from "./management-service";
 export {
   configurableFields,
   maxHeartbeatTimeoutMs,

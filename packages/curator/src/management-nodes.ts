@@ -116,8 +116,8 @@ export function hasAnyRole(roles: common.NodeRoles | undefined): boolean {
   );
 }
 
-/** The owner's view of a node: the record without its secrets, with the leader's view of its health. */
-export function toApiNode(ctx: LeaderContext, { id, node }: StoredNode): api.Node {
+/** The part of the owner's view of a node that its record decides: the record without its secrets. */
+export function recordView({ id, node }: StoredNode): api.Node {
   return {
     id,
     pubkey: node.publicKey,
@@ -125,7 +125,16 @@ export function toApiNode(ctx: LeaderContext, { id, node }: StoredNode): api.Nod
     status: node.status,
     roles: node.roles ?? {},
     labels: new Map(node.labels),
-    health: ctx.heartbeats.health(id),
-    timeSinceHeartbeatMs: ctx.heartbeats.sinceLast(id),
+    health: common.NodeHealth.UNKNOWN,
+    timeSinceHeartbeatMs: undefined,
+  };
+}
+
+/** The owner's view of a node: the record without its secrets, with the leader's view of its health. */
+export function toApiNode(ctx: Pick<LeaderContext, "heartbeats">, stored: StoredNode): api.Node {
+  return {
+    ...recordView(stored),
+    health: ctx.heartbeats.health(stored.id),
+    timeSinceHeartbeatMs: ctx.heartbeats.sinceLast(stored.id),
   };
 }

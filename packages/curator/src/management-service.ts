@@ -28,15 +28,9 @@ import {
   validateLabels,
 } from "./labels";
 import type { LeaderContext } from "./leader-context";
-import {
-  changeNode,
-  hasAnyRole,
-  hasRole,
-  resolveNode,
-  toApiNode,
-  type NodeChange,
-} from "./management-nodes";
+import { changeNode, hasAnyRole, hasRole, resolveNode, type NodeChange } from "./management-nodes";
 import { revokeNodeCertificate } from "./curator-pki";
+import { EncodedNodeList, encodeNodeList } from "./node-listing";
 import { listNodes, type StoredNode } from "./node-record";
 import { updateNodeRoles } from "./management-roles";
 import { rotateClusterSecretsKey } from "./management-secrets";
@@ -122,7 +116,7 @@ async function getNodes(
       req.roles.every((role) => hasRole(node.roles, role)) &&
       wanted.every(([key, value]) => node.labels.get(key) === value),
   );
-  return { nodes: nodes.map((stored) => toApiNode(ctx, stored)) };
+  return encodeNodeList(ctx, nodes);
 }
 
 async function approveNode(ctx: LeaderContext, req: api.ApproveNodeRequest): Promise<void> {
@@ -240,7 +234,23 @@ function ownerOnly<Req, Res>(
   });
 }
 
-/** The Management service of the leader whose context is `ctx`. */
+/**
+ * The Management service's definition to serve {@link managementServer}
+ * under: api.ManagementService, but a GetNodes answer already encoded
+ * (node-listing.ts) is sent as it is.
+ */
+export const managementService = {
+  ...api.ManagementService,
+  getNodes: {
+    ...api.ManagementService.getNodes,
+    responseSerialize: (value: api.GetNodesResponse): Buffer =>
+      value instanceof EncodedNodeList
+        ? value.bytes
+        : api.ManagementService.getNodes.responseSerialize(value),
+  },
+} satisfies typeof api.ManagementService;
+
+/** The Management service of the leader whose context is `ctx`; serve it under {@link managementService}. */
 export function managementServer(ctx: LeaderContext): api.ManagementServer {
   // One per leadership: the server this service belongs to ends the streams
   // (cancelling their calls) when the curator stops leading.

@@ -7,7 +7,7 @@ import { status } from "@grpc/grpc-js";
 import { parseCertificate, tlsMaterial, verifyCertificate } from "@metropolis/pki";
 import { api } from "@metropolis/proto";
 import { aaaServer } from "../src/aaa-service";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import {
   newKeyPair,
   startLeader,
@@ -23,7 +23,7 @@ beforeAll(async () => {
     services: (ctx) => {
       return [
         [api.AAAService, aaaServer(ctx)],
-        [api.ManagementService, managementServer(ctx)],
+        [managementService, managementServer(ctx)],
       ];
     },
   });

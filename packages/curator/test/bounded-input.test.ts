@@ -17,7 +17,7 @@ import { curatorServer } from "../src/curator-service";
 import { registerTicketKey } from "../src/keys";
 import { sealRegisterTicket } from "../src/register-ticket";
 import { maxLabelKeyLength, maxLabelValueLength } from "../src/labels";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { maxRequestBytes } from "../src/server-limits";
 import { newKeyPair, startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
@@ -86,7 +86,7 @@ beforeAll(async () => {
   leader = await startLeader({
     services: (ctx) => [
       [CuratorService, curatorServer(ctx)],
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
     ],
   });
   ticket = randomBytes(32);

@@ -6,7 +6,7 @@
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { api, common } from "@metropolis/proto";
 import { startLeader, type ClientIdentity, type LeaderFixture } from "@metropolis/curator/testing";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { maxMaskPaths } from "../src/management-configuration";
 import { expectCode } from "./expect-code";
 
@@ -51,7 +51,7 @@ const current = async (): Promise<common.ClusterConfiguration | undefined> =>
 
 beforeAll(async () => {
   leader = await startLeader({
-    services: (ctx) => [[api.ManagementService, managementServer(ctx)]],
+    services: (ctx) => [[managementService, managementServer(ctx)]],
   });
   owner = await clientAs("owner");
 }, 30_000);

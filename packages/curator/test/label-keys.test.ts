@@ -11,7 +11,7 @@ import { status, type ServiceError } from "@grpc/grpc-js";
 import { nodeIdFromPublicKey } from "@metropolis/pki";
 import { api, common, curator } from "@metropolis/proto";
 import { curatorServer } from "../src/curator-service";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { newKeyPair, startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 import { expectCode } from "./expect-code";
 
@@ -31,7 +31,7 @@ beforeAll(async () => {
   leader = await startLeader({
     services: (ctx) => [
       [curator.CuratorService, curatorServer(ctx)],
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
     ],
   });
   owner = await leader.client(api.ManagementClient, "owner");

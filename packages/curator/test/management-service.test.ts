@@ -9,7 +9,7 @@ import { LostLeadershipError } from "../src/errors";
 import { joinKeyKey } from "../src/keys";
 import { maxLabelsPerNode } from "../src/labels";
 import type { LeaderContext } from "../src/leader-context";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { startLeader, type ClientIdentity, type LeaderFixture } from "@metropolis/curator/testing";
 import { eventually } from "@metropolis/supervisor/testing";
 import { expectCode } from "./expect-code";
@@ -70,7 +70,7 @@ beforeAll(async () => {
           },
         },
       };
-      return [[api.ManagementService, managementServer(testCtx)]];
+      return [[managementService, managementServer(testCtx)]];
     },
   });
   owner = await clientAs("owner");
@@ -492,7 +492,7 @@ describe("DeleteNode of the last consensus member", () => {
 
   it("is refused, bypass or not; another member may be deleted", async () => {
     own = await startLeader({
-      services: (ctx) => [[api.ManagementService, managementServer(ctx)]],
+      services: (ctx) => [[managementService, managementServer(ctx)]],
     });
     const ownOwner = promised(await own.client(api.ManagementClient, "owner"));
     const last = own.firstNode.nodeId;
@@ -570,7 +570,7 @@ describe("UpdateNodeRoles on the leader's own node", () => {
 
   it("hands the leadership over instead of removing its own etcd member, and asks for a retry", async () => {
     own = await startLeader({
-      services: (ctx) => [[api.ManagementService, managementServer(ctx)]],
+      services: (ctx) => [[managementService, managementServer(ctx)]],
     });
     const ownOwner = promised(await own.client(api.ManagementClient, "owner"));
     const self = own.firstNode.nodeId;

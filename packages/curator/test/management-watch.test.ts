@@ -7,7 +7,7 @@
 import { status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";
 import { api, common, curator } from "@metropolis/proto";
 import { curatorServer } from "../src/curator-service";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { WATCH_BACKLOG_CHUNK } from "../src/node-watch-streams";
 import { maxNodeWatchStreamsPerConnection } from "../src/server-limits";
 import { startLeader, type ClusterNode, type LeaderFixture } from "@metropolis/curator/testing";
@@ -100,7 +100,7 @@ beforeAll(async () => {
   leader = await startLeader({
     heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
     services: (ctx) => [
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
       [curator.CuratorService, curatorServer(ctx)],
     ],
   });

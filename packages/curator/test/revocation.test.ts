@@ -11,7 +11,7 @@ import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, curator } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import { curatorServer } from "../src/curator-service";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { Revocations } from "../src/revocations";
 import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 
@@ -20,7 +20,7 @@ beforeAll(async () => {
   leader = await startLeader({
     services: (ctx) => [
       [curator.CuratorService, curatorServer(ctx)],
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
     ],
   });
 }, 30_000);

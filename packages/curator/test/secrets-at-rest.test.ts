@@ -15,7 +15,7 @@ import {
 import { api, curator } from "@metropolis/proto";
 import { clusterUnlockKeyKey, registerTicketKey } from "../src/keys";
 import { curatorServer } from "../src/curator-service";
-import { managementServer } from "../src/management-service";
+import { managementServer, managementService } from "../src/management-service";
 import { readClusterUnlockKey } from "../src/node-secrets";
 import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 import { expectCode } from "./expect-code";
@@ -30,7 +30,7 @@ let owner: api.ManagementClient;
 beforeAll(async () => {
   leader = await startLeader({
     services: (ctx) => [
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
       [curator.CuratorService, curatorServer(ctx)],
     ],
   });

@@ -10,7 +10,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import winston from "winston";
 import { MemoryValue } from "@metropolis/event";
-import { aaaServer, curatorLocalServer, managementServer } from "@metropolis/curator";
+import {
+  aaaServer,
+  curatorLocalServer,
+  managementServer,
+  managementService,
+} from "@metropolis/curator";
 import { tlsMaterial } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
 import { ConfigDir, runMetroctl, type OutputStream } from "../src";
@@ -105,7 +110,7 @@ export async function startCluster(): Promise<MetroctlCluster> {
   };
   const leader = await startLeader({
     services: (ctx) => [
-      [api.ManagementService, managementServer(ctx)],
+      [managementService, managementServer(ctx)],
       [api.AAAService, aaaServer(ctx)],
       [curatorProto.CuratorLocalService, lazyLocal],
     ],
