@@ -169,15 +169,16 @@ export function identifier(
     const session = sessionOf(call);
     let entry = session && bySession.get(session);
     if (!entry) {
-      const peer = session ? sessionCertificate(session) : authContextCertificateDer(call);
+      const peer = peerCertificate(call);
       const raw = peer && derOf(peer);
-      if (!peer || !raw || raw.length === 0) return { kind: "anonymous" };
+      if (!peer || !raw?.length) return { kind: "anonymous" };
       const key = createHash("sha256").update(raw).digest("base64");
       entry = known.get(key);
       if (!entry) {
         const cert = parsePeerCertificate(peer);
         entry = { caller: await classify(cert, ca), serial: cert.serial };
-        if (known.size >= identityCacheSize) known.delete(known.keys().next().value!);
+        const oldest = known.keys().next();
+        if (known.size >= identityCacheSize && !oldest.done) known.delete(oldest.value);
         known.set(key, entry);
       }
       if (session) bySession.set(session, entry);
