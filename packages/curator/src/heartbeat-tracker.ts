@@ -59,9 +59,14 @@ export class HeartbeatTracker {
   constructor(
     /** A node that has not sent a heartbeat for this long is HEARTBEAT_TIMEOUT. Default 10 s. */
     private readonly defaultTimeoutMs = 10_000,
-    private readonly now: () => number = Date.now,
+    private readonly clock: () => number = Date.now,
   ) {
-    this.since = now();
+    this.since = clock();
+  }
+
+  /** The tracker's time now: pass it to {@link health} and {@link sinceLast} to judge many nodes at one moment. */
+  now(): number {
+    return this.clock();
   }
 
   /** The timeout in force. */
@@ -77,7 +82,7 @@ export class HeartbeatTracker {
 
   /** Records a heartbeat of `nodeId` now. */
   beat(nodeId: string): void {
-    this.last.set(nodeId, this.now());
+    this.last.set(nodeId, this.clock());
     if (this.listeners.size === 0) return;
     if (this.told.get(nodeId) === common.NodeHealth.HEALTHY) {
       this.beatenSince.add(nodeId);
@@ -87,18 +92,19 @@ export class HeartbeatTracker {
     this.tell({ nodes: [nodeId], unheard: false, beaten: [] });
   }
 
-  health(nodeId: string): common.NodeHealth {
+  /** The health of `nodeId` at time `now` (by default the tracker's time now). */
+  health(nodeId: string, now = this.clock()): common.NodeHealth {
     const at = this.last.get(nodeId);
-    if (at === undefined) return this.unheardHealth();
-    return this.now() - at > this.timeoutMs
+    if (at === undefined) return this.unheardHealth(now);
+    return now - at > this.timeoutMs
       ? common.NodeHealth.HEARTBEAT_TIMEOUT
       : common.NodeHealth.HEALTHY;
   }
 
   /** Milliseconds since the last heartbeat of `nodeId`, or undefined if none was seen. */
-  sinceLast(nodeId: string): number | undefined {
+  sinceLast(nodeId: string, now = this.clock()): number | undefined {
     const at = this.last.get(nodeId);
-    return at === undefined ? undefined : this.now() - at;
+    return at === undefined ? undefined : now - at;
   }
 
   /** Forgets a deleted node. */
@@ -156,8 +162,8 @@ export class HeartbeatTracker {
     if (nodes.length > 0 || unheard || beaten.length > 0) this.tell({ nodes, unheard, beaten });
   }
 
-  private unheardHealth(): common.NodeHealth {
-    return this.now() - this.since > this.timeoutMs
+  private unheardHealth(now = this.clock()): common.NodeHealth {
+    return now - this.since > this.timeoutMs
       ? common.NodeHealth.HEARTBEAT_TIMEOUT
       : common.NodeHealth.UNKNOWN;
   }

@@ -67,13 +67,15 @@ export function encodeNodeList(
   nodes: readonly StoredNode[],
 ): EncodedNodeList {
   const writer = new BinaryWriter();
+  // Every node judged at one moment (and the clock read once, not 10,000 times).
+  const now = ctx.heartbeats.now();
   for (const stored of nodes) {
     writer.uint32(10).fork().raw(recordPart(stored)); // field 1 of GetNodesResponse: nodes
     api.Node.encode(
       {
         ...noFields,
-        health: ctx.heartbeats.health(stored.id),
-        timeSinceHeartbeatMs: ctx.heartbeats.sinceLast(stored.id),
+        health: ctx.heartbeats.health(stored.id, now),
+        timeSinceHeartbeatMs: ctx.heartbeats.sinceLast(stored.id, now),
       },
       writer,
     );
