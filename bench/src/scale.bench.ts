@@ -80,8 +80,8 @@ interface FailoverCpu {
   hosts: CpuShare;
   bench: CpuShare;
   owners?: CpuShare;
-  /** Every CPU's busy time summed, ms per second (2,000 on two cores: saturated). */
-  machineBusyMsPerSecond: number;
+  /** Every CPU's busy time summed, and the time the hypervisor took from them; ms per second (2,000: two cores). */
+  machine: { busyMsPerSecond: number; stolenMsPerSecond: number };
 }
 
 /** What was measured at one size. */
@@ -174,7 +174,7 @@ class Curators {
       hosts: shares.share(hostPids),
       bench: shares.share([process.pid]),
       ...(ownersPid === undefined ? {} : { owners: shares.share(owners) }),
-      machineBusyMsPerSecond: shares.machineBusyMsPerSecond(),
+      machine: shares.machine(),
     };
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
       // And the new leader's, which covers its failover: what it spent the recovery on.
@@ -200,7 +200,7 @@ function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
     `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;
   const owners = cpu.owners ? `; ${one("owners", cpu.owners)}` : "";
-  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)}${owners}; machine busy ${cpu.machineBusyMsPerSecond.toFixed(0)} (ms/s)`;
+  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)}${owners}; machine busy ${cpu.machine.busyMsPerSecond.toFixed(0)}, stolen ${cpu.machine.stolenMsPerSecond.toFixed(0)} (ms/s)`;
 }
 
 const targetAt = 5000;
@@ -545,7 +545,12 @@ function cpuRows(n: number, what: string, cpu: FailoverCpu): Row[] {
     ...(cpu.owners ? rows("the owners' clients", cpu.owners) : []),
     {
       measure: `[${n}] during ${what}: the machine busy (all CPUs)`,
-      value: cpu.machineBusyMsPerSecond,
+      value: cpu.machine.busyMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] during ${what}: CPU time the hypervisor took`,
+      value: cpu.machine.stolenMsPerSecond,
       unit: "ms/s",
     },
   ];

@@ -31,20 +31,20 @@ function schedstat(pid: number): { runNs: number; waitNs: number } | undefined {
 
 /**
  * Time every CPU of the machine was busy so far (not idle, not waiting for
- * I/O), in ms: /proc/stat's first line, in USER_HZ ticks of 10 ms.
+ * I/O, not stolen), and time the hypervisor gave the machine's CPUs to
+ * others while it had work ("steal": a shared virtual machine's CPUs are not
+ * all its own), in ms: /proc/stat's first line, in USER_HZ ticks of 10 ms.
  */
-function machineBusyMs(): number {
+function machineTimes(): { busyMs: number; stolenMs: number } {
   const fields = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1);
-  const ticks = fields.map(Number);
-  const total = ticks.reduce((a, b) => a + b, 0);
-  const idle = ticks[3] + ticks[4]; // idle, iowait
-  return (total - idle) * 10;
+  const [user, nice, system, , , irq, softirq, steal] = fields.map(Number);
+  return { busyMs: (user + nice + system + irq + softirq) * 10, stolenMs: steal * 10 };
 }
 
 /** Measures the {@link CpuShare} of processes, and how busy the machine was, from its construction on. */
 export class CpuShares {
   private readonly started = performance.now();
-  private readonly machineBefore = machineBusyMs();
+  private readonly machineBefore = machineTimes();
   private readonly before = new Map<number, { runNs: number; waitNs: number }>();
 
   /** Starts measuring `pids`. */
@@ -70,9 +70,17 @@ export class CpuShares {
     return { runMsPerSecond: runNs / 1e6 / seconds, waitMsPerSecond: waitNs / 1e6 / seconds };
   }
 
-  /** How busy the whole machine was since the start: ms per second summed over its CPUs (2,000: two cores, all busy). */
-  machineBusyMsPerSecond(): number {
+  /**
+   * How busy the whole machine was since the start, and how much CPU time
+   * the hypervisor took from it: ms per second summed over its CPUs (2,000:
+   * two cores).
+   */
+  machine(): { busyMsPerSecond: number; stolenMsPerSecond: number } {
     const seconds = (performance.now() - this.started) / 1000;
-    return (machineBusyMs() - this.machineBefore) / seconds;
+    const now = machineTimes();
+    return {
+      busyMsPerSecond: (now.busyMs - this.machineBefore.busyMs) / seconds,
+      stolenMsPerSecond: (now.stolenMs - this.machineBefore.stolenMs) / seconds,
+    };
   }
 }

@@ -14,6 +14,7 @@ import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
 import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
 import { abortable } from "@metropolis/supervisor";
+import { answerDeadline } from "./answer-deadline";
 import { CuratorStreamError } from "./errors";
 
 /**
@@ -131,18 +132,22 @@ export function openStream<Res, C extends ReadableCall<Res>>(
     connection,
     async (leader) => {
       const stream = new CuratorStream<Res, C>(open(leader), method);
-      const deadline = AbortSignal.timeout(firstMessageTimeoutMs);
-      try {
-        return { stream, first: await stream.next(AbortSignal.any([signal, deadline])) };
-      } catch (e) {
-        stream.cancel();
-        if (deadline.aborted && !signal.aborted) {
-          throw new CuratorStreamError(
+      const deadline = answerDeadline(
+        firstMessageTimeoutMs,
+        () =>
+          new CuratorStreamError(
             method,
             new Error(`no first message within ${firstMessageTimeoutMs} ms`),
-          );
-        }
+          ),
+      );
+      try {
+        return { stream, first: await stream.next(AbortSignal.any([signal, deadline.signal])) };
+      } catch (e) {
+        stream.cancel();
+        if (deadline.signal.aborted && !signal.aborted) throw deadline.signal.reason;
         throw e;
+      } finally {
+        deadline.clear();
       }
     },
     signal,

@@ -12,6 +12,7 @@
 import { defaultBackoff, type BackoffOptions, type Runnable } from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
 import type { curator } from "@metropolis/proto";
+import { answerDeadline } from "./answer-deadline";
 import { defaultFirstMessageTimeoutMs, openStream, type CuratorStream } from "./curator-calls";
 import { HeartbeatTimeoutError } from "./errors";
 import type { RoleserveValues } from "./values";
@@ -73,12 +74,11 @@ async function answered(
   timeoutMs: number,
   signal: AbortSignal,
 ): Promise<void> {
-  const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new HeartbeatTimeoutError(timeoutMs)), timeoutMs);
+  const deadline = answerDeadline(timeoutMs, () => new HeartbeatTimeoutError(timeoutMs));
   try {
     await stream.next(AbortSignal.any([signal, deadline.signal]));
   } finally {
-    clearTimeout(timer);
+    deadline.clear();
   }
 }
 

@@ -1,0 +1,42 @@
+/**
+ * Deadlines for a curator's answers that are not fooled by this process
+ * running late.
+ *
+ * When a process's event loop falls behind (a busy node, or a scale
+ * simulator's host running thousands of nodes on a shared CPU), libuv runs
+ * every overdue timer of an iteration before it reads the sockets that have
+ * become readable meanwhile:
+ *
+ *   loop iteration: timers ─▶ … ─▶ poll (socket reads, answers) ─▶ check (setImmediate)
+ *
+ * so a plain timer gives up on an answer that already sits in the socket,
+ * the stream is dropped and made again — more load on a process that was
+ * already late, and on the curator. The scale simulator's starved hosts gave
+ * up thousands of heartbeat streams that way, their answers received. A
+ * deadline from here fires in the check phase of the iteration its timer
+ * fired in, after that iteration's reads: an answer received by then wins.
+ */
+
+/** A deadline signal and the means to call it off; see the module comment. */
+export interface AnswerDeadline {
+  /** Aborted with the reason once the deadline passed and the I/O received by then was handled. */
+  readonly signal: AbortSignal;
+  /** Calls the deadline off (the answer came); the signal is then never aborted. */
+  clear(): void;
+}
+
+/** A deadline `ms` from now that aborts with `reason()`; see the module comment. */
+export function answerDeadline(ms: number, reason: () => Error): AnswerDeadline {
+  const controller = new AbortController();
+  let immediate: ReturnType<typeof setImmediate> | undefined;
+  const timer = setTimeout(() => {
+    immediate = setImmediate(() => controller.abort(reason()));
+  }, ms);
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      if (immediate !== undefined) clearImmediate(immediate);
+    },
+  };
+}

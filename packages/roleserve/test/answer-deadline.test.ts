@@ -1,0 +1,67 @@
+/**
+ * answerDeadline: an answer that arrived while this process ran late wins
+ * over the deadline that passed meanwhile; with no answer, the deadline
+ * fires with its reason; cleared, it never fires.
+ */
+import { once } from "node:events";
+import { createServer, connect, type Server, type Socket } from "node:net";
+import { answerDeadline } from "../src/answer-deadline";
+
+/** Keeps this process's event loop busy for `ms`: a process running late. */
+function runLate(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
+describe("answerDeadline", () => {
+  let server: Server;
+  let client: Socket;
+  let peer: Socket;
+
+  beforeEach(async () => {
+    server = createServer();
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const address = server.address();
+    if (address === null || typeof address === "string") throw new Error("no TCP address");
+    const accepted = once(server, "connection");
+    client = connect(address.port, "127.0.0.1");
+    await once(client, "connect");
+    [peer] = (await accepted) as [Socket];
+  });
+
+  afterEach(async () => {
+    client.destroy();
+    peer.destroy();
+    server.close();
+    await once(server, "close");
+  });
+
+  it("lets an answer already received win over the deadline that passed while the loop ran late", async () => {
+    const deadline = answerDeadline(20, () => new Error("deadline"));
+    const outcome = Promise.race([
+      once(client, "data").then(() => "answer"),
+      once(deadline.signal, "abort").then(() => "deadline"),
+    ]);
+    // The answer is in the socket before the deadline passes, but this
+    // process reads it only after: its loop is busy until well after both.
+    peer.write("answer");
+    runLate(100);
+    expect(await outcome).toBe("answer");
+    deadline.clear();
+  });
+
+  it("fires with its reason when no answer comes, and never once cleared", async () => {
+    const deadline = answerDeadline(10, () => new Error("no answer within 10 ms"));
+    await once(deadline.signal, "abort");
+    expect(deadline.signal.reason).toEqual(new Error("no answer within 10 ms"));
+
+    const cleared = answerDeadline(10, () => new Error("late"));
+    cleared.clear();
+    const later = answerDeadline(50, () => new Error("later"));
+    await once(later.signal, "abort");
+    expect(cleared.signal.aborted).toBe(false);
+  });
+});
