@@ -19,24 +19,43 @@
 
 /** A deadline signal and the means to call it off; see the module comment. */
 export interface AnswerDeadline {
-  /** Aborted with the reason once the deadline passed and the I/O received by then was handled. */
+  /**
+   * Aborted with the caller's reason when the caller's signal aborts, or
+   * with the deadline's once it passed and the I/O received by then was
+   * handled.
+   */
   readonly signal: AbortSignal;
   /** Calls the deadline off (the answer came); the signal is then never aborted. */
   clear(): void;
 }
 
-/** A deadline `ms` from now that aborts with `reason()`; see the module comment. */
-export function answerDeadline(ms: number, reason: () => Error): AnswerDeadline {
+/**
+ * A deadline `ms` from now that aborts with `reason()`, or earlier with
+ * `signal` (the caller's); see the module comment. It follows `signal` with
+ * a listener removed by `clear()`, not with `AbortSignal.any`: that one is
+ * made once per heartbeat on a signal that lives as long as the worker, and
+ * Node keeps each such composite among the signal's dependants until a
+ * garbage collection — a failover's aborts then walked them by thousands.
+ */
+export function answerDeadline(
+  ms: number,
+  reason: () => Error,
+  signal: AbortSignal,
+): AnswerDeadline {
   const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
   let immediate: ReturnType<typeof setImmediate> | undefined;
   const timer = setTimeout(() => {
     immediate = setImmediate(() => controller.abort(reason()));
   }, ms);
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
   return {
     signal: controller.signal,
     clear: () => {
       clearTimeout(timer);
       if (immediate !== undefined) clearImmediate(immediate);
+      signal.removeEventListener("abort", onAbort);
     },
   };
 }

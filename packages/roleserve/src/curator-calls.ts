@@ -139,9 +139,10 @@ export function openStream<Res, C extends ReadableCall<Res>>(
             method,
             new Error(`no first message within ${firstMessageTimeoutMs} ms`),
           ),
+        signal,
       );
       try {
-        return { stream, first: await stream.next(AbortSignal.any([signal, deadline.signal])) };
+        return { stream, first: await stream.next(deadline.signal) };
       } catch (e) {
         stream.cancel();
         if (deadline.signal.aborted && !signal.aborted) throw deadline.signal.reason;

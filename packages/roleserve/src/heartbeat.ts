@@ -74,9 +74,9 @@ async function answered(
   timeoutMs: number,
   signal: AbortSignal,
 ): Promise<void> {
-  const deadline = answerDeadline(timeoutMs, () => new HeartbeatTimeoutError(timeoutMs));
+  const deadline = answerDeadline(timeoutMs, () => new HeartbeatTimeoutError(timeoutMs), signal);
   try {
-    await stream.next(AbortSignal.any([signal, deadline.signal]));
+    await stream.next(deadline.signal);
   } finally {
     deadline.clear();
   }

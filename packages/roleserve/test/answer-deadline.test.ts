@@ -1,7 +1,8 @@
 /**
  * answerDeadline: an answer that arrived while this process ran late wins
  * over the deadline that passed meanwhile; with no answer, the deadline
- * fires with its reason; cleared, it never fires.
+ * fires with its reason; the caller's signal ends it sooner, with the
+ * caller's reason; cleared, it never fires and leaves the caller's signal.
  */
 import { once } from "node:events";
 import { createServer, connect, type Server, type Socket } from "node:net";
@@ -40,7 +41,7 @@ describe("answerDeadline", () => {
   });
 
   it("lets an answer already received win over the deadline that passed while the loop ran late", async () => {
-    const deadline = answerDeadline(20, () => new Error("deadline"));
+    const deadline = answerDeadline(20, () => new Error("deadline"), new AbortController().signal);
     const outcome = Promise.race([
       once(client, "data").then(() => "answer"),
       once(deadline.signal, "abort").then(() => "deadline"),
@@ -54,14 +55,34 @@ describe("answerDeadline", () => {
   });
 
   it("fires with its reason when no answer comes, and never once cleared", async () => {
-    const deadline = answerDeadline(10, () => new Error("no answer within 10 ms"));
+    const never = new AbortController().signal;
+    const deadline = answerDeadline(10, () => new Error("no answer within 10 ms"), never);
     await once(deadline.signal, "abort");
     expect(deadline.signal.reason).toEqual(new Error("no answer within 10 ms"));
 
-    const cleared = answerDeadline(10, () => new Error("late"));
+    const cleared = answerDeadline(10, () => new Error("late"), never);
     cleared.clear();
-    const later = answerDeadline(50, () => new Error("later"));
+    const later = answerDeadline(50, () => new Error("later"), never);
     await once(later.signal, "abort");
+    expect(cleared.signal.aborted).toBe(false);
+  });
+
+  it("ends with the caller's signal, with its reason, and leaves it once cleared", async () => {
+    const caller = new AbortController();
+    const deadline = answerDeadline(60_000, () => new Error("deadline"), caller.signal);
+    caller.abort(new Error("stopping"));
+    expect(deadline.signal.aborted).toBe(true);
+    expect(deadline.signal.reason).toEqual(new Error("stopping"));
+    deadline.clear();
+
+    const already = answerDeadline(60_000, () => new Error("deadline"), caller.signal);
+    expect(already.signal.reason).toEqual(new Error("stopping"));
+    already.clear();
+
+    const live = new AbortController();
+    const cleared = answerDeadline(60_000, () => new Error("deadline"), live.signal);
+    cleared.clear();
+    live.abort(new Error("later"));
     expect(cleared.signal.aborted).toBe(false);
   });
 });
