@@ -34,7 +34,11 @@ const nodes: StoredNode[] = [
     ]),
   }),
   stored(2, { state: common.NodeState.NEW }), // no status, no roles, no labels
-  stored(3, { roles: { consensusMember: { peers: [{ name: "x", peerUrl: "https://h:1" }] } } }),
+  stored(3, {
+    roles: common.NodeRoles.fromPartial({
+      consensusMember: { peers: [{ name: "x", peerUrl: "https://h:1" }] },
+    }),
+  }),
 ];
 
 describe("encodeNodeList", () => {
