@@ -93,7 +93,12 @@ describe("statusPushWorker", () => {
         7835,
         "none",
       ]);
-      // Each push, and only a push, was reported as a progress event.
+      // Each push, and only a push, was reported as a progress event (the
+      // worker reports a push once its call has returned: after the watch saw it).
+      await eventually(
+        () => ctx.lines.filter((l) => readProgressEvent(l.meta) !== undefined).length >= 2,
+        "both pushes reported",
+      );
       expect(ctx.lines.flatMap((l) => readProgressEvent(l.meta) ?? [])).toEqual([
         { event: "status.pushed", address: "127.0.0.77", curatorPort: 7835 },
         { event: "status.pushed", address: "127.0.0.77", curatorPort: null },
