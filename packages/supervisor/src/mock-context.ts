@@ -9,6 +9,7 @@ import Transport from "winston-transport";
 import { abortableSleep } from "./abortable-sleep";
 import { ChildStartError, DuplicateNameError, SignalMisuseError } from "./errors";
 import { validateName } from "./names";
+import { abortRunSignal, createRunSignal } from "./run-signal";
 import type { ChildOptions, LogEntry, Logger, RunContext, Runnable } from "./types";
 
 /** A child that the runnable under test started. */
@@ -51,7 +52,8 @@ export class MockContext implements RunContext {
   /** Where the runnable is in its lifecycle, as the real tree would see it. */
   state: "new" | "healthy" | "done" = "new";
 
-  private readonly controller = new AbortController();
+  /** The same kind of signal the tree gives a run (run-signal.ts). */
+  private readonly runSignal = createRunSignal();
   private readonly subLoggerNames = new Set<string>();
   private readonly rootLogger: winston.Logger;
 
@@ -66,12 +68,12 @@ export class MockContext implements RunContext {
   }
 
   get signal(): AbortSignal {
-    return this.controller.signal;
+    return this.runSignal;
   }
 
   /** Aborts the signal, as the supervisor does when the runnable must stop. */
   abort(reason: unknown = new Error(`${this.dn}: aborted by test`)): void {
-    this.controller.abort(reason);
+    abortRunSignal(this.runSignal, reason);
   }
 
   run(name: string, runnable: Runnable, opts: ChildOptions = {}): void {

@@ -3,11 +3,12 @@
  * bookkeeping that restart decisions need. Nodes are plain records; all
  * decisions are taken by the Tree (tree.ts), which owns them.
  *
- * Everything that is not needed by an idle healthy runnable (abort controller,
+ * Everything that is not needed by an idle healthy runnable (abort signal,
  * logger, children map, backoff) is created on first use: a node should cost
  * well under a kilobyte, since services run thousands of them.
  */
 import type { Backoff } from "./backoff";
+import { abortRunSignal, createRunSignal } from "./run-signal";
 import type { ChildOptions, Logger, NodeState, Runnable } from "./types";
 
 /**
@@ -49,7 +50,8 @@ export class TreeNode {
   aborted = false;
   /** Why this run was told to stop (set with `aborted`, on every abort). */
   abortReason: unknown;
-  controller: AbortController | undefined;
+  /** This run's `ctx.signal` (run-signal.ts), made on first use. */
+  runSignal: AbortSignal | undefined;
   /** What `untilAborted()` returns for this run, and how to release it (two fields, not an object: bytes per idle node). */
   abortWaiter: Promise<void> | undefined;
   releaseWaiter: (() => void) | undefined;
@@ -127,11 +129,11 @@ export class TreeNode {
 
   /** This run's abort signal, created on first use. */
   signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.aborted) this.controller.abort(this.abortReason);
+    if (!this.runSignal) {
+      this.runSignal = createRunSignal();
+      if (this.aborted) abortRunSignal(this.runSignal, this.abortReason);
     }
-    return this.controller.signal;
+    return this.runSignal;
   }
 
   /** Resolves when this run is aborted (at once if it is). */

@@ -18,6 +18,7 @@
  *   aborted members: restart at once
  */
 import { abortReason } from "./abort-reason";
+import { abortRunSignal } from "./run-signal";
 import { Backoff, resolveBackoff } from "./backoff";
 import { RunContextImpl } from "./context";
 import { noOptions, type ContextHost } from "./context-host";
@@ -363,7 +364,7 @@ export class Tree implements Supervisor, ContextHost {
     if (node.aborted) return;
     node.aborted = true;
     node.abortReason = reason;
-    node.controller?.abort(reason);
+    if (node.runSignal) abortRunSignal(node.runSignal, reason);
     node.releaseWaiter?.();
     node.releaseWaiter = undefined;
     if (node.group && !node.isTemporary()) node.group.abort();
@@ -469,7 +470,7 @@ export class Tree implements Supervisor, ContextHost {
     node.reservedNames = undefined;
     node.aborted = false;
     node.abortReason = undefined;
-    node.controller = undefined;
+    node.runSignal = undefined;
     node.abortWaiter = undefined;
     node.releaseWaiter = undefined;
     this.start(node);

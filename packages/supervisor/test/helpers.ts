@@ -1,5 +1,10 @@
 /** Small runnables and waits shared by the supervisor's tests. */
 import type { RunContext } from "@metropolis/supervisor";
+import winston from "winston";
+
+/** A logger that writes nothing, for trees whose logs a test does not read. */
+export const quiet = () =>
+  winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
 
 /** Signals healthy and runs until aborted. */
 export async function serve(ctx: RunContext): Promise<void> {

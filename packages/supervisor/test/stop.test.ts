@@ -1,10 +1,6 @@
 import { createHook } from "node:async_hooks";
 import { supervise, type StopReport } from "@metropolis/supervisor";
-import winston from "winston";
-import { deferred, serve } from "./helpers";
-
-const quiet = () =>
-  winston.createLogger({ transports: [new winston.transports.Console({ silent: true })] });
+import { deferred, quiet, serve } from "./helpers";
 
 /**
  * The timers the supervisor's code created from now on that are still
