@@ -96,12 +96,36 @@ function reportUncaught(error: unknown): void {
   });
 }
 
-/** The option key Node's internal listeners set to resist stopImmediatePropagation (a private symbol). */
-function resistsStop(options: object): boolean {
-  for (const key of Object.getOwnPropertySymbols(options)) {
-    if (key.description === "kResistStopPropagation") return Boolean(Reflect.get(options, key));
+/**
+ * The option key with which Node's own listeners (events.once,
+ * addAbortListener) resist stopImmediatePropagation: a private symbol, found
+ * once by letting addAbortListener add a listener to a probe.
+ */
+const resistKey: symbol | undefined = (() => {
+  let found: symbol | undefined;
+  const probe: AbortSignal = Object.create(AbortSignal.prototype, {
+    aborted: { value: false },
+    addEventListener: {
+      value: (_type: string, _listener: unknown, options: unknown) => {
+        if (typeof options !== "object" || options === null) return;
+        found = Object.getOwnPropertySymbols(options).find(
+          (k) => k.description === "kResistStopPropagation",
+        );
+      },
+    },
+    removeEventListener: { value: () => undefined },
+  });
+  try {
+    addAbortListener(probe, () => undefined);
+  } catch {
+    return undefined;
   }
-  return false;
+  return found;
+})();
+
+/** Whether a listener's options mark it as one of Node's own (see resistKey). */
+function resistsStop(options: object): boolean {
+  return resistKey !== undefined && Reflect.get(options, resistKey) === true;
 }
 
 /** The `capture` flag of add/removeEventListener's options. */
