@@ -35,13 +35,13 @@
  * instead: slower, never wrong.
  *
  * Differences from Node's AbortSignal that a caller could see, all outside
- * what services do with a run's signal: `events.getEventListeners(signal)`
- * throws (it reads Node's private listener list); listeners added with a
- * weak-handler option (`util.aborted`) are held strongly until the run ends;
+ * what services do with a run's signal: it has a `listeners(type)` method
+ * (which `events.getEventListeners` asks instead of reading Node's private
+ * listener list); listeners added with a weak-handler option (`util.aborted`) are held strongly until the run ends;
  * an event a caller dispatches itself with `dispatchEvent` reaches the
  * listeners with `event.target` null.
  */
-import { addAbortListener } from "node:events";
+import { addAbortListener, defaultMaxListeners } from "node:events";
 
 // The DOM's listener types, which @types/node declares but does not export.
 type Callback = Parameters<EventTarget["addEventListener"]>[1];
@@ -240,6 +240,19 @@ export class RunSignal implements AbortSignal {
     list.splice(i, 1);
   }
 
+  /**
+   * The listeners of `type`, in order: what `events.getEventListeners(signal,
+   * type)` returns (it asks an object with this method instead of reading
+   * Node's private listener list).
+   */
+  listeners(type: string): Callback[] {
+    const list = this.#listeners;
+    if (list === undefined) return [];
+    return (Array.isArray(list) ? list : [list])
+      .filter((r) => r.type === type)
+      .map((r) => r.callback);
+  }
+
   dispatchEvent(event: Event): boolean {
     this.#dispatch(event, event.type);
     return !event.defaultPrevented;
@@ -305,6 +318,18 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 
 Object.setPrototypeOf(RunSignal.prototype, AbortSignal.prototype);
 Object.setPrototypeOf(RunSignal, AbortSignal);
+
+// `events.getMaxListeners(signal)` reads a symbol-keyed field that Node's
+// signals carry (events.setMaxListeners writes it): the same default for
+// every run signal, on their prototype; setMaxListeners sets one of its own.
+for (const key of Object.getOwnPropertySymbols(new AbortController().signal)) {
+  if (key.description === "events.maxEventTargetListeners") {
+    Object.defineProperty(RunSignal.prototype, key, {
+      value: defaultMaxListeners,
+      writable: true,
+    });
+  }
+}
 
 /**
  * Finds the key under which `AbortSignal.any()` registers its composites on

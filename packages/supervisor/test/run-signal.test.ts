@@ -5,7 +5,14 @@
  * expectations.
  */
 import { spawn } from "node:child_process";
-import { addAbortListener, once, setMaxListeners } from "node:events";
+import {
+  addAbortListener,
+  defaultMaxListeners,
+  getEventListeners,
+  getMaxListeners,
+  once,
+  setMaxListeners,
+} from "node:events";
 import { createServer, type Server } from "node:http";
 import { setTimeout as delay } from "node:timers/promises";
 import { inspect } from "node:util";
@@ -246,9 +253,18 @@ describe.each(kinds)("%s", (_kind, make) => {
     });
   });
 
-  test("events.setMaxListeners accepts it", () => {
+  test("events' listener introspection works on it: getEventListeners, get/setMaxListeners", () => {
     const { signal } = make();
-    expect(() => setMaxListeners(100, signal)).not.toThrow();
+    const a = () => undefined;
+    const b = { handleEvent: () => undefined };
+    signal.addEventListener("abort", a);
+    signal.addEventListener("abort", b);
+    signal.addEventListener("other", () => undefined);
+    expect(getEventListeners(signal, "abort")).toEqual([a, b]);
+    expect(getMaxListeners(signal)).toBe(defaultMaxListeners);
+    setMaxListeners(100, signal);
+    expect(getMaxListeners(signal)).toBe(100);
+    expect(getMaxListeners(make().signal)).toBe(defaultMaxListeners);
   });
 
   test("child_process.spawn kills the child when it aborts", async () => {
