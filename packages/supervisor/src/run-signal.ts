@@ -42,6 +42,7 @@
  * listeners with `event.target` null.
  */
 import { addAbortListener, defaultMaxListeners } from "node:events";
+import { inspect } from "node:util";
 
 // The DOM's listener types, which @types/node declares but does not export.
 type Callback = Parameters<EventTarget["addEventListener"]>[1];
@@ -138,6 +139,53 @@ function sameListener(r: Registration, type: string, callback: Callback, flags: 
   return r.type === type && r.callback === callback && (r.flags & capture) === (flags & capture);
 }
 
+/** A key of Node's own signals, by its description (undefined if this Node has none such). */
+function nodeSignalKey(description: string): symbol | undefined {
+  return Object.getOwnPropertySymbols(new AbortController().signal).find(
+    (k) => k.description === description,
+  );
+}
+
+/** Where events.get/setMaxListeners keep a signal's limit of listeners. */
+const maxListenersKey = nodeSignalKey("events.maxEventTargetListeners");
+/** Set on a signal once it warned of too many listeners (Node's key, so setMaxListeners resets it). */
+const maxListenersWarnedKey =
+  nodeSignalKey("events.maxEventTargetListenersWarned") ?? Symbol("maxListenersWarned");
+
+/**
+ * The warning Node's signals emit (once per signal) when more listeners of
+ * one type are added than its limit allows: most likely a leak, such as a
+ * listener added per request and never removed.
+ */
+export class MaxListenersExceededWarning extends Error {
+  override readonly name = "MaxListenersExceededWarning";
+  constructor(
+    readonly target: AbortSignal,
+    readonly type: string,
+    readonly count: number,
+    limit: number,
+  ) {
+    super(
+      `Possible EventTarget memory leak detected. ${count} ${type} listeners added to ` +
+        `${inspect(target, { depth: -1 })}. MaxListeners is ${limit}. ` +
+        "Use events.setMaxListeners() to increase limit",
+    );
+  }
+}
+
+/** Emits MaxListenersExceededWarning as Node's signals do: once, past the limit (0: none). */
+function warnIfTooMany(signal: RunSignal, list: Registration[], type: string): void {
+  const limit: unknown = maxListenersKey
+    ? Reflect.get(signal, maxListenersKey)
+    : defaultMaxListeners;
+  if (typeof limit !== "number" || limit <= 0 || list.length <= limit) return;
+  if (Reflect.get(signal, maxListenersWarnedKey)) return;
+  const count = list.reduce((n, r) => (r.type === type ? n + 1 : n), 0);
+  if (count <= limit) return;
+  Reflect.set(signal, maxListenersWarnedKey, true);
+  process.emitWarning(new MaxListenersExceededWarning(signal, type, count, limit));
+}
+
 /** What a signal needs only when a caller uses onabort or `AbortSignal.any()`. */
 interface Rare {
   onabort: ((this: AbortSignal, ev: Event) => unknown) | null;
@@ -213,6 +261,7 @@ export class RunSignal implements AbortSignal {
     } else if (Array.isArray(list)) {
       if (list.some((r) => sameListener(r, type, callback, flags))) return;
       list.push(registration);
+      warnIfTooMany(this, list, type);
     } else {
       if (sameListener(list, type, callback, flags)) return;
       this.#listeners = [list, registration];
@@ -322,13 +371,11 @@ Object.setPrototypeOf(RunSignal, AbortSignal);
 // `events.getMaxListeners(signal)` reads a symbol-keyed field that Node's
 // signals carry (events.setMaxListeners writes it): the same default for
 // every run signal, on their prototype; setMaxListeners sets one of its own.
-for (const key of Object.getOwnPropertySymbols(new AbortController().signal)) {
-  if (key.description === "events.maxEventTargetListeners") {
-    Object.defineProperty(RunSignal.prototype, key, {
-      value: defaultMaxListeners,
-      writable: true,
-    });
-  }
+if (maxListenersKey) {
+  Object.defineProperty(RunSignal.prototype, maxListenersKey, {
+    value: defaultMaxListeners,
+    writable: true,
+  });
 }
 
 /**

@@ -101,6 +101,30 @@ test("a listener that throws is reported as an uncaught exception, and the next 
   expect(thrown).toContain(failure);
 });
 
+test("more listeners than its limit: one MaxListenersExceededWarning, as Node's signals emit", () => {
+  const signal = createRunSignal();
+  const warn = jest.spyOn(process, "emitWarning").mockImplementation(() => undefined);
+  try {
+    setMaxListeners(2, signal);
+    signal.addEventListener("abort", () => undefined);
+    signal.addEventListener("other", () => undefined);
+    signal.addEventListener("abort", () => undefined);
+    expect(warn).not.toHaveBeenCalled();
+    signal.addEventListener("abort", () => undefined);
+    signal.addEventListener("abort", () => undefined);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(warn.mock.calls[0][0]).toMatchObject({
+      name: "MaxListenersExceededWarning",
+      type: "abort",
+      count: 3,
+      target: signal,
+      message: expect.stringMatching(/3 abort listeners added .* MaxListeners is 2/),
+    });
+  } finally {
+    warn.mockRestore();
+  }
+});
+
 describe.each(kinds)("%s", (_kind, make) => {
   test("is an AbortSignal, not aborted, with no reason", () => {
     const { signal } = make();
