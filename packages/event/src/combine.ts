@@ -100,7 +100,7 @@ class CombinedWatcher<T> implements Watcher<T> {
     if (this.closed) return;
     this.closed = true;
     for (const input of this.inputs) input.close();
-    this.finish()?.reject(new WatcherClosedError());
+    this.finish()?.reject(WatcherClosedError.atClose());
   }
 
   /** The abort listener of the pending get(): the watcher itself, so that no closure is made per get(). */

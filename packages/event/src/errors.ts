@@ -2,6 +2,7 @@
  * The errors a watcher can reject `get()` with. They are classes so that
  * callers can tell them apart with `instanceof` rather than by message.
  */
+import { withoutStackTrace } from "@metropolis/supervisor";
 
 /** Base class of every error of the event package. */
 export abstract class EventError extends Error {
@@ -19,6 +20,15 @@ export abstract class EventError extends Error {
 export class WatcherClosedError extends EventError {
   constructor() {
     super("watcher is closed: get() cannot be called after close()");
+  }
+
+  /**
+   * The error close() ends a pending get() with. Made without a stack trace:
+   * closing is how another component says "stop reading", not a bug, and its
+   * frames would be the closer's, not the reader's (see withoutStackTrace).
+   */
+  static atClose(): WatcherClosedError {
+    return withoutStackTrace(() => new WatcherClosedError());
   }
 }
 

@@ -144,7 +144,7 @@ class MemoryWatcher<T> implements Watcher<T> {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.abandon(new WatcherClosedError());
+    if (this.reject !== undefined) this.abandon(WatcherClosedError.atClose());
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T> {

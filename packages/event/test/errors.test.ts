@@ -3,6 +3,7 @@ import {
   ConcurrentGetError,
   DecoderError,
   EventError,
+  MemoryValue,
   WatcherClosedError,
 } from "@metropolis/event";
 
@@ -30,5 +31,17 @@ describe("errors", () => {
     expect(e.key).toBe("/nodes/a");
     expect(e.cause).toBe(cause);
     expect(e.message).toBe('decoding etcd key "/nodes/a" failed: bad json');
+  });
+
+  it("a get() pending at close() ends with a WatcherClosedError without frames; a get() after close() has them", async () => {
+    const w = new MemoryValue<number>().watch();
+    const pending = w.get();
+    w.close();
+    const closed: unknown = await pending.catch((e: unknown) => e);
+    if (!(closed instanceof WatcherClosedError)) throw new Error(`not closed: ${String(closed)}`);
+    expect(closed.stack).toBe(`WatcherClosedError: ${closed.message}`);
+    const late: unknown = await w.get().catch((e: unknown) => e);
+    if (!(late instanceof WatcherClosedError)) throw new Error(`not closed: ${String(late)}`);
+    expect(late.stack?.split("\n").length).toBeGreaterThan(1);
   });
 });

@@ -13,7 +13,7 @@
 import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
 import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
-import { abortable } from "@metropolis/supervisor";
+import { abortable, withoutStackTrace } from "@metropolis/supervisor";
 import { answerDeadline } from "./answer-deadline";
 import { CuratorStreamError } from "./errors";
 
@@ -77,10 +77,14 @@ export class CuratorStream<Res, C extends ReadableCall<Res> = ReadableCall<Res>>
       } else this.queue.push(message);
     });
     // grpc-js reports our own cancel() as a CANCELLED error; that is not news.
+    // The stream's errors are made without a stack trace: made in an event
+    // emitter's callback, their frames say nothing (the cause, grpc-js's
+    // error, has the call's origin), and after a failover every node makes
+    // several at once (see withoutStackTrace).
     call.on("error", (e: Error) => {
-      if (!this.cancelled) this.fail(new CuratorStreamError(method, e));
+      if (!this.cancelled) this.fail(withoutStackTrace(() => new CuratorStreamError(method, e)));
     });
-    call.on("end", () => this.fail(new CuratorStreamError(method)));
+    call.on("end", () => this.fail(withoutStackTrace(() => new CuratorStreamError(method))));
   }
 
   /** The next message; rejects with CuratorStreamError once the stream is over, or with the abort reason. */
@@ -105,7 +109,11 @@ export class CuratorStream<Res, C extends ReadableCall<Res> = ReadableCall<Res>>
     if (this.cancelled) return;
     this.cancelled = true;
     this.call.cancel();
-    this.fail(new CuratorStreamError(this.method, new Error("cancelled by the client")));
+    this.fail(
+      withoutStackTrace(
+        () => new CuratorStreamError(this.method, new Error("cancelled by the client")),
+      ),
+    );
   }
 }
 

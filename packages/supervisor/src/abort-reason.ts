@@ -9,14 +9,9 @@
  * its stack were 10 % of the CPU of a restart (one per failure).
  */
 import { RunAbortedError } from "./errors";
+import { withoutStackTrace } from "./without-stack-trace";
 
 /** A RunAbortedError for `dn` and `why`, with no frames captured (its `stack` is its first line). */
 export function abortReason(dn: string, why: string): RunAbortedError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return new RunAbortedError(dn, why);
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
+  return withoutStackTrace(() => new RunAbortedError(dn, why));
 }

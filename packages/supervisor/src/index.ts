@@ -55,5 +55,6 @@ export { supervise } from "./supervise";
 export { Backoff, defaultBackoff, resolveBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
 export { abortable } from "./abortable";
+export { withoutStackTrace } from "./without-stack-trace";
 export { isRunnableName, runnableNamePattern } from "./names";
 export * from "./errors";
