@@ -136,7 +136,12 @@ function captureFlag(options: AddOptions | RemoveOptions): number {
 
 /** The same listener, as the DOM tells them apart: by type, callback and capture. */
 function sameListener(r: Registration, type: string, callback: Callback, flags: number): boolean {
-  return r.type === type && r.callback === callback && (r.flags & capture) === (flags & capture);
+  return (
+    !(r.flags & removed) &&
+    r.type === type &&
+    r.callback === callback &&
+    (r.flags & capture) === (flags & capture)
+  );
 }
 
 /** A key of Node's own signals, by its description (undefined if this Node has none such). */
@@ -180,7 +185,7 @@ function warnIfTooMany(signal: RunSignal, list: Registration[], type: string): v
     : defaultMaxListeners;
   if (typeof limit !== "number" || limit <= 0 || list.length <= limit) return;
   if (Reflect.get(signal, maxListenersWarnedKey)) return;
-  const count = list.reduce((n, r) => (r.type === type ? n + 1 : n), 0);
+  const count = list.reduce((n, r) => (r.type === type && !(r.flags & removed) ? n + 1 : n), 0);
   if (count <= limit) return;
   Reflect.set(signal, maxListenersWarnedKey, true);
   process.emitWarning(new MaxListenersExceededWarning(signal, type, count, limit));
@@ -256,7 +261,8 @@ export class RunSignal implements AbortSignal {
     }
     const list = this.#listeners;
     const registration: Registration = { type, callback, flags };
-    if (list === undefined) {
+    // (A single listener spent by the dispatch under way is replaced.)
+    if (list === undefined || (!Array.isArray(list) && list.flags & removed)) {
       this.#listeners = registration;
     } else if (Array.isArray(list)) {
       if (list.some((r) => sameListener(r, type, callback, flags))) return;
@@ -298,7 +304,7 @@ export class RunSignal implements AbortSignal {
     const list = this.#listeners;
     if (list === undefined) return [];
     return (Array.isArray(list) ? list : [list])
-      .filter((r) => r.type === type)
+      .filter((r) => r.type === type && !(r.flags & removed))
       .map((r) => r.callback);
   }
 
@@ -320,16 +326,27 @@ export class RunSignal implements AbortSignal {
     const list = this.#listeners;
     if (list === undefined) return;
     // Listeners added during the dispatch are not called for it; removed ones are not either.
-    if (!Array.isArray(list)) return this.#call(list, event, type);
-    for (const r of list.slice()) this.#call(r, event, type);
+    if (!Array.isArray(list)) {
+      if (this.#call(list, event, type) && this.#listeners === list) this.#listeners = undefined;
+      return;
+    }
+    let spent = false;
+    for (const r of list.slice()) if (this.#call(r, event, type)) spent = true;
+    // `once` listeners leave in one pass, not one search each: an abort of a
+    // signal with n of them stays O(n), as Node's linked list is.
+    const now = this.#listeners;
+    if (spent && Array.isArray(now)) {
+      const kept = now.filter((r) => !(r.flags & removed));
+      this.#listeners = kept.length === 0 ? undefined : kept;
+    }
   }
 
-  #call(r: Registration, event: Event, type: string): void {
-    if (r.flags & removed || r.type !== type) return;
-    if (event instanceof RunAbortEvent && event.stopped && !(r.flags & resist)) return;
-    if (r.flags & once) {
-      this.removeEventListener(type, r.callback, { capture: (r.flags & capture) !== 0 });
-    }
+  /** Calls one listener if it is still registered for `type`; true if it was `once` (and is now spent). */
+  #call(r: Registration, event: Event, type: string): boolean {
+    if (r.flags & removed || r.type !== type) return false;
+    if (event instanceof RunAbortEvent && event.stopped && !(r.flags & resist)) return false;
+    const spent = (r.flags & once) !== 0;
+    if (spent) r.flags |= removed;
     try {
       const result: unknown =
         typeof r.callback === "function"
@@ -339,6 +356,7 @@ export class RunSignal implements AbortSignal {
     } catch (error) {
       reportUncaught(error);
     }
+    return spent;
   }
 
   #abort(reason: unknown): void {
@@ -346,8 +364,8 @@ export class RunSignal implements AbortSignal {
     // As AbortController.abort() without a reason.
     this.#reason =
       reason === undefined ? new DOMException("This operation was aborted", "AbortError") : reason;
+    // Listeners stay registered (as on Node's signals) but for the `once` ones.
     if (this.#listeners !== undefined) this.#dispatch(new RunAbortEvent(this), "abort");
-    this.#listeners = undefined;
     this.#rare?.dependants?.abort(this.#reason);
   }
 }

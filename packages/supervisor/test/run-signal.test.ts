@@ -198,6 +198,33 @@ describe.each(kinds)("%s", (_kind, make) => {
     expect(called).toBe(0);
   });
 
+  test("a once listener that adds itself again during its call stays for the next dispatch", () => {
+    const { signal } = make();
+    let calls = 0;
+    const again = () => {
+      calls++;
+      signal.addEventListener("ping", again, { once: true });
+    };
+    signal.addEventListener("ping", again, { once: true });
+    signal.dispatchEvent(new Event("ping"));
+    expect(getEventListeners(signal, "ping")).toEqual([again]);
+    signal.dispatchEvent(new Event("ping"));
+    expect(calls).toBe(2);
+  });
+
+  test("an abort calls each of many once listeners once, and keeps none", () => {
+    const { signal, abort } = make();
+    setMaxListeners(0, signal);
+    let calls = 0;
+    for (let i = 0; i < 2000; i++) signal.addEventListener("abort", () => calls++, { once: true });
+    const kept = () => calls++;
+    signal.addEventListener("ping", kept, { once: true });
+    abort(new Error("x"));
+    expect(calls).toBe(2000);
+    expect(getEventListeners(signal, "abort")).toEqual([]);
+    expect(getEventListeners(signal, "ping")).toEqual([kept]);
+  });
+
   test("listeners added during the dispatch are not called for it; removed ones are not either", () => {
     const { signal, abort } = make();
     const calls: string[] = [];
