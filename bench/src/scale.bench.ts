@@ -95,6 +95,8 @@ interface SizeResult {
   heartbeatP99Ms: number;
   heartbeatsPerSecond: number;
   leaderCpuMsPerSecond: number;
+  /** The node hosts and the machine during the steady state. */
+  steadyCpu: Pick<FailoverCpu, "hosts" | "machine">;
   leaderRssBytes: number;
   etcdDbBytes: number;
   etcdRevisionsPerSecond: number;
@@ -298,12 +300,16 @@ async function measureSize(
   await new Promise((r) => setTimeout(r, standbySpreadMs));
   const before = await etcd.maintenance.status();
   const cpuBefore = leader.cpuMs();
+  // What the simulated nodes' own work costs at rest, and what the machine
+  // gave (a heartbeat's latency includes both hosts' and leader's loops).
+  const steadyShares = new CpuShares([...sims.pids]);
   const started = performance.now();
   await sims.startRecording();
   await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
   const latencies = await sims.stopRecording();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
+  const steadyCpu = { hosts: steadyShares.share(sims.pids), machine: steadyShares.machine() };
   const after = await etcd.maintenance.status();
 
   const failed: SizeResult["failed"] = {};
@@ -405,6 +411,7 @@ async function measureSize(
     heartbeatP99Ms: percentile(latencies, 99),
     heartbeatsPerSecond: latencies.length / seconds,
     leaderCpuMsPerSecond,
+    steadyCpu,
     leaderRssBytes: (await curators.leader()).rssBytes(),
     etcdDbBytes: Number(after.dbSize),
     etcdRevisionsPerSecond:
@@ -472,6 +479,26 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       value: r.leaderCpuMsPerSecond,
       unit: "ms/s",
       ...target("< 500", r.leaderCpuMsPerSecond < 500),
+    },
+    {
+      measure: `[${n}] steady state: the node hosts on a CPU`,
+      value: r.steadyCpu.hosts.runMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] steady state: the node hosts waiting for a CPU`,
+      value: r.steadyCpu.hosts.waitMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] steady state: the machine busy (all CPUs)`,
+      value: r.steadyCpu.machine.busyMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] steady state: CPU time the hypervisor took`,
+      value: r.steadyCpu.machine.stolenMsPerSecond,
+      unit: "ms/s",
     },
     {
       measure: `[${n}] leader CPU per node`,

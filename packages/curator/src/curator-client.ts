@@ -43,7 +43,13 @@ import { isIP } from "node:net";
 import type { SecureContext } from "node:tls";
 import { isNodeId } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
-import { abortable, abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
+import {
+  abortable,
+  abortableSleep,
+  Backoff,
+  resolveBackoff,
+  withoutStackTrace,
+} from "@metropolis/supervisor";
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientContext, curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
@@ -520,7 +526,10 @@ export class CuratorConnection {
     const local = this.localClient(curator);
     const failed = this.failedLeader;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
-      const stream = local.getCurrentLeader({}, { deadline });
+      // Without the caller's stack that grpc-js keeps for an error status:
+      // the question is withdrawn (cancelled) whenever another curator
+      // answers first, and grpc-js then formats that stack for nobody.
+      const stream = withoutStackTrace(() => local.getCurrentLeader({}, { deadline }));
       let stale: CuratorEndpoint | undefined;
       /** Ends the watch of a failed leader's connection (see untilReachable). */
       const probing = new AbortController();

@@ -116,6 +116,12 @@ describe("heartbeatWorker", () => {
       await cluster.restartCurator();
       const death = await died;
       expect(death.error).toBeInstanceOf(CuratorStreamError);
+      // Neither the stream's error nor grpc-js's (its cause) carries frames of
+      // ours: both are made without a stack trace (cheap by the thousand).
+      const cause: unknown = death.error?.cause;
+      if (!(cause instanceof Error)) throw new Error(`no gRPC cause: ${String(cause)}`);
+      expect(death.error?.stack).toBe(`CuratorStreamError: ${death.error?.message}`);
+      expect(cause.stack).toMatch(/\nfor call at\nno stack trace available$/);
       // The restarted worker finds the new curator and beats again.
       await harness.nextTransition((t) => t.dn === "root" && t.to === "healthy", {
         timeoutMs: 20_000,
