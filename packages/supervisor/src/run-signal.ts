@@ -12,8 +12,9 @@
  * AbortController it carried, and a group restart of 100 siblings waited
  * 9–14 ms for the scavenges of their signals.
  *
- * A RunSignal is a small object of one shape, with the listeners in an array
- * made on the first listener:
+ * A RunSignal is a small object of one shape (three fields: its reason, its
+ * listeners — one on its own, more in an array — and what only onabort and
+ * `AbortSignal.any()` need):
  *
  *     RunSignal.prototype ──▶ AbortSignal.prototype ──▶ EventTarget.prototype
  *     (aborted, reason, onabort, throwIfAborted, add/removeEventListener,
@@ -32,14 +33,18 @@
  * loads (a composite of a RunSignal must abort with it, with its reason, and
  * `events.addAbortListener` must be called); if the check fails, on a Node
  * whose internals differ, every run gets a plain AbortController's signal
- * instead: slower, never wrong.
+ * instead: slower, never wrong. Two more keys of Node's are looked up once,
+ * by their descriptions: the option with which Node's own listeners resist
+ * `stopImmediatePropagation()`, and the field events.get/setMaxListeners
+ * use (a RunSignal warns of too many listeners as Node's signals do).
  *
  * Differences from Node's AbortSignal that a caller could see, all outside
  * what services do with a run's signal: it has a `listeners(type)` method
  * (which `events.getEventListeners` asks instead of reading Node's private
- * listener list); listeners added with a weak-handler option (`util.aborted`) are held strongly until the run ends;
- * an event a caller dispatches itself with `dispatchEvent` reaches the
- * listeners with `event.target` null.
+ * listener list); listeners added with a weak-handler option
+ * (`util.aborted`) are held strongly until the run ends; an event a caller
+ * dispatches itself with `dispatchEvent` reaches the listeners with
+ * `event.target` null.
  */
 import { addAbortListener, defaultMaxListeners } from "node:events";
 import { inspect } from "node:util";
