@@ -192,8 +192,9 @@ describe("enrolment", () => {
           () => false,
         )),
       "the removed member's etcd data to go",
-      // etcd learns of its own removal from its peers' answers: under a
-      // loaded CI machine that took over the default 20 s once.
+      // The launcher's next run starts the member from its data once the
+      // last run's children (the curator too) have ended, and etcd learns of
+      // its removal from its peer's answer: generous for a loaded CI machine.
       { timeoutMs: 60_000 },
     );
     expect(

@@ -27,6 +27,7 @@ export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./servi
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 export { ConsensusClient } from "./consensus-client";
 export { memberClient, ownConnections, type MemberClientOptions } from "./etcd-client";
+export { openWatch } from "./etcd-watch";
 export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export {
   ConsensusError,

@@ -10,6 +10,7 @@
  * commit, whatever the clocks say.
  */
 import type { Etcd3, Lease, Namespace } from "etcd3";
+import { openWatch } from "@metropolis/consensus";
 import { priv } from "@metropolis/proto";
 import { LostLeadershipError } from "./errors";
 import { leaderPrefix } from "./keys";
@@ -188,7 +189,8 @@ export class Candidacy {
     signal: AbortSignal,
     onFollow: (leader: CuratorEndpoint) => void,
   ): Promise<void> {
-    const watcher = await this.kv.watch().prefix(leaderPrefix).create();
+    // Given up with the signal: a curator stopped along with its member must still end.
+    const watcher = await openWatch(this.kv.watch().prefix(leaderPrefix), signal);
     let changes = 0;
     let failure: unknown;
     let wake = () => undefined as void;
@@ -212,7 +214,9 @@ export class Candidacy {
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
-      await watcher.cancel();
+      // Not awaited: while etcd is unreachable a cancel waits for etcd3's next
+      // reconnection, up to its 30 s backoff; it forgets the watch meanwhile.
+      void watcher.cancel().catch(() => undefined);
     }
   }
 

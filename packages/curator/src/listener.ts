@@ -20,7 +20,7 @@
  * admitted a few per turn of the event loop (connection-admission.ts), so
  * that a cluster dialling at once cannot starve what the curator already serves.
  */
-import { createServer, type Server as NetServer } from "node:net";
+import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { Server, type ConnectionInjector, type ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "@metropolis/supervisor";
 import { CallRouter, type ServiceEntry } from "./call-router";
@@ -50,12 +50,19 @@ export class Listener {
   private grpc: { server: Server; injector: ConnectionInjector; router: CallRouter } | undefined;
   /** Where accepted connections wait for their turn (connection-admission.ts). */
   private admission: ConnectionAdmission | undefined;
+  /** Every accepted connection still open, whoever holds it now (see {@link close}). */
+  private readonly connections = new Set<Socket>();
 
   constructor(
     readonly address: string,
     private readonly credentials: ServerCredentials,
     private readonly logger: Logger,
   ) {}
+
+  /** Accepted connections still open: waiting for admission, in their TLS handshake, or serving. */
+  get connectionCount(): number {
+    return this.connections.size;
+  }
 
   /**
    * Serves `services` until `signal` aborts, then ends their calls (see
@@ -78,6 +85,15 @@ export class Listener {
    * Once the last {@link serve} has ended, answers the calls held for a next
    * one (UNAVAILABLE), closes every connection and the port; resolves once
    * the port is closed.
+   *
+   * Every accepted connection is destroyed here, not only the sessions
+   * grpc-js knows of: a connection still in its TLS handshake has no session
+   * yet (and gets one after grpc-js shut down, which nothing would close),
+   * and one that never sent a byte waits for TLS's 120 s handshake timeout.
+   * The port's close waits for all of them, so one idle client would keep a
+   * stopping curator from ending — a node's control plane that cannot
+   * restart until its curator has ended (seen as a curator still running at
+   * a node's stop in the enrolment tests).
    */
   async close(): Promise<void> {
     await this.previous;
@@ -91,7 +107,11 @@ export class Listener {
     }
     const socket = this.socket;
     this.socket = undefined;
-    if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
+    if (!socket) return;
+    const closed = new Promise<void>((resolve) => socket.close(() => resolve()));
+    for (const connection of this.connections) connection.destroy();
+    this.connections.clear();
+    await closed;
   }
 
   private async run(
@@ -128,9 +148,11 @@ export class Listener {
       connection.resume();
       grpc.injector.injectConnection(connection);
     });
-    const socket = createServer({ noDelay: true, pauseOnConnect: true }, (connection) =>
-      admission.offer(connection),
-    );
+    const socket = createServer({ noDelay: true, pauseOnConnect: true }, (connection) => {
+      this.connections.add(connection);
+      connection.once("close", () => this.connections.delete(connection));
+      admission.offer(connection);
+    });
     await new Promise<void>((resolve, reject) => {
       socket.once("error", reject);
       socket.listen({ host, port, backlog: listenBacklog }, () => {

@@ -28,6 +28,7 @@
  * and the role checks read etcd themselves.
  */
 import type { IKeyValue, Namespace, Watcher } from "etcd3";
+import { openWatch } from "@metropolis/consensus";
 import type { Logger } from "@metropolis/supervisor";
 import { CuratorError } from "./errors";
 import { nodesPrefix } from "./keys";
@@ -66,6 +67,8 @@ export class NodeRecordMirror {
   private failedAt = -Infinity;
   private readonly waiters = new Set<Waiter>();
   private closed = false;
+  /** Aborted by {@link close}: a start waiting for etcd to create its watch gives up. */
+  private readonly closing = new AbortController();
 
   constructor(
     private readonly kv: Namespace,
@@ -107,6 +110,7 @@ export class NodeRecordMirror {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     for (const w of this.waiters) w.done(false);
     this.waiters.clear();
     if (this.copy) await this.drop(this.copy);
@@ -144,11 +148,13 @@ export class NodeRecordMirror {
       for (const entry of res.kvs) this.put(copy, entry);
       copy.revision = BigInt(res.header.revision);
       // Every key of the namespace: see the module comment.
-      const watcher = await this.kv
-        .watch()
-        .prefix("")
-        .startRevision((copy.revision + 1n).toString())
-        .create();
+      const watcher = await openWatch(
+        this.kv
+          .watch()
+          .prefix("")
+          .startRevision((copy.revision + 1n).toString()),
+        this.closing.signal,
+      );
       copy.watcher = watcher;
       watcher.on("put", (entry: IKeyValue) => this.changed(copy, entry, "put"));
       watcher.on("delete", (entry: IKeyValue) => this.changed(copy, entry, "delete"));
@@ -157,6 +163,7 @@ export class NodeRecordMirror {
         this.fail(copy);
       });
     } catch (e) {
+      if (this.closed) return undefined;
       this.logger.warn(
         `the leader's copy of the node records could not be read: ${e instanceof Error ? e.message : String(e)}`,
       );

@@ -16,6 +16,7 @@
  * higher CRL number): a stale or forged answer cannot un-revoke anything.
  */
 import type { Namespace } from "etcd3";
+import { openWatch } from "@metropolis/consensus";
 import { MemoryValue } from "@metropolis/event";
 import { parseCrl, UntrustedCrlError, type RevocationList } from "@metropolis/pki";
 import type { CaCertificate } from "@metropolis/pki";
@@ -77,11 +78,13 @@ export async function followStoredRevocations(
   const res = await kv.get(key).exec();
   const stored = res.kvs[0];
   if (stored) await revocations.offer(stored.value);
-  const watcher = await kv
-    .watch()
-    .key(key)
-    .startRevision((BigInt(res.header.revision) + 1n).toString())
-    .create();
+  const watcher = await openWatch(
+    kv
+      .watch()
+      .key(key)
+      .startRevision((BigInt(res.header.revision) + 1n).toString()),
+    signal,
+  );
   const stop = () => void watcher.cancel().catch(() => undefined);
   if (signal.aborted) return stop();
   signal.addEventListener("abort", stop, { once: true });

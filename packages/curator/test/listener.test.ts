@@ -4,8 +4,10 @@
  * (its clients need no new TLS handshake), a call that arrives between two
  * roles is answered by the next one, a method the role serving does not serve
  * is UNIMPLEMENTED, and the streams of a role that ended are ended
- * UNAVAILABLE after a grace period; close() closes the port.
+ * UNAVAILABLE after a grace period; close() closes the port and every
+ * connection, also one that never finished (or started) its TLS handshake.
  */
+import { once } from "node:events";
 import { connect } from "node:net";
 import {
   credentials,
@@ -17,8 +19,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
+import { CertificateAuthority, generateKeyPair, tlsMaterial } from "@metropolis/pki";
+import { eventually } from "@metropolis/supervisor/testing";
 import { createLogger } from "winston";
 import { endGraceMs } from "../src/call-router";
+import { curatorServerCredentials } from "../src/credentials";
 import { Listener } from "../src/listener";
 import { countingProxy } from "./counting-proxy";
 
@@ -106,6 +111,42 @@ it("holds connections between two servers for the next one, and closes the port 
     await listener.close();
   }
   await expect(tcpConnect(port)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+});
+
+it("closes a connection that never started its TLS handshake, rather than waiting for its client", async () => {
+  const port = await freePort(host);
+  const ca = await CertificateAuthority.create();
+  const keys = generateKeyPair();
+  const certificate = await ca.issueNodeCertificate(keys.publicKey, { ipAddresses: [host] });
+  const listener = new Listener(
+    `${host}:${port}`,
+    curatorServerCredentials(
+      tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
+    ),
+    createLogger({ silent: true }),
+  );
+  const follower = new AbortController();
+  let serving: Promise<void> | undefined;
+  await new Promise<void>((resolve) => {
+    serving = listener.serve([answering("follower")], follower.signal, "follower", resolve);
+  });
+  // A client that connects and sends nothing: TLS would wait 120 s for its hello.
+  const idle = connect({ host, port });
+  idle.on("error", () => undefined);
+  const idleClosed = once(idle, "close");
+  try {
+    await eventually(() => listener.connectionCount === 1, "the idle connection to be accepted");
+    follower.abort();
+    await serving;
+    // The port closes only once every connection has: so close() resolving means it was closed.
+    await listener.close();
+    await idleClosed;
+    expect(listener.connectionCount).toBe(0);
+  } finally {
+    idle.destroy();
+    follower.abort();
+    await listener.close();
+  }
 });
 
 const tickService: ServiceDefinition = {
