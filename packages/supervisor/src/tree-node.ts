@@ -56,10 +56,6 @@ export class TreeNode {
   abortWaiter: Promise<void> | undefined;
   releaseWaiter: (() => void) | undefined;
 
-  /** Fulfilment and rejection handlers of this node's runs, made on first start. */
-  onFulfilled: (() => void) | undefined;
-  onRejected: ((e: unknown) => void) | undefined;
-
   /** The rarely used fields below, allocated on the first write of a value. */
   private cold: ColdState | undefined;
 

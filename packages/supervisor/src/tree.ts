@@ -298,12 +298,15 @@ export class Tree implements Supervisor, ContextHost {
     } catch (e) {
       result = Promise.reject(e);
     }
-    // The handlers are made once per node, not per run: a group restart
-    // should allocate as little as possible (see bench/, restart latency).
-    node.onFulfilled ??= () => this.settled(node, true, undefined);
-    node.onRejected ??= (e: unknown) => this.settled(node, false, e);
+    // The handlers are made per run and not kept on the node: once the run
+    // has settled they are garbage, where handlers kept for a restart stayed
+    // alive with every finished node (a burst of runs that end was then half
+    // garbage collection, copying them; see bench/, the done lifecycle).
     // Both outcomes are handled: the rejection handler is the second one.
-    void result.then(node.onFulfilled, node.onRejected);
+    void result.then(
+      () => this.settled(node, true, undefined),
+      (e: unknown) => this.settled(node, false, e),
+    );
   }
 
   /** The runnable's promise settled: classify the ending and act on it. */
