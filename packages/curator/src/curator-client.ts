@@ -53,6 +53,7 @@ import {
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientContext, curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
+import { quietCancel } from "./quiet-cancel";
 
 export interface CuratorConnectionOptions {
   /** Curators to ask where the leader is. */
@@ -529,17 +530,20 @@ export class CuratorConnection {
       // Without the caller's stack that grpc-js keeps for an error status:
       // the question is withdrawn (cancelled) whenever another curator
       // answers first, and grpc-js then formats that stack for nobody.
-      const stream = withoutStackTrace(() => local.getCurrentLeader({}, { deadline }));
+      // Withdrawn once answered: quietly (quiet-cancel.ts), nobody listens any more.
+      const stream = withoutStackTrace(() =>
+        local.getCurrentLeader({}, { deadline, interceptors: [quietCancel] }),
+      );
       let stale: CuratorEndpoint | undefined;
-      /** Ends the watch of a failed leader's connection (see untilReachable). */
-      const probing = new AbortController();
+      /** Ends the watch of a failed leader's connection (see untilReachable); made when one starts. */
+      let probing: AbortController | undefined;
       const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {
-        probing.abort(roundOver);
+        probing?.abort(roundOver);
         signal?.removeEventListener("abort", onAbort);
         stream.removeAllListeners();
-        stream.on("error", () => undefined); // the cancel below reports CANCELLED
+        stream.on("error", () => undefined); // a status other than the cancel's, say
         stream.cancel();
         result();
       };
@@ -554,6 +558,7 @@ export class CuratorConnection {
         if (stale === undefined && failed !== undefined && sameAddress(named, failed)) {
           // Probably the curator does not know yet; wait for it to say otherwise.
           stale = named;
+          probing = new AbortController();
           this.untilReachable(failed, deadline, probing.signal).then(
             () => finish(() => resolve(named)),
             () => undefined, // given up with the question, or the deadline: the stream says

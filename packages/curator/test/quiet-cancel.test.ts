@@ -1,0 +1,115 @@
+/**
+ * quietCancel: a streaming call its caller cancels ends (`end`, status OK)
+ * instead of failing with CANCELLED; a status the server sends still fails
+ * the call as it would without the interceptor.
+ */
+import { once } from "node:events";
+import {
+  credentials,
+  makeGenericClientConstructor,
+  Server,
+  ServerCredentials,
+  status,
+  type ClientReadableStream,
+  type ServerWritableStream,
+  type ServiceError,
+  type ServiceDefinition,
+  type StatusObject,
+} from "@grpc/grpc-js";
+import { freePort } from "@metropolis/consensus/testing";
+import { quietCancel } from "../src/quiet-cancel";
+
+const host = "127.0.41.2";
+const identity = (b: Buffer) => b;
+const tickService: ServiceDefinition = {
+  tick: {
+    path: "/test.Tick/Tick",
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+    originalName: "tick",
+  },
+};
+const TickClient = makeGenericClientConstructor(tickService, "Tick");
+
+let server: Server;
+let client: InstanceType<typeof TickClient>;
+/** What the server does with a call after its first message: stay open, or fail it. */
+let then: "stay" | "fail" = "stay";
+
+beforeAll(async () => {
+  server = new Server();
+  server.addService(tickService, {
+    tick: (call: ServerWritableStream<Buffer, Buffer>) => {
+      call.write(Buffer.from("tick"));
+      // A streaming response ends with the status of the error it is given.
+      if (then === "fail") call.emit("error", { code: status.UNAVAILABLE, details: "gone" });
+    },
+  });
+  const port = await freePort(host);
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (e) =>
+      e ? reject(e) : resolve(),
+    ),
+  );
+  client = new TickClient(`${host}:${port}`, credentials.createInsecure());
+});
+afterAll(() => {
+  client.close();
+  server.forceShutdown();
+});
+
+/** A stream opened (with `interceptors`), once its first message has come. */
+async function opened(interceptors = [quietCancel]): Promise<ClientReadableStream<Buffer>> {
+  const stream = client.makeServerStreamRequest(
+    "/test.Tick/Tick",
+    identity,
+    identity,
+    Buffer.alloc(0),
+    { interceptors },
+  );
+  await once(stream, "data");
+  return stream;
+}
+
+/** How `stream` ends: its 'error' or 'end', and the status it reports. */
+function outcome(stream: ClientReadableStream<Buffer>) {
+  return new Promise<{ error?: ServiceError; status: StatusObject }>((resolve) => {
+    let error: ServiceError | undefined;
+    stream.on("error", (e: ServiceError) => (error = e));
+    stream.on("status", (s: StatusObject) => resolve({ error, status: s }));
+    stream.resume();
+  });
+}
+
+it("ends a stream its caller cancelled, without an error", async () => {
+  then = "stay";
+  const stream = await opened();
+  const ended = outcome(stream);
+  const end = once(stream, "end");
+  stream.cancel();
+  const { error, status: s } = await ended;
+  await end;
+  expect(error).toBeUndefined();
+  expect(s.code).toBe(status.OK);
+});
+
+it("control: without it, the same cancel fails the stream with CANCELLED", async () => {
+  then = "stay";
+  const stream = await opened([]);
+  const ended = outcome(stream);
+  stream.cancel();
+  const { error } = await ended;
+  expect(error?.code).toBe(status.CANCELLED);
+});
+
+it("passes the server's error status on", async () => {
+  then = "fail";
+  const stream = await opened();
+  const { error, status: s } = await outcome(stream);
+  expect(error?.code).toBe(status.UNAVAILABLE);
+  expect(s.code).toBe(status.UNAVAILABLE);
+});
