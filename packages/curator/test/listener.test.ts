@@ -11,7 +11,6 @@ import { once } from "node:events";
 import { connect } from "node:net";
 import {
   credentials,
-  makeGenericClientConstructor,
   ServerCredentials,
   status,
   type ServiceDefinition,
@@ -26,22 +25,9 @@ import { endGraceMs } from "../src/call-router";
 import { curatorServerCredentials } from "../src/credentials";
 import { Listener } from "../src/listener";
 import { countingProxy } from "./counting-proxy";
+import { identity, TickClient, tickService, WhoClient, whoService } from "./raw-services";
 
 const host = "127.0.41.1";
-const identity = (b: Buffer) => b;
-const whoService: ServiceDefinition = {
-  who: {
-    path: "/test.Who/Who",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: identity,
-    requestDeserialize: identity,
-    responseSerialize: identity,
-    responseDeserialize: identity,
-    originalName: "who",
-  },
-};
-const WhoClient = makeGenericClientConstructor(whoService, "Who");
 type WhoClient = InstanceType<typeof WhoClient>;
 
 /** Asks `client` who answers. */
@@ -149,19 +135,6 @@ it("closes a connection that never started its TLS handshake, rather than waitin
   }
 });
 
-const tickService: ServiceDefinition = {
-  tick: {
-    path: "/test.Tick/Tick",
-    requestStream: false,
-    responseStream: true,
-    requestSerialize: identity,
-    requestDeserialize: identity,
-    responseSerialize: identity,
-    responseDeserialize: identity,
-    originalName: "tick",
-  },
-};
-
 /** A stream that sends one message and then stays open. */
 const ticking: [ServiceDefinition, UntypedServiceImplementation] = [
   tickService,
@@ -230,7 +203,6 @@ describe("one grpc-js server across roles", () => {
 
   it("ends the streams of a role that ended with UNAVAILABLE, after a grace period", async () => {
     const endLeader = await serving([ticking, answering("leader")], "leader");
-    const TickClient = makeGenericClientConstructor(tickService, "Tick");
     const client = new TickClient(`${host}:${port}`, credentials.createInsecure());
     try {
       const stream = client.makeServerStreamRequest(

@@ -6,34 +6,19 @@
 import { once } from "node:events";
 import {
   credentials,
-  makeGenericClientConstructor,
   Server,
   ServerCredentials,
   status,
   type ClientReadableStream,
   type ServerWritableStream,
   type ServiceError,
-  type ServiceDefinition,
   type StatusObject,
 } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import { quietCancel } from "../src/quiet-cancel";
+import { identity, TickClient, tickService } from "./raw-services";
 
 const host = "127.0.41.2";
-const identity = (b: Buffer) => b;
-const tickService: ServiceDefinition = {
-  tick: {
-    path: "/test.Tick/Tick",
-    requestStream: false,
-    responseStream: true,
-    requestSerialize: identity,
-    requestDeserialize: identity,
-    responseSerialize: identity,
-    responseDeserialize: identity,
-    originalName: "tick",
-  },
-};
-const TickClient = makeGenericClientConstructor(tickService, "Tick");
 
 let server: Server;
 let client: InstanceType<typeof TickClient>;

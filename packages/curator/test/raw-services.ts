@@ -1,0 +1,35 @@
+/**
+ * Services of raw bytes, one method each, for tests of the curator's gRPC
+ * plumbing (listener, call router, interceptors): no protobuf in the way.
+ */
+import { makeGenericClientConstructor, type ServiceDefinition } from "@grpc/grpc-js";
+
+/** The (de)serializer of raw bytes. */
+export const identity = (b: Buffer): Buffer => b;
+
+function rawService(service: string, method: string, responseStream: boolean): ServiceDefinition {
+  return {
+    [method]: {
+      path: `/test.${service}/${service}`,
+      requestStream: false,
+      responseStream,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+      originalName: method,
+    },
+  };
+}
+
+/** `/test.Who/Who`: a unary method. */
+export const whoService = rawService("Who", "who", false);
+
+/** `/test.Tick/Tick`: a server-streaming method. */
+export const tickService = rawService("Tick", "tick", true);
+
+/** A client of {@link whoService}. */
+export const WhoClient = makeGenericClientConstructor(whoService, "Who");
+
+/** A client of {@link tickService}. */
+export const TickClient = makeGenericClientConstructor(tickService, "Tick");
