@@ -257,6 +257,10 @@ export class Curator {
           });
         },
       );
+    } catch (e) {
+      // Ended by the candidacy's loss (a wait given up with `signal`, say): say so.
+      if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
+      throw e;
     } finally {
       // Also when serving failed: the revocations and the reconciler stop with the listener.
       leading.abort();
