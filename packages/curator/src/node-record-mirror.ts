@@ -66,9 +66,12 @@ export class NodeRecordMirror {
   private starting: Promise<Copy | undefined> | undefined;
   private failedAt = -Infinity;
   private readonly waiters = new Set<Waiter>();
-  private closed = false;
   /** Aborted by {@link close}: a start waiting for etcd to create its watch gives up. */
   private readonly closing = new AbortController();
+
+  private get closed(): boolean {
+    return this.closing.signal.aborted;
+  }
 
   constructor(
     private readonly kv: Namespace,
@@ -109,7 +112,6 @@ export class NodeRecordMirror {
    * etcd3 schedule a reconnection, a timer that outlives everything else.
    */
   async close(): Promise<void> {
-    this.closed = true;
     this.closing.abort();
     for (const w of this.waiters) w.done(false);
     this.waiters.clear();
