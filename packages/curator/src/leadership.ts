@@ -214,9 +214,10 @@ export class Candidacy {
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
-      // Not awaited: while etcd is unreachable a cancel waits for etcd3's next
-      // reconnection, up to its 30 s backoff; it forgets the watch meanwhile.
-      void watcher.cancel().catch(() => undefined);
+      // Awaited: a watch left to cancel itself leaves etcd3 reconnecting it on
+      // a timer once the member stopped (a CI run found two such at its end).
+      // While etcd is unreachable this waits for etcd3's next reconnection.
+      await watcher.cancel().catch(() => undefined);
     }
   }
 
