@@ -54,6 +54,7 @@ import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientContext, curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
 import { quietCancel } from "./quiet-cancel";
+import { stacklessStatus } from "./stackless-status";
 
 export interface CuratorConnectionOptions {
   /** Curators to ask where the leader is. */
@@ -265,8 +266,10 @@ export class CuratorConnection {
     let cause: unknown;
     for (;;) {
       opts.signal?.throwIfAborted();
+      let leader: LeaderClients | undefined;
       try {
-        return await fn(await this.leaderClients(deadline, opts.signal));
+        leader = await this.leaderClients(deadline, opts.signal);
+        return await fn(leader);
       } catch (e) {
         opts.signal?.throwIfAborted();
         // grpc-js answers a retry on a connection still in reconnect backoff
@@ -277,10 +280,24 @@ export class CuratorConnection {
         const delay = backoff.next();
         if (!isRetryable(e)) throw e;
         if (Date.now() + delay > deadline) throw cause;
-        this.dropLeader(isGone(e));
+        if (leader) this.dropLeader(leader, isGone(e));
         await abortableSleep(delay, opts.signal);
       }
     }
+  }
+
+  /**
+   * Tells the connection that a call to `leader` failed after it had begun:
+   * a stream it had answered on broke (a failed leader resets every stream of
+   * every node at once). With a status that says the leader is unavailable,
+   * the connection forgets it, as a failed call would make it, so that the
+   * next call looks for the leader at once instead of failing first at the
+   * one that is gone (one call and a connection attempt per worker of every
+   * node, all in the seconds before a new leader is elected). Other
+   * failures, or a leader already replaced, are ignored.
+   */
+  leaderFailed(leader: LeaderClients, error: unknown): void {
+    if (isRetryable(error)) this.dropLeader(leader, isGone(error));
   }
 
   /** The curators asked where the leader is. */
@@ -323,7 +340,8 @@ export class CuratorConnection {
     this.standbyTimer = undefined;
     this.closing.abort(new CuratorConnectionClosedError());
     this.closing = new AbortController();
-    this.dropLeader();
+    if (this.current) this.dropLeader(this.current, false);
+    this.failedLeader = undefined;
     for (const local of this.locals.values()) this.releaseChannel(local.getChannel());
     this.locals.clear();
   }
@@ -358,7 +376,8 @@ export class CuratorConnection {
     // The leader a verified curator named: only its own certificate is accepted.
     const channel = this.acquireChannel(address, endpoint.nodeId);
     const credentials = this.credentialsFor(endpoint.nodeId);
-    const options = { channelOverride: channel };
+    // Errors of failed calls without grpc-js' own frames (stackless-status.ts).
+    const options = { channelOverride: channel, interceptors: [stacklessStatus] };
     this.current = {
       endpoint,
       curator: new curatorProto.CuratorClient(address, credentials, options),
@@ -377,21 +396,33 @@ export class CuratorConnection {
       for (const curator of this.endpoints) {
         // Only a curator bound to its node: a bare address is an operator's.
         if (curator.nodeId === undefined) continue;
-        this.keepConnected(this.localClient(curator).getChannel());
+        this.keepConnected(curator);
       }
     }, Math.random() * this.standby.spreadMs);
     this.standbyTimer.unref();
   }
 
   /**
-   * Connects `channel` (a standby connection) and connects it again
-   * whenever it drops — its curator restarted, say — a random part of the
-   * spread later, until it is closed. Without this a restarted curator got
-   * no standby connections back, and at the next failover the nodes that
-   * asked it first each made a TLS handshake there at the same moment (the
-   * scale simulator's second failover: 5,000 nodes found no leader for 40 s).
+   * Connects to `curator` (a standby connection) and connects again whenever
+   * the connection drops — its curator restarted, say — a random part of
+   * the spread later, until it is closed. Without this a restarted curator
+   * got no standby connections back, and at the next failover the nodes
+   * that asked it first each made a TLS handshake there at the same moment
+   * (the scale simulator's second failover: 5,000 nodes found no leader for
+   * 40 s).
+   *
+   * A curator that cannot be reached (a failed leader, until it is back)
+   * is not dialled again and again: a grpc-js channel whose connection
+   * attempts fail keeps making them, backing off to five seconds (see
+   * maxReconnectBackoffMs), for as long as it is open. When nothing but the
+   * standby uses the channel, it is closed instead (see restStandby) and the
+   * curator dialled again some time later (5 to 35 s for a node). After a
+   * failover every node's channel to the failed leader did that: in the
+   * scale simulator, that channel's attempts were a fifth of the nodes' CPU
+   * while they came back to the new leader.
    */
-  private keepConnected(channel: ChannelInterface): void {
+  private keepConnected(curator: CuratorAddress): void {
+    const channel = this.localClient(curator).getChannel();
     if (this.kept.has(channel)) {
       channel.getConnectivityState(true);
       return;
@@ -404,11 +435,41 @@ export class CuratorConnection {
       // No deadline: grpc-js then sets no timer (a finite one kept whole
       // processes alive with nothing else to do). Ends with the channel.
       channel.watchConnectivityState(state, Infinity, () => {
-        if (channel.getConnectivityState(false) !== connectivityState.IDLE) return follow();
+        const now = channel.getConnectivityState(false);
+        if (now === connectivityState.TRANSIENT_FAILURE && this.restStandby(curator, channel))
+          return;
+        if (now !== connectivityState.IDLE) return follow();
         setTimeout(follow, Math.random() * spreadMs).unref();
       });
     };
     follow();
+  }
+
+  /**
+   * Closes `channel`, the standby connection to `curator` that failed to
+   * connect, if nothing else uses it (see keepConnected): not the leader's
+   * clients, nor a wait for it to be reachable again (askLeader). It is
+   * opened anew {@link maxReconnectBackoffMs} and a random part of the
+   * spread later, unless this connection
+   * was closed meanwhile or no longer knows the curator; a question to the
+   * curator meanwhile opens a channel of its own (localClient). Returns
+   * whether it was closed.
+   */
+  private restStandby(curator: CuratorAddress, channel: ChannelInterface): boolean {
+    const key = localKey(curator);
+    if (this.locals.get(key)?.getChannel() !== channel || this.usersOf(channel) !== 1) return false;
+    this.locals.delete(key);
+    this.releaseChannel(channel);
+    const closing = this.closing.signal;
+    setTimeout(
+      () => {
+        if (closing.aborted || !this.endpoints.some((e) => localKey(e) === key)) return;
+        this.keepConnected(curator);
+      },
+      // Never sooner than grpc-js would have tried again.
+      maxReconnectBackoffMs + Math.random() * (this.standby?.spreadMs ?? 0),
+    ).unref();
+    return true;
   }
 
   /** Credentials that accept only node `nodeId`'s certificate (any node's when undefined). */
@@ -427,17 +488,24 @@ export class CuratorConnection {
   }
 
   /**
-   * Forgets the current leader. `gone`: it could not be reached, so an
-   * answer naming it again is waited past (see askLeader); otherwise (it
-   * answered, but not as the leader: still starting, or stepped down) it is
-   * simply asked about again.
+   * Forgets `leader`, if it is still the current one. `gone`: it could not
+   * be reached, so an answer naming it again is waited past (see
+   * askLeader); otherwise (it answered, but not as the leader: still
+   * starting, or stepped down) it is simply asked about again.
+   *
+   * A leader already forgotten (or replaced) is left alone: a node's workers
+   * all fail at a failover, one after the other, and the second failure
+   * forgetting "the current leader" again cleared what the first had noted,
+   * that the failed leader is gone — the search then took the curators'
+   * first answer (still naming the failed leader, until its lease expires)
+   * and dialled it once more.
    */
-  private dropLeader(gone = false): void {
-    const c = this.current;
+  private dropLeader(leader: LeaderClients, gone: boolean): void {
+    if (this.current !== leader) return;
     this.current = undefined;
-    this.failedLeader = gone ? c?.endpoint : undefined;
+    this.failedLeader = gone ? leader.endpoint : undefined;
     // Its three clients share one channel (closing a client would close it).
-    if (c) this.releaseChannel(c.curator.getChannel());
+    this.releaseChannel(leader.curator.getChannel());
   }
 
   /**
@@ -532,7 +600,7 @@ export class CuratorConnection {
       // answers first, and grpc-js then formats that stack for nobody.
       // Withdrawn once answered: quietly (quiet-cancel.ts), nobody listens any more.
       const stream = withoutStackTrace(() =>
-        local.getCurrentLeader({}, { deadline, interceptors: [quietCancel] }),
+        local.getCurrentLeader({}, { deadline, interceptors: [quietCancel, stacklessStatus] }),
       );
       let stale: CuratorEndpoint | undefined;
       /** Ends the watch of a failed leader's connection (see untilReachable); made when one starts. */
@@ -652,6 +720,13 @@ export class CuratorConnection {
     return shared.channel;
   }
 
+  /** How many clients use `channel` (see acquireChannel). */
+  private usersOf(channel: ChannelInterface): number {
+    for (const shared of this.channels.values())
+      if (shared.channel === channel) return shared.users;
+    return 0;
+  }
+
   /** Gives up one use of `channel`; the last one closes it. */
   private releaseChannel(channel: ChannelInterface): void {
     for (const [key, shared] of this.channels) {
@@ -671,6 +746,7 @@ export class CuratorConnection {
       const address = formatCuratorAddress(curator);
       local = new curatorProto.CuratorLocalClient(address, this.credentialsFor(curator.nodeId), {
         channelOverride: this.acquireChannel(address, curator.nodeId),
+        interceptors: [stacklessStatus],
       });
       this.locals.set(key, local);
     }

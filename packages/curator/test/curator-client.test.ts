@@ -22,7 +22,7 @@ import {
   unaryCall,
 } from "../src/curator-client";
 import { curatorServerCredentials } from "../src/credentials";
-import { countingProxy } from "./counting-proxy";
+import { closingPort, countingProxy } from "./counting-proxy";
 
 describe("CuratorConnection", () => {
   it("ends a call with the abort reason while no curator answers", async () => {
@@ -220,10 +220,16 @@ describe("CuratorConnection trusts only the curators it expects", () => {
  * A node's connection whose leader just failed (nothing listens on its
  * port: a SIGKILLed curator), asking a member that names the failed leader
  * first (its lease has not expired yet) and the newly elected one
- * `electedAfterMs` later on the same stream. Returns the leaders the call
- * was tried on, and the member's GetCurrentLeader calls.
+ * `electedAfterMs` later on the same stream. `scenario` makes the calls
+ * (one, by default) with `call`, which records the leaders it is tried on.
+ * Returns those, and the member's GetCurrentLeader calls.
  */
-async function failedThenElected(electedAfterMs: number) {
+async function failedThenElected(
+  electedAfterMs: number,
+  scenario: (call: () => Promise<string>, connection: CuratorConnection) => Promise<unknown> = (
+    call,
+  ) => call(),
+) {
   const ca = await CertificateAuthority.create();
   const [member, client, failed, elected] = await Promise.all([1, 2, 3, 4].map(() => node(ca)));
   const deadPort = await freePort("127.0.0.1");
@@ -242,8 +248,8 @@ async function failedThenElected(electedAfterMs: number) {
     identity: client.tls,
   });
   const used: string[] = [];
-  try {
-    const leader = await connection.call(
+  const call = () =>
+    connection.call<string>(
       async ({ endpoint }) => {
         used.push(endpoint.nodeId === failed.nodeId ? "failed" : "elected");
         // Only the elected leader answers; the failed one is gone.
@@ -253,7 +259,12 @@ async function failedThenElected(electedAfterMs: number) {
       },
       { timeoutMs: 20_000 },
     );
-    expect(leader).toBe(elected.nodeId);
+  try {
+    await scenario(async () => {
+      const leader = await call();
+      expect(leader).toBe(elected.nodeId);
+      return leader;
+    }, connection);
     return { used, calls: curatorOfMember.calls.count };
   } finally {
     connection.close();
@@ -272,6 +283,38 @@ describe("CuratorConnection after its leader failed", () => {
   it("keeps waiting while the failed leader stays unreachable, however long the curator takes", async () => {
     // 2.5 s: past the one second a stale answer used to be waited past.
     expect(await failedThenElected(2500)).toEqual({ used: ["failed", "elected"], calls: 2 });
+  });
+
+  it("still waits past the failed leader when several callers failed there, one after the other", async () => {
+    // Each caller's failure forgets the leader it was given; the second one
+    // used to forget "the current leader" again and with it that the failed
+    // one is gone, and the failed leader was dialled once more.
+    expect(await failedThenElected(300, (call) => Promise.all([call(), call(), call()]))).toEqual({
+      used: ["failed", "failed", "failed", "elected", "elected", "elected"],
+      calls: 2,
+    });
+  });
+
+  /** The leader the connection has now (the failed one, named first), broken under a stream with `code`. */
+  const streamBroke =
+    (code: status) => async (call: () => Promise<string>, connection: CuratorConnection) => {
+      const given = await connection.call(async (leader) => leader);
+      connection.leaderFailed(given, Object.assign(new Error("stream broke"), { code }));
+      return call();
+    };
+
+  it("looks for the leader at once after a stream on it broke as unavailable, not calling it first", async () => {
+    expect(await failedThenElected(300, streamBroke(status.UNAVAILABLE))).toEqual({
+      used: ["elected"],
+      calls: 2,
+    });
+  });
+
+  it("control: a stream refused otherwise leaves the leader as it is", async () => {
+    expect(await failedThenElected(300, streamBroke(status.PERMISSION_DENIED))).toEqual({
+      used: ["failed", "elected"],
+      calls: 2,
+    });
   });
 
   it("goes back to the failed leader at once when it can be reached again (it was a blip)", async () => {
@@ -357,6 +400,48 @@ describe("CuratorConnection searches for the leader once for all its callers", (
 });
 
 describe("CuratorConnection with standby connections", () => {
+  it("does not keep dialling a curator that cannot be reached, and dials it again later", async () => {
+    const ca = await CertificateAuthority.create();
+    const [a, b, client] = [await node(ca), await node(ca), await node(ca)];
+    const leading = await fakeCurator(a, leadsItself(a));
+    // b's curator is gone: its port closes every connection at once.
+    const gone = await closingPort();
+    const connection = new CuratorConnection({
+      endpoints: [
+        { host: "127.0.0.1", port: leading.port, nodeId: a.nodeId },
+        { host: "127.0.0.1", port: gone.port, nodeId: b.nodeId },
+      ],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+      standby: { spreadMs: 100 },
+    });
+    // a is asked first (the search starts at a random curator), so that b is
+    // dialled only for the standby connection.
+    const random = jest.spyOn(Math, "random").mockReturnValue(0);
+    try {
+      await connection.call(async (l) => expect(l.endpoint.nodeId).toBe(a.nodeId));
+      random.mockRestore();
+      await eventually(() => gone.counts.connections > 0, "b dialled for the standby");
+      const dialled = gone.counts.connections;
+      // grpc-js alone would try again in about 1 s, 2.6 s and then every 5 s
+      // or less (two or three more in these 4 s); resting, the next attempt
+      // waits 5 s or more (one under way may still be counted).
+      const window = 4000;
+      await new Promise((resolve) => setTimeout(resolve, window));
+      expect(gone.counts.connections - dialled).toBeLessThanOrEqual(1);
+      const rested = gone.counts.connections;
+      // Not given up on: dialled again (it would connect, were it back).
+      await eventually(() => gone.counts.connections > rested, "b dialled again", {
+        timeoutMs: 10_000,
+      });
+    } finally {
+      random.mockRestore();
+      connection.close();
+      leading.stop();
+      await gone.stop();
+    }
+  });
+
   it("connects to every curator soon after finding the leader, and reaches a new leader over that connection", async () => {
     const ca = await CertificateAuthority.create();
     const [a, b, c, client] = [await node(ca), await node(ca), await node(ca), await node(ca)];

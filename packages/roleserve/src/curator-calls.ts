@@ -149,6 +149,10 @@ export function openStream<Res, C extends ReadableCall<Res>>(
         withoutStackTrace(() => open(leader)),
         method,
       );
+      // However late the stream breaks, the connection hears of it (a
+      // failed leader breaks them all), and the worker's next call goes to
+      // the next leader.
+      stream.ended.catch((e: CuratorStreamError) => connection.leaderFailed(leader, e));
       const deadline = answerDeadline(
         firstMessageTimeoutMs,
         () =>

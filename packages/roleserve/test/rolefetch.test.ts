@@ -100,13 +100,14 @@ describe("roleFetchWorker", () => {
     }
   });
 
-  it("does not announce the same roles again after a restart", async () => {
+  it("does not announce the same roles again after a restart, nor read them from disk again", async () => {
     const node = await cluster.addNode();
     await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
     const roles = await rolesFile("restart");
     const values = new RoleserveValues();
     values.curatorConnection.set(cluster.connect(node));
     const sets = jest.spyOn(values.localRoles, "set");
+    const looks = jest.spyOn(roles, "exists");
     const worker = roleFetchWorker(values, { roles });
     for (let run = 0; run < 2; run++) {
       const ctx = new MockContext("root.rolefetch");
@@ -115,8 +116,10 @@ describe("roleFetchWorker", () => {
       ctx.abort();
       await result;
     }
-    // Run 2 read the same roles from disk and from the curator: nothing new to announce.
+    // Run 2 had the same roles from the curator: nothing new to announce, and
+    // the disk holds what run 1 wrote, which only this worker writes.
     expect(sets).toHaveBeenCalledTimes(1);
+    expect(looks).toHaveBeenCalledTimes(1);
   });
 
   it("ignores a corrupted roles file and replaces it with the curator's roles", async () => {
@@ -139,10 +142,12 @@ describe("roleFetchWorker", () => {
     }
   });
 
-  it("fails when its watch breaks", async () => {
+  it("fails when its watch breaks, and the node's connection hears of it", async () => {
     const node = await cluster.addNode();
     const values = new RoleserveValues();
-    values.curatorConnection.set(cluster.connect(node));
+    const connected = cluster.connect(node);
+    const told = jest.spyOn(connected.connection, "leaderFailed");
+    values.curatorConnection.set(connected);
     const ctx = new MockContext("root.rolefetch");
     // Its failure is caught from the start: the stream may also break before the restart
     // (a curator changing role rebuilds its listener), which is the same behaviour.
@@ -152,7 +157,10 @@ describe("roleFetchWorker", () => {
     );
     await eventually(() => ctx.state === "healthy", "the worker healthy");
     await cluster.restartCurator();
-    expect(await failure).toBeInstanceOf(CuratorStreamError);
+    const error = await failure;
+    expect(error).toBeInstanceOf(CuratorStreamError);
+    // So that the restarted worker's call looks for the leader, not at the one gone.
+    expect(told).toHaveBeenCalledWith(expect.anything(), error);
   });
 
   it("passes on that the cluster deleted this node: its tombstone, or a refused watch", async () => {
