@@ -396,33 +396,21 @@ export class CuratorConnection {
       for (const curator of this.endpoints) {
         // Only a curator bound to its node: a bare address is an operator's.
         if (curator.nodeId === undefined) continue;
-        this.keepConnected(curator);
+        this.keepConnected(this.localClient(curator).getChannel());
       }
     }, Math.random() * this.standby.spreadMs);
     this.standbyTimer.unref();
   }
 
   /**
-   * Connects to `curator` (a standby connection) and connects again whenever
-   * the connection drops — its curator restarted, say — a random part of
-   * the spread later, until it is closed. Without this a restarted curator
-   * got no standby connections back, and at the next failover the nodes
-   * that asked it first each made a TLS handshake there at the same moment
-   * (the scale simulator's second failover: 5,000 nodes found no leader for
-   * 40 s).
-   *
-   * A curator that cannot be reached (a failed leader, until it is back)
-   * is not dialled again and again: a grpc-js channel whose connection
-   * attempts fail keeps making them, backing off to five seconds (see
-   * maxReconnectBackoffMs), for as long as it is open. When nothing but the
-   * standby uses the channel, it is closed instead (see restStandby) and the
-   * curator dialled again some time later (5 to 35 s for a node). After a
-   * failover every node's channel to the failed leader did that: in the
-   * scale simulator, that channel's attempts were a fifth of the nodes' CPU
-   * while they came back to the new leader.
+   * Connects `channel` (a standby connection) and connects it again
+   * whenever it drops — its curator restarted, say — a random part of the
+   * spread later, until it is closed. Without this a restarted curator got
+   * no standby connections back, and at the next failover the nodes that
+   * asked it first each made a TLS handshake there at the same moment (the
+   * scale simulator's second failover: 5,000 nodes found no leader for 40 s).
    */
-  private keepConnected(curator: CuratorAddress): void {
-    const channel = this.localClient(curator).getChannel();
+  private keepConnected(channel: ChannelInterface): void {
     if (this.kept.has(channel)) {
       channel.getConnectivityState(true);
       return;
@@ -435,41 +423,11 @@ export class CuratorConnection {
       // No deadline: grpc-js then sets no timer (a finite one kept whole
       // processes alive with nothing else to do). Ends with the channel.
       channel.watchConnectivityState(state, Infinity, () => {
-        const now = channel.getConnectivityState(false);
-        if (now === connectivityState.TRANSIENT_FAILURE && this.restStandby(curator, channel))
-          return;
-        if (now !== connectivityState.IDLE) return follow();
+        if (channel.getConnectivityState(false) !== connectivityState.IDLE) return follow();
         setTimeout(follow, Math.random() * spreadMs).unref();
       });
     };
     follow();
-  }
-
-  /**
-   * Closes `channel`, the standby connection to `curator` that failed to
-   * connect, if nothing else uses it (see keepConnected): not the leader's
-   * clients, nor a wait for it to be reachable again (askLeader). It is
-   * opened anew {@link maxReconnectBackoffMs} and a random part of the
-   * spread later, unless this connection
-   * was closed meanwhile or no longer knows the curator; a question to the
-   * curator meanwhile opens a channel of its own (localClient). Returns
-   * whether it was closed.
-   */
-  private restStandby(curator: CuratorAddress, channel: ChannelInterface): boolean {
-    const key = localKey(curator);
-    if (this.locals.get(key)?.getChannel() !== channel || this.usersOf(channel) !== 1) return false;
-    this.locals.delete(key);
-    this.releaseChannel(channel);
-    const closing = this.closing.signal;
-    setTimeout(
-      () => {
-        if (closing.aborted || !this.endpoints.some((e) => localKey(e) === key)) return;
-        this.keepConnected(curator);
-      },
-      // Never sooner than grpc-js would have tried again.
-      maxReconnectBackoffMs + Math.random() * (this.standby?.spreadMs ?? 0),
-    ).unref();
-    return true;
   }
 
   /** Credentials that accept only node `nodeId`'s certificate (any node's when undefined). */
@@ -718,13 +676,6 @@ export class CuratorConnection {
     }
     shared.users++;
     return shared.channel;
-  }
-
-  /** How many clients use `channel` (see acquireChannel). */
-  private usersOf(channel: ChannelInterface): number {
-    for (const shared of this.channels.values())
-      if (shared.channel === channel) return shared.users;
-    return 0;
   }
 
   /** Gives up one use of `channel`; the last one closes it. */

@@ -1,4 +1,4 @@
-/** TCP endpoints for tests that need to know how many connections a client made. */
+/** A TCP proxy for tests that need to know how many connections a client made. */
 import { connect, createServer, type Socket } from "node:net";
 
 /** A TCP proxy to `host:port` that counts the connections made through it (it listens on `host` too). */
@@ -29,22 +29,5 @@ export async function countingProxy(port: number, host = "127.0.0.1") {
       for (const s of sockets) s.destroy();
       server.close();
     },
-  };
-}
-
-/** A port that takes connections and closes each at once (a curator that is gone), counting them. */
-export async function closingPort(host = "127.0.0.1") {
-  const counts = { connections: 0 };
-  const server = createServer((socket) => {
-    counts.connections++;
-    socket.destroy();
-  });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("closing port has no port");
-  return {
-    port: address.port,
-    counts,
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

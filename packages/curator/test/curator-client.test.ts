@@ -22,7 +22,7 @@ import {
   unaryCall,
 } from "../src/curator-client";
 import { curatorServerCredentials } from "../src/credentials";
-import { closingPort, countingProxy } from "./counting-proxy";
+import { countingProxy } from "./counting-proxy";
 
 describe("CuratorConnection", () => {
   it("ends a call with the abort reason while no curator answers", async () => {
@@ -400,48 +400,6 @@ describe("CuratorConnection searches for the leader once for all its callers", (
 });
 
 describe("CuratorConnection with standby connections", () => {
-  it("does not keep dialling a curator that cannot be reached, and dials it again later", async () => {
-    const ca = await CertificateAuthority.create();
-    const [a, b, client] = [await node(ca), await node(ca), await node(ca)];
-    const leading = await fakeCurator(a, leadsItself(a));
-    // b's curator is gone: its port closes every connection at once.
-    const gone = await closingPort();
-    const connection = new CuratorConnection({
-      endpoints: [
-        { host: "127.0.0.1", port: leading.port, nodeId: a.nodeId },
-        { host: "127.0.0.1", port: gone.port, nodeId: b.nodeId },
-      ],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-      standby: { spreadMs: 100 },
-    });
-    // a is asked first (the search starts at a random curator), so that b is
-    // dialled only for the standby connection.
-    const random = jest.spyOn(Math, "random").mockReturnValue(0);
-    try {
-      await connection.call(async (l) => expect(l.endpoint.nodeId).toBe(a.nodeId));
-      random.mockRestore();
-      await eventually(() => gone.counts.connections > 0, "b dialled for the standby");
-      const dialled = gone.counts.connections;
-      // grpc-js alone would try again in about 1 s, 2.6 s and then every 5 s
-      // or less (two or three more in these 4 s); resting, the next attempt
-      // waits 5 s or more (one under way may still be counted).
-      const window = 4000;
-      await new Promise((resolve) => setTimeout(resolve, window));
-      expect(gone.counts.connections - dialled).toBeLessThanOrEqual(1);
-      const rested = gone.counts.connections;
-      // Not given up on: dialled again (it would connect, were it back).
-      await eventually(() => gone.counts.connections > rested, "b dialled again", {
-        timeoutMs: 10_000,
-      });
-    } finally {
-      random.mockRestore();
-      connection.close();
-      leading.stop();
-      await gone.stop();
-    }
-  });
-
   it("connects to every curator soon after finding the leader, and reaches a new leader over that connection", async () => {
     const ca = await CertificateAuthority.create();
     const [a, b, c, client] = [await node(ca), await node(ca), await node(ca), await node(ca)];
