@@ -15,6 +15,7 @@ import type { Logger } from "@metropolis/supervisor";
 import { BoundedStreams } from "./bounded-streams";
 import { serverStream, unary } from "./grpc-handlers";
 import type { CuratorEndpoint } from "./leadership";
+import type { HasAuthContext } from "./identity";
 import { maxLeaderStreams, maxLeaderStreamsPerConnection } from "./server-limits";
 
 export interface LocalContext {
@@ -33,6 +34,13 @@ export interface LocalContext {
    * ended by `signal`. A test passes its own to watch them or to set other caps.
    */
   leaderStreams?: BoundedStreams;
+  /**
+   * Told of every GetCurrentLeader caller: a curator learns who its callers
+   * are while it follows (identity.ts, IdentityCache.learn), since the nodes
+   * that ask it who leads after a leader failed are the nodes that call it
+   * once it leads.
+   */
+  onCaller?: (call: HasAuthContext) => void;
 }
 
 export function curatorLocalServer(local: LocalContext): curator.CuratorLocalServer {
@@ -47,6 +55,7 @@ export function curatorLocalServer(local: LocalContext): curator.CuratorLocalSer
   return {
     getCurrentLeader: serverStream("GetCurrentLeader", local.logger, (call) =>
       streams.serve(call, async (ended) => {
+        local.onCaller?.(call);
         const watcher = local.leader.watch();
         try {
           for (;;) {

@@ -35,7 +35,7 @@ import { curatorLocalServer } from "./curator-local";
 import { curatorServer } from "./curator-service";
 import { CandidacyLostError } from "./errors";
 import { HeartbeatTracker } from "./heartbeat-tracker";
-import { identifier } from "./identity";
+import { IdentityCache, identifier } from "./identity";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import type { ServiceEntry } from "./call-router";
@@ -93,6 +93,8 @@ export class Curator {
   readonly leader = new MemoryValue<CuratorEndpoint | undefined>(undefined);
   private readonly self: CuratorEndpoint;
   private readonly credentials: ServerCredentials;
+  /** Its callers' classifications, across its runs and leaderships (identity.ts). */
+  private readonly identities: IdentityCache;
 
   constructor(private readonly config: CuratorConfig) {
     this.self = {
@@ -101,6 +103,7 @@ export class Curator {
       port: config.port ?? defaultCuratorPort,
     };
     this.credentials = curatorServerCredentials(config.tls);
+    this.identities = new IdentityCache(decodePem(config.tls.ca, "CERTIFICATE"));
   }
 
   /**
@@ -232,7 +235,7 @@ export class Curator {
         heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
         logger: ctx.logger,
         revocations,
-        identify: identifier(caDer, revocations),
+        identify: identifier(this.identities, revocations),
       };
       // The cluster's heartbeat timeout, if its configuration sets one.
       leaderCtx.heartbeats.configure((await readConfiguration(leaderCtx)).config);
@@ -279,6 +282,8 @@ export class Curator {
         caCertificate: this.config.tls.ca,
         logger: ctx.logger,
         signal,
+        // Who asks while following is who calls when leading (identity.ts).
+        onCaller: (call) => void this.identities.learn(call),
       }),
     ];
   }

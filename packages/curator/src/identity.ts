@@ -126,7 +126,7 @@ export async function identify(
 }
 
 /**
- * Bound on the classifications {@link identifier} remembers: above the
+ * Bound on the classifications an {@link IdentityCache} remembers: above the
  * 10,000 nodes the control plane is sized for (plus owners and enrolling
  * nodes), so that a big cluster's calls do not push each other out and pay
  * a parse each. Entries are keyed by the certificate's SHA-256, about 200
@@ -135,54 +135,92 @@ export async function identify(
 const identityCacheSize = 65_536;
 
 /** A certificate's classification, and its serial for the revocation check of every call. */
-interface Identified {
+export interface Identified {
   caller: Caller;
   serial: bigint;
 }
 
 /**
- * `identify` against one CA, remembering the classification of each
- * certificate: reading, parsing and verifying a node's certificate cost a
- * new leader 1–2 ms of CPU each (measured in the scale simulator's failover,
- * where 5,000 nodes come at once), and a node presents the same certificate
- * on every call (heartbeats, status). Only successful classifications are kept; the
- * oldest are forgotten first. Revocation is checked on every call, against
- * the newest CRL `revocations` knows (a map lookup), so a certificate
- * revoked after it was first seen is refused from then on.
+ * The classifications of a curator's callers against one CA, kept for as
+ * long as the curator runs: reading, parsing and verifying a node's
+ * certificate cost a new leader 1–2 ms of CPU each (measured in the scale
+ * simulator's failover, where 5,000 nodes come at once), and a node presents
+ * the same certificate on every call (heartbeats, status) and keeps its
+ * connection to every curator across changes of leader (call-router.ts).
+ * Kept per curator rather than per leadership, a follower can learn its
+ * callers ahead of leading ({@link learn}: the nodes that ask it who leads
+ * while the leader has failed), and a new leader met every standby
+ * connection as a stranger: in a profile of a 2,000-node failover, reading
+ * and verifying their certificates was a quarter of the new leader's CPU
+ * while the nodes came back, and its event loop stalled for seconds at
+ * 5,000 nodes.
+ *
+ * Only successful classifications are kept; the oldest are forgotten first.
+ * Revocation is not this cache's business: {@link identifier} checks it on
+ * every call.
  */
-export function identifier(
-  caCertificate: Uint8Array,
-  revocations?: Revocations,
-): (call: HasAuthContext) => Promise<Caller> {
-  const known = new Map<string, Identified>();
+export class IdentityCache {
+  private readonly known = new Map<string, Identified>();
   // A connection's certificate cannot change (TLS 1.3 only: no
   // renegotiation, see credentials.ts), so its classification is kept with
   // the connection: a call on it costs a lookup, where reading the
   // certificate off the socket and hashing it was ~10 % of a leader's CPU
   // while a cluster's nodes attached to it.
-  const bySession = new WeakMap<Session, Identified>();
+  private readonly bySession = new WeakMap<Session, Identified>();
   // Parsed once, and with it the CA's key object (ParsedCertificate keeps
   // it): building that key for each verification was half the cost of a
   // new leader meeting every node's certificate at once.
-  const ca = parseCertificate(caCertificate);
-  return async (call) => {
+  private readonly ca: ParsedCertificate;
+
+  constructor(caCertificate: Uint8Array) {
+    this.ca = parseCertificate(caCertificate);
+  }
+
+  /** The classification of `call`'s client certificate; undefined when it has none. */
+  async identified(call: HasAuthContext): Promise<Identified | undefined> {
     const session = sessionOf(call);
-    let entry = session && bySession.get(session);
+    let entry = session && this.bySession.get(session);
+    if (entry) return entry;
+    const peer = peerCertificate(call);
+    const raw = peer && derOf(peer);
+    if (!peer || !raw?.length) return undefined;
+    const key = createHash("sha256").update(raw).digest("base64");
+    entry = this.known.get(key);
     if (!entry) {
-      const peer = peerCertificate(call);
-      const raw = peer && derOf(peer);
-      if (!peer || !raw?.length) return { kind: "anonymous" };
-      const key = createHash("sha256").update(raw).digest("base64");
-      entry = known.get(key);
-      if (!entry) {
-        const cert = parsePeerCertificate(peer);
-        entry = { caller: await classify(cert, ca), serial: cert.serial };
-        const oldest = known.keys().next();
-        if (known.size >= identityCacheSize && !oldest.done) known.delete(oldest.value);
-        known.set(key, entry);
-      }
-      if (session) bySession.set(session, entry);
+      const cert = parsePeerCertificate(peer);
+      entry = { caller: await classify(cert, this.ca), serial: cert.serial };
+      const oldest = this.known.keys().next();
+      if (this.known.size >= identityCacheSize && !oldest.done) this.known.delete(oldest.value);
+      this.known.set(key, entry);
     }
+    if (session) this.bySession.set(session, entry);
+    return entry;
+  }
+
+  /**
+   * Classifies `call`'s caller now, for the calls it will make later (a
+   * follower's callers, when it leads); resolves once done, never rejects.
+   * A certificate that does not classify is left for those calls to refuse.
+   */
+  async learn(call: HasAuthContext): Promise<void> {
+    await this.identified(call).catch(() => undefined);
+  }
+}
+
+/**
+ * `identify` against one CA (or a curator's {@link IdentityCache} of it),
+ * remembering the classification of each certificate. Revocation is checked
+ * on every call, against the newest CRL `revocations` knows (a map lookup),
+ * so a certificate revoked after it was first seen is refused from then on.
+ */
+export function identifier(
+  ca: Uint8Array | IdentityCache,
+  revocations?: Revocations,
+): (call: HasAuthContext) => Promise<Caller> {
+  const cache = ca instanceof IdentityCache ? ca : new IdentityCache(ca);
+  return async (call) => {
+    const entry = await cache.identified(call);
+    if (!entry) return { kind: "anonymous" };
     // Self-signed (ephemeral) certificates are no CA's to revoke.
     if (entry.caller.kind !== "ephemeral" && revocations?.isRevoked(entry.serial)) {
       throw new UnauthenticatedError(

@@ -33,7 +33,14 @@ export {
   silenceIpServerNameWarning,
   type TlsPem,
 } from "./credentials";
-export { identifier, identify, ownerCommonName, requireOwner, type Caller } from "./identity";
+export {
+  IdentityCache,
+  identifier,
+  identify,
+  ownerCommonName,
+  requireOwner,
+  type Caller,
+} from "./identity";
 export type { CuratorEndpoint } from "./leadership";
 export { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
 export type { ServiceEntry } from "./call-router";
