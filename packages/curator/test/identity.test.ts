@@ -7,12 +7,12 @@
  * certificate.
  */
 import { TLSSocket } from "node:tls";
-import { Server, type ServerUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { Server, type ServerUnaryCall } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import { CertificateAuthority, generateKeyPair, tlsMaterial } from "@metropolis/pki";
 import { curatorClientCredentials, curatorServerCredentials } from "../src/credentials";
 import { identifier, identify, IdentityCache, type HasAuthContext } from "../src/identity";
-import { identity, WhoClient, whoService } from "./raw-services";
+import { askWho, WhoClient, whoService } from "./raw-services";
 
 it("takes a call whose TLS socket is gone for an anonymous caller", async () => {
   const ca = await CertificateAuthority.create();
@@ -56,17 +56,7 @@ it("knows a caller it learnt while following when it leads, without reading its 
     `${host}:${port}`,
     curatorClientCredentials(ca.certificate.toPem(), nodeTls),
   );
-  const ask = () =>
-    new Promise<string>((resolve, reject) =>
-      client.makeUnaryRequest(
-        "/test.Who/Who",
-        identity,
-        identity,
-        Buffer.alloc(0),
-        { deadline: Date.now() + 10_000 },
-        (e: ServiceError | null, b?: Buffer) => (e ? reject(e) : resolve(String(b))),
-      ),
-    );
+  const ask = () => askWho(client);
   const named = (caller: Awaited<ReturnType<ReturnType<typeof identifier>>>) =>
     caller.kind === "node" ? caller.nodeId : caller.kind;
   const reads = jest.spyOn(TLSSocket.prototype, "getPeerX509Certificate");

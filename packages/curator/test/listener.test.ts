@@ -25,23 +25,13 @@ import { endGraceMs } from "../src/call-router";
 import { curatorServerCredentials } from "../src/credentials";
 import { Listener } from "../src/listener";
 import { countingProxy } from "./counting-proxy";
-import { identity, TickClient, tickService, WhoClient, whoService } from "./raw-services";
+import { askWho, identity, TickClient, tickService, WhoClient, whoService } from "./raw-services";
 
 const host = "127.0.41.1";
 type WhoClient = InstanceType<typeof WhoClient>;
 
 /** Asks `client` who answers. */
-const ask = (client: WhoClient) =>
-  new Promise<string>((resolve, reject) =>
-    client.makeUnaryRequest(
-      "/test.Who/Who",
-      identity,
-      identity,
-      Buffer.alloc(0),
-      { deadline: Date.now() + 10_000 },
-      (e: ServiceError | null, b?: Buffer) => (e ? reject(e) : resolve(String(b))),
-    ),
-  );
+const ask = askWho;
 
 /** A service answering `name`. */
 const answering = (name: string): [ServiceDefinition, UntypedServiceImplementation] => [

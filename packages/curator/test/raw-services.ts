@@ -2,7 +2,11 @@
  * Services of raw bytes, one method each, for tests of the curator's gRPC
  * plumbing (listener, call router, interceptors): no protobuf in the way.
  */
-import { makeGenericClientConstructor, type ServiceDefinition } from "@grpc/grpc-js";
+import {
+  makeGenericClientConstructor,
+  type ServiceDefinition,
+  type ServiceError,
+} from "@grpc/grpc-js";
 
 /** The (de)serializer of raw bytes. */
 export const identity = (b: Buffer): Buffer => b;
@@ -33,3 +37,16 @@ export const WhoClient = makeGenericClientConstructor(whoService, "Who");
 
 /** A client of {@link tickService}. */
 export const TickClient = makeGenericClientConstructor(tickService, "Tick");
+
+/** Asks `client` (of {@link whoService}) who answers. */
+export const askWho = (client: InstanceType<typeof WhoClient>) =>
+  new Promise<string>((resolve, reject) =>
+    client.makeUnaryRequest(
+      "/test.Who/Who",
+      identity,
+      identity,
+      Buffer.alloc(0),
+      { deadline: Date.now() + 10_000 },
+      (e: ServiceError | null, b?: Buffer) => (e ? reject(e) : resolve(String(b))),
+    ),
+  );
