@@ -134,6 +134,9 @@ export async function identify(
  */
 const identityCacheSize = 65_536;
 
+/** Bound on the callers an {@link IdentityCache} waits to learn: a cluster's nodes, and then some. */
+const maxQueuedLearning = 16_384;
+
 /** A certificate's classification, and its serial for the revocation check of every call. */
 export interface Identified {
   caller: Caller;
@@ -197,13 +200,40 @@ export class IdentityCache {
     return entry;
   }
 
+  /** Callers to learn (see {@link learn}), oldest first, with what to tell when done. */
+  private readonly toLearn: { call: HasAuthContext; done: () => void }[] = [];
+  /** learnQueued is working through them. */
+  private learning = false;
+
   /**
-   * Classifies `call`'s caller now, for the calls it will make later (a
-   * follower's callers, when it leads); resolves once done, never rejects.
-   * A certificate that does not classify is left for those calls to refuse.
+   * Classifies `call`'s caller in the background, for the calls it will make
+   * later (a follower's callers, when it leads); resolves once done (or
+   * dropped), never rejects. A certificate that does not classify is left
+   * for those calls to refuse. One caller per turn of the event loop: the
+   * nodes of a cluster all ask at once when the leader fails, and
+   * classifying them in one go stalled the curator's loop for seconds —
+   * its campaign for the leadership among what waited. At most
+   * {@link maxQueuedLearning} wait; more are not learnt ahead.
    */
-  async learn(call: HasAuthContext): Promise<void> {
-    await this.identified(call).catch(() => undefined);
+  learn(call: HasAuthContext): Promise<void> {
+    if (this.toLearn.length >= maxQueuedLearning) return Promise.resolve();
+    return new Promise<void>((done) => {
+      this.toLearn.push({ call, done });
+      if (!this.learning) {
+        this.learning = true;
+        setImmediate(() => void this.learnQueued());
+      }
+    });
+  }
+
+  /** Works through the callers to learn, one per turn of the event loop, until none is left. */
+  private async learnQueued(): Promise<void> {
+    for (let next = this.toLearn.shift(); next; next = this.toLearn.shift()) {
+      await this.identified(next.call).catch(() => undefined);
+      next.done();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    this.learning = false;
   }
 }
 
