@@ -174,6 +174,10 @@ export class IdentityCache {
   // it): building that key for each verification was half the cost of a
   // new leader meeting every node's certificate at once.
   private readonly ca: ParsedCertificate;
+  /** Callers to learn (see {@link learn}), oldest first, with what to tell when done. */
+  private readonly toLearn: { call: HasAuthContext; done: () => void }[] = [];
+  /** learnQueued is working through them. */
+  private learning = false;
 
   constructor(caCertificate: Uint8Array) {
     this.ca = parseCertificate(caCertificate);
@@ -199,11 +203,6 @@ export class IdentityCache {
     if (session) this.bySession.set(session, entry);
     return entry;
   }
-
-  /** Callers to learn (see {@link learn}), oldest first, with what to tell when done. */
-  private readonly toLearn: { call: HasAuthContext; done: () => void }[] = [];
-  /** learnQueued is working through them. */
-  private learning = false;
 
   /**
    * Classifies `call`'s caller in the background, for the calls it will make

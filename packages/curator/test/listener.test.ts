@@ -30,9 +30,6 @@ import { askWho, identity, TickClient, tickService, WhoClient, whoService } from
 const host = "127.0.41.1";
 type WhoClient = InstanceType<typeof WhoClient>;
 
-/** Asks `client` who answers. */
-const ask = askWho;
-
 /** A service answering `name`. */
 const answering = (name: string): [ServiceDefinition, UntypedServiceImplementation] => [
   whoService,
@@ -63,14 +60,14 @@ it("holds connections between two servers for the next one, and closes the port 
   });
   const client = new WhoClient(`${host}:${port}`, credentials.createInsecure());
   try {
-    expect(await ask(client)).toBe("follower");
+    expect(await askWho(client)).toBe("follower");
     follower.abort();
     await first;
     client.close(); // its connection went with the follower's server
     // Between the two servers: the port still accepts (bindAsync's server refused here).
     await tcpConnect(port);
     const between = new WhoClient(`${host}:${port}`, credentials.createInsecure());
-    const answer = ask(between);
+    const answer = askWho(between);
     const leader = new AbortController();
     const second = listener.serve([answering("leader")], leader.signal, "leader");
     try {
@@ -165,13 +162,13 @@ describe("one grpc-js server across roles", () => {
     const client = new WhoClient(`${host}:${proxy.port}`, credentials.createInsecure());
     try {
       const endFollower = await serving([answering("follower")], "follower");
-      expect(await ask(client)).toBe("follower");
+      expect(await askWho(client)).toBe("follower");
       await endFollower();
       // Asked between the two roles: held, then answered by the leader.
-      const between = ask(client);
+      const between = askWho(client);
       const endLeader = await serving([answering("leader")], "leader");
       expect(await between).toBe("leader");
-      expect(await ask(client)).toBe("leader");
+      expect(await askWho(client)).toBe("leader");
       expect(proxy.counts.connections).toBe(1);
       await endLeader();
     } finally {
@@ -184,7 +181,7 @@ describe("one grpc-js server across roles", () => {
     const endFollower = await serving([ticking], "follower");
     const client = new WhoClient(`${host}:${port}`, credentials.createInsecure());
     try {
-      await expect(ask(client)).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+      await expect(askWho(client)).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
       await endFollower();
     } finally {
       client.close();
