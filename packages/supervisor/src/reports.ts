@@ -31,6 +31,15 @@ export function dnCovers(prefix: string, dn: string): boolean {
   return prefix === "" || dn === prefix || (dn.startsWith(prefix) && dn[prefix.length] === ".");
 }
 
+/**
+ * A DN from its parent's DN ("" for none) and its last name: how the history
+ * keeps DNs, so that recording a report makes no string (a node's own DN is
+ * made only when something asks for it; see TreeNode.dn).
+ */
+function joinDn(parentDn: string, name: string): string {
+  return parentDn === "" ? name : `${parentDn}.${name}`;
+}
+
 function clip(s: string, max: number): string {
   return s.length <= max ? s : s.slice(0, max - 1) + "…";
 }
@@ -97,8 +106,9 @@ function materialise(
 }
 
 /**
- * The history: a fixed-capacity ring kept as columns (typed arrays and an
- * array of DNs), so that recording a report allocates nothing; the oldest is
+ * The history: a fixed-capacity ring kept as columns (typed arrays, and the
+ * DNs as their parent's DN and last name), so that recording a report
+ * allocates nothing; the oldest is
  * overwritten first. Reports are numbered one apart, so a slot's `seq`
  * follows from its position.
  */
@@ -107,7 +117,9 @@ class ReportRing {
   private readonly times: Float64Array;
   private readonly as: Float64Array;
   private readonly bs: Float64Array;
-  private readonly dns: string[];
+  /** Each report's DN, as its parent's DN and its last name (see joinDn). */
+  private readonly parentDns: string[];
+  private readonly names: string[];
   /** Only the slots of rare reports (died, givenUp, escalated) hold anything. */
   private readonly extras: (Extra | undefined)[];
   private next = 0;
@@ -120,14 +132,16 @@ class ReportRing {
     this.times = new Float64Array(capacity);
     this.as = new Float64Array(capacity);
     this.bs = new Float64Array(capacity);
-    this.dns = new Array<string>(capacity).fill("");
+    this.parentDns = new Array<string>(capacity).fill("");
+    this.names = new Array<string>(capacity).fill("");
     this.extras = new Array<Extra | undefined>(capacity).fill(undefined);
   }
 
   push(
     seq: number,
     kind: Kind,
-    dn: string,
+    parentDn: string,
+    name: string,
     time: number,
     a: number,
     b: number,
@@ -135,7 +149,8 @@ class ReportRing {
   ): void {
     const i = this.next;
     this.kinds[i] = kind;
-    this.dns[i] = dn;
+    this.parentDns[i] = parentDn;
+    this.names[i] = name;
     this.times[i] = time;
     this.as[i] = a;
     this.bs[i] = b;
@@ -150,7 +165,8 @@ class ReportRing {
     const first = (this.next - this.size + this.capacity) % this.capacity;
     const matching: number[] = [];
     for (let k = 0; k < this.size; k++) {
-      if (prefix === "" || dnCovers(prefix, this.dns[(first + k) % this.capacity]))
+      const i = (first + k) % this.capacity;
+      if (prefix === "" || dnCovers(prefix, joinDn(this.parentDns[i], this.names[i])))
         matching.push(k);
     }
     const from = tail !== undefined && tail >= 0 ? Math.max(0, matching.length - tail) : 0;
@@ -163,7 +179,7 @@ class ReportRing {
         materialise(
           firstSeq + k,
           this.kinds[i],
-          this.dns[i],
+          joinDn(this.parentDns[i], this.names[i]),
           this.times[i],
           this.as[i],
           this.bs[i],
@@ -244,16 +260,17 @@ export class ReportHub {
   /** Numbers, keeps and hands out one report. */
   private record(
     kind: Kind,
-    dn: string,
+    parentDn: string,
+    name: string,
     time: number,
     a: number,
     b: number,
     extra: Extra | undefined,
   ): void {
     const seq = ++this.seq;
-    this.history?.push(seq, kind, dn, time, a, b, extra);
+    this.history?.push(seq, kind, parentDn, name, time, a, b, extra);
     if (this.subscribers.size === 0) return;
-    const r = materialise(seq, kind, dn, time, a, b, extra);
+    const r = materialise(seq, kind, joinDn(parentDn, name), time, a, b, extra);
     for (const s of this.subscribers) s.report(r);
   }
 
@@ -265,16 +282,24 @@ export class ReportHub {
     if (this.history !== undefined || this.subscribers.size > 0) {
       switch (to) {
         case "new":
-          this.record(Kind.Started, node.dn, node.since, node.restarts, 0, undefined);
+          this.record(
+            Kind.Started,
+            node.parentDn,
+            node.name,
+            node.since,
+            node.restarts,
+            0,
+            undefined,
+          );
           break;
         case "healthy":
-          this.record(Kind.Healthy, node.dn, node.since, 0, 0, undefined);
+          this.record(Kind.Healthy, node.parentDn, node.name, node.since, 0, 0, undefined);
           break;
         case "done":
-          this.record(Kind.Done, node.dn, node.since, 0, 0, undefined);
+          this.record(Kind.Done, node.parentDn, node.name, node.since, 0, 0, undefined);
           break;
         case "dead":
-          this.record(Kind.Died, node.dn, node.since, 0, 0, {
+          this.record(Kind.Died, node.parentDn, node.name, node.since, 0, 0, {
             error: reportError(error ?? new Error("died")),
           });
           break;
@@ -287,7 +312,7 @@ export class ReportHub {
 
   /** At `time`, a restart of the failed `dn` was scheduled in `delayMs`; `attempt` as its backoff counts. */
   restartScheduled(dn: string, time: number, delayMs: number, attempt: number): void {
-    if (this.wanted) this.record(Kind.RestartScheduled, dn, time, delayMs, attempt, undefined);
+    if (this.wanted) this.record(Kind.RestartScheduled, "", dn, time, delayMs, attempt, undefined);
     if (this.changeListeners.size > 0) this.changed();
   }
 
@@ -295,7 +320,7 @@ export class ReportHub {
   givenUp(dn: string, maxRestarts: number, periodMs: number, error: Error | undefined): void {
     if (this.wanted) {
       const extra = error ? { error: reportError(error) } : undefined;
-      this.record(Kind.GivenUp, dn, Date.now(), maxRestarts, periodMs, extra);
+      this.record(Kind.GivenUp, "", dn, Date.now(), maxRestarts, periodMs, extra);
     }
     if (this.changeListeners.size > 0) this.changed();
   }
@@ -305,7 +330,7 @@ export class ReportHub {
     if (!this.wanted) return;
     const extra: Extra = { error: reportError(error) };
     if (to !== undefined) extra.to = to;
-    this.record(Kind.Escalated, dn, Date.now(), 0, 0, extra);
+    this.record(Kind.Escalated, "", dn, Date.now(), 0, 0, extra);
   }
 
   /** Something in the tree changed (a transition, a scheduled restart, a give-up). */

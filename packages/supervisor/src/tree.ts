@@ -96,7 +96,7 @@ export class Tree implements Supervisor, ContextHost {
     this.hub = new ReportHub(opts.reportHistory);
     const rootOpts = opts.root ?? {};
     validateChildOptions("root", rootOpts);
-    this.root = new TreeNode("root", "root", undefined, runnable, rootOpts);
+    this.root = new TreeNode("root", undefined, runnable, rootOpts);
     // Start on the next microtask, so that whoever called supervise() can
     // subscribe to transitions before the first one happens.
     this.root.running = true;
@@ -214,7 +214,7 @@ export class Tree implements Supervisor, ContextHost {
   ): void {
     this.checkCanStartChildren(parent, incarnation, opts);
     this.checkChildName(parent, name, runnable);
-    const node = new TreeNode(name, `${parent.dn}.${name}`, parent, runnable, opts);
+    const node = new TreeNode(name, parent, runnable, opts);
     (parent.children ??= new Map()).set(name, node);
     this.start(node);
   }
@@ -231,9 +231,7 @@ export class Tree implements Supervisor, ContextHost {
     if (names.length === 0)
       throw new ChildStartError(parent.dn, "runGroup() needs at least one child");
     for (const name of names) this.checkChildName(parent, name, children[name]);
-    const group = names.map(
-      (name) => new TreeNode(name, `${parent.dn}.${name}`, parent, children[name], opts),
-    );
+    const group = names.map((name) => new TreeNode(name, parent, children[name], opts));
     const map = (parent.children ??= new Map());
     const shared = new Group(group);
     for (const n of group) {
@@ -358,14 +356,13 @@ export class Tree implements Supervisor, ContextHost {
     this.checkRestart(node);
   }
 
-  private abortSubtree(node: TreeNode, reason: unknown): void {
+  private abortSubtree(node: TreeNode, reason: RunAbortedError): void {
     if (node.restartTimer) {
       // A restart that was waiting for its backoff is cancelled with the rest.
       this.clearRestartTimer(node);
       this.setState(node, "canceled");
     }
     if (node.aborted) return;
-    node.aborted = true;
     node.abortReason = reason;
     if (node.runSignal) abortRunSignal(node.runSignal, reason);
     node.releaseWaiter?.();
@@ -467,11 +464,9 @@ export class Tree implements Supervisor, ContextHost {
   }
 
   private respawn(node: TreeNode): void {
-    node.restarts++;
-    node.incarnation++;
+    node.restarts++; // and so the incarnation: contexts of the last run are stale now
     node.children = undefined;
     node.reservedNames = undefined;
-    node.aborted = false;
     node.abortReason = undefined;
     node.runSignal = undefined;
     node.abortWaiter = undefined;

@@ -90,6 +90,35 @@ describe("reports", () => {
     expect(live.ended()).toBe(true);
   });
 
+  it("names nested runnables by DN and stamps them with the wall clock, alike in reports, the tree and transitions", async () => {
+    const before = Date.now();
+    h = testHarness(async (ctx) => {
+      ctx.run("a", async (a: RunContext) => {
+        a.run("b", serve);
+        await serve(a);
+      });
+      await serve(ctx);
+    });
+    const healthyB = await h.nextTransition((t) => t.dn === "root.a.b" && t.to === "healthy");
+    const after = Date.now();
+    const tree = h.supervisor.tree();
+    expect(tree.map((n) => n.dn)).toEqual(["root", "root.a", "root.a.b"]);
+    const b = tree.find((n) => n.dn === "root.a.b");
+    expect(b?.since).toBe(healthyB.at);
+    expect(healthyB.at).toBeGreaterThanOrEqual(before);
+    expect(healthyB.at).toBeLessThanOrEqual(after);
+    const reports = h.supervisor.recentReports({ dnPrefix: "root.a" });
+    expect(reports.map((r) => `${r.dn} ${r.kind}`)).toEqual([
+      "root.a started",
+      "root.a.b started",
+      "root.a.b healthy",
+      "root.a healthy",
+    ]);
+    expect(reports.find((r) => r.dn === "root.a.b" && r.kind === "healthy")?.time).toBe(
+      healthyB.at,
+    );
+  });
+
   it("counts backoff attempts until the runnable is healthy again", async () => {
     let runs = 0;
     h = testHarness(
