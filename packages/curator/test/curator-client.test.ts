@@ -452,11 +452,20 @@ describe("CuratorConnection with standby connections", () => {
 
       // c restarts (its connections drop): the standby connection to it is
       // made again without any call needing it — each time (the first time
-      // could also be the standby timer set when b was found).
+      // could also be the standby timer set when b was found) — and c is
+      // asked who leads over it once (so that c knows the node before it
+      // leads: identity.ts), and then left alone.
+      const asked = { ...servers[2].calls };
       proxyC.drop();
       await eventually(() => proxyC.counts.connections === 2, "c connected again");
+      await eventually(
+        () => servers[2].calls.cancelled === asked.cancelled + 1,
+        "c asked once, and the question withdrawn",
+      );
+      expect(servers[2].calls.count).toBe(asked.count + 1);
       proxyC.drop();
       await eventually(() => proxyC.counts.connections === 3, "c connected once more");
+      await eventually(() => servers[2].calls.count === asked.count + 2, "c asked once more");
     } finally {
       connection.close();
       for (const s of servers) s.stop();
