@@ -26,3 +26,13 @@ export function isRunnableName(name: string): boolean {
 export function validateName(dn: string, name: string): void {
   if (!isRunnableName(name)) throw new InvalidNameError(dn, name);
 }
+
+/**
+ * A DN from its parent's DN ("" for none: the root) and its last name. The
+ * one place a DN is put together: the tree's nodes, sub-loggers and the
+ * report history (which keeps the two parts, so that recording a report
+ * makes no string).
+ */
+export function joinDn(parentDn: string, name: string): string {
+  return parentDn === "" ? name : `${parentDn}.${name}`;
+}

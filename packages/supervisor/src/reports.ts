@@ -18,6 +18,7 @@ import {
   type ReportsOptions,
   type SupervisorReport,
 } from "./report-types";
+import { joinDn } from "./names";
 import type { TreeNode } from "./tree-node";
 import type { NodeState } from "./types";
 
@@ -29,15 +30,6 @@ export const defaultReportBufferSize = 1000;
 /** True when `dn` is `prefix` or below it. */
 export function dnCovers(prefix: string, dn: string): boolean {
   return prefix === "" || dn === prefix || (dn.startsWith(prefix) && dn[prefix.length] === ".");
-}
-
-/**
- * A DN from its parent's DN ("" for none) and its last name: how the history
- * keeps DNs, so that recording a report makes no string (a node's own DN is
- * made only when something asks for it; see TreeNode.dn).
- */
-function joinDn(parentDn: string, name: string): string {
-  return parentDn === "" ? name : `${parentDn}.${name}`;
 }
 
 function clip(s: string, max: number): string {
@@ -108,9 +100,8 @@ function materialise(
 /**
  * The history: a fixed-capacity ring kept as columns (typed arrays, and the
  * DNs as their parent's DN and last name), so that recording a report
- * allocates nothing; the oldest is
- * overwritten first. Reports are numbered one apart, so a slot's `seq`
- * follows from its position.
+ * allocates nothing; the oldest is overwritten first. Reports are numbered
+ * one apart, so a slot's `seq` follows from its position.
  */
 class ReportRing {
   private readonly kinds: Uint8Array;

@@ -9,6 +9,7 @@
  */
 import type { Backoff } from "./backoff";
 import type { RunAbortedError } from "./errors";
+import { joinDn } from "./names";
 import { abortRunSignal, createRunSignal } from "./run-signal";
 import type { ChildOptions, Logger, NodeState, Runnable } from "./types";
 
@@ -141,7 +142,7 @@ export class TreeNode {
    * the name; see reports.ts).
    */
   get dn(): string {
-    return (this.dnCache ??= this.parent ? `${this.parent.dn}.${this.name}` : this.name);
+    return (this.dnCache ??= joinDn(this.parentDn, this.name));
   }
 
   /** The DN of the node's parent, "" for the root: with `name`, what a report records. */

@@ -34,7 +34,7 @@ import {
 } from "./errors";
 import { LogTree } from "./log-tree";
 import { defaultLogger, dnLogger } from "./logger";
-import { validateName } from "./names";
+import { joinDn, validateName } from "./names";
 import { Group, TreeNode } from "./tree-node";
 import { ReportHub } from "./reports";
 import { RestartWindow } from "./restart-window";
@@ -201,7 +201,7 @@ export class Tree implements Supervisor, ContextHost {
       if (node.reservedNames?.has(name)) throw new DuplicateNameError(node.dn, name, "sub-logger");
       (node.reservedNames ??= new Set()).add(name);
     }
-    return dnLogger(this.rootLogger, `${node.dn}.${name}`, this.logTree);
+    return dnLogger(this.rootLogger, joinDn(node.dn, name), this.logTree);
   }
 
   /** Starts one child (`run`). */
