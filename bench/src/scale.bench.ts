@@ -65,6 +65,7 @@ import { OwnerHost, type OwnerHostResult } from "./scale/owner-host";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
 import { measureObserver, type ObserverFigures } from "./scale/observer-view";
+import { childPids } from "./process-cpu";
 import { CpuShares, type CpuShare } from "./scale/cpu-shares";
 import { standbySpreadMs } from "@metropolis/roleserve";
 
@@ -72,16 +73,20 @@ import { standbySpreadMs } from "@metropolis/roleserve";
  * Who had the CPUs from a leader's SIGKILL until every node was HEALTHY
  * again (scale/cpu-shares.ts): the new leader, the node hosts together, and
  * the benchmark's own process (the poll of the owner's view), the owners'
- * process (in the failover with owners), and how busy the whole machine was
- * (the other curators and the etcd members included).
+ * process (in the failover with owners), each by its main thread; the
+ * whole processes (every thread) of the new leader, the other follower, the
+ * etcd members and the node hosts; and how busy the whole machine was, of
+ * which in the kernel.
  */
 interface FailoverCpu {
   leader: CpuShare;
   hosts: CpuShare;
   bench: CpuShare;
   owners?: CpuShare;
-  /** Every CPU's busy time summed, and the time the hypervisor took from them; ms per second (2,000: two cores). */
-  machine: { busyMsPerSecond: number; stolenMsPerSecond: number };
+  /** Whole processes' CPU time, every thread, ms per second. */
+  processes: { leader: number; follower: number; etcd: number; hosts: number };
+  /** Every CPU's busy time summed, of which in the kernel, and the time the hypervisor took from them; ms per second (2,000: two cores). */
+  machine: { busyMsPerSecond: number; kernelMsPerSecond: number; stolenMsPerSecond: number };
 }
 
 /** What was measured at one size. */
@@ -161,21 +166,31 @@ class Curators {
     }
     const survivors = this.all.filter((c) => c !== victim);
     const owners = ownersPid === undefined ? [] : [ownersPid];
+    // The etcd members are this process's children (the consensus service runs them).
+    const etcd = childPids(process.pid, "etcd");
     const shares = new CpuShares([
       ...survivors.map((c) => c.pid),
       ...hostPids,
       process.pid,
       ...owners,
+      ...etcd,
     ]);
     victim.kill("SIGKILL");
     await victim.exited;
     const result = await recovered();
     const successor = await this.leader(60_000, victim);
+    const followers = survivors.filter((c) => c !== successor).map((c) => c.pid);
     const cpu: FailoverCpu = {
       leader: shares.share([successor.pid]),
       hosts: shares.share(hostPids),
       bench: shares.share([process.pid]),
       ...(ownersPid === undefined ? {} : { owners: shares.share(owners) }),
+      processes: {
+        leader: shares.processMsPerSecond([successor.pid]),
+        follower: shares.processMsPerSecond(followers),
+        etcd: shares.processMsPerSecond(etcd),
+        hosts: shares.processMsPerSecond(hostPids),
+      },
       machine: shares.machine(),
     };
     if (process.env.METROPOLIS_BENCH_PROFILE_DIR) {
@@ -202,7 +217,9 @@ function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
     `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;
   const owners = cpu.owners ? `; ${one("owners", cpu.owners)}` : "";
-  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)}${owners}; machine busy ${cpu.machine.busyMsPerSecond.toFixed(0)}, stolen ${cpu.machine.stolenMsPerSecond.toFixed(0)} (ms/s)`;
+  const p = cpu.processes;
+  const whole = `whole processes: new leader ${p.leader.toFixed(0)}, other follower ${p.follower.toFixed(0)}, etcd ${p.etcd.toFixed(0)}, node hosts ${p.hosts.toFixed(0)}`;
+  return `${one("new leader", cpu.leader)}; ${one("node hosts", cpu.hosts)}; ${one("bench", cpu.bench)}${owners}; ${whole}; machine busy ${cpu.machine.busyMsPerSecond.toFixed(0)}, in the kernel ${cpu.machine.kernelMsPerSecond.toFixed(0)}, stolen ${cpu.machine.stolenMsPerSecond.toFixed(0)} (ms/s)`;
 }
 
 const targetAt = 5000;
@@ -554,6 +571,12 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
 
 /** Who had the CPUs during `what` (see FailoverCpu), in ms per second (1000: a whole core). */
 function cpuRows(n: number, what: string, cpu: FailoverCpu): Row[] {
+  const wholeProcesses: [string, number][] = [
+    ["the new leader's whole process", cpu.processes.leader],
+    ["the other follower's whole process", cpu.processes.follower],
+    ["the etcd members' whole processes", cpu.processes.etcd],
+    ["the node hosts' whole processes", cpu.processes.hosts],
+  ];
   const rows = (who: string, share: CpuShare): Row[] => [
     {
       measure: `[${n}] during ${what}: ${who} on a CPU`,
@@ -570,9 +593,19 @@ function cpuRows(n: number, what: string, cpu: FailoverCpu): Row[] {
     ...rows("the new leader", cpu.leader),
     ...rows("the node hosts", cpu.hosts),
     ...(cpu.owners ? rows("the owners' clients", cpu.owners) : []),
+    ...wholeProcesses.map(([who, value]) => ({
+      measure: `[${n}] during ${what}: ${who} (every thread)`,
+      value,
+      unit: "ms/s",
+    })),
     {
       measure: `[${n}] during ${what}: the machine busy (all CPUs)`,
       value: cpu.machine.busyMsPerSecond,
+      unit: "ms/s",
+    },
+    {
+      measure: `[${n}] during ${what}: of which in the kernel (system, interrupts)`,
+      value: cpu.machine.kernelMsPerSecond,
       unit: "ms/s",
     },
     {

@@ -9,11 +9,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MemoryValue, waitFor } from "@metropolis/event";
 import type { CuratorProcessConfig, CuratorProcessMessage } from "../fixtures/curator-process";
+import { processCpuMs } from "../process-cpu";
 import type { BenchContext } from "./bench-context";
 import { curatorIdentity } from "./cluster";
-
-/** Linux reports /proc/<pid>/stat times in USER_HZ, which is 100 on every architecture. */
-const USER_HZ = 100;
 
 type Endpoint = { nodeId: string; host: string; port: number } | undefined;
 
@@ -168,9 +166,8 @@ export class CuratorProcess {
 
   /** CPU time (user + system) the process has used so far, in milliseconds. */
   cpuMs(): number {
-    const stat = readFileSync(`/proc/${this.pid}/stat`, "utf8");
-    // Fields after the command name (which may contain spaces) in parentheses; utime and stime are fields 14 and 15.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+    const ms = processCpuMs(this.pid);
+    if (ms === undefined) throw new Error(`curator ${this.nodeId}'s process ${this.pid} is gone`);
+    return ms;
   }
 }

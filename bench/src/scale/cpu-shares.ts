@@ -2,7 +2,10 @@
  * Who had the machine's CPUs during a stretch of the benchmark: for each
  * process, how long its main thread (its event loop) ran and how long it
  * was ready to run but waited for a CPU, from Linux's per-thread scheduler
- * statistics (/proc/<pid>/schedstat: run time, run-queue wait, in ns).
+ * statistics (/proc/<pid>/schedstat: run time, run-queue wait, in ns); and
+ * the CPU time of whole processes, every thread (/proc/<pid>/stat), for the
+ * processes whose main thread is not the point (an etcd member's work is
+ * spread over its goroutines' threads).
  *
  * The scale simulator runs the control plane and thousands of simulated
  * nodes on one 2-core machine: a recovery that is slow while the leader sits
@@ -10,6 +13,7 @@
  * simulation's own clients, not by the control plane.
  */
 import { readFileSync } from "node:fs";
+import { processCpuMs } from "../process-cpu";
 
 /** How a thread spent a stretch of time, in ms per second of it. */
 export interface CpuShare {
@@ -35,10 +39,14 @@ function schedstat(pid: number): { runNs: number; waitNs: number } | undefined {
  * others while it had work ("steal": a shared virtual machine's CPUs are not
  * all its own), in ms: /proc/stat's first line, in USER_HZ ticks of 10 ms.
  */
-function machineTimes(): { busyMs: number; stolenMs: number } {
+function machineTimes(): { busyMs: number; kernelMs: number; stolenMs: number } {
   const fields = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1);
   const [user, nice, system, , , irq, softirq, steal] = fields.map(Number);
-  return { busyMs: (user + nice + system + irq + softirq) * 10, stolenMs: steal * 10 };
+  return {
+    busyMs: (user + nice + system + irq + softirq) * 10,
+    kernelMs: (system + irq + softirq) * 10,
+    stolenMs: steal * 10,
+  };
 }
 
 /** Measures the {@link CpuShare} of processes, and how busy the machine was, from its construction on. */
@@ -46,13 +54,31 @@ export class CpuShares {
   private readonly started = performance.now();
   private readonly machineBefore = machineTimes();
   private readonly before = new Map<number, { runNs: number; waitNs: number }>();
+  private readonly processBefore = new Map<number, number>();
 
   /** Starts measuring `pids`. */
   constructor(pids: Iterable<number>) {
     for (const pid of pids) {
       const now = schedstat(pid);
       if (now) this.before.set(pid, now);
+      const ms = processCpuMs(pid);
+      if (ms !== undefined) this.processBefore.set(pid, ms);
     }
+  }
+
+  /**
+   * The CPU time of the whole processes `pids` (every thread) since the
+   * start, summed, in ms per second (processes gone meanwhile count for nothing).
+   */
+  processMsPerSecond(pids: Iterable<number>): number {
+    const seconds = (performance.now() - this.started) / 1000;
+    let ms = 0;
+    for (const pid of pids) {
+      const before = this.processBefore.get(pid);
+      const now = processCpuMs(pid);
+      if (before !== undefined && now !== undefined) ms += now - before;
+    }
+    return ms / seconds;
   }
 
   /** The share of each of `pids` since the start, summed (processes gone meanwhile count for nothing). */
@@ -71,15 +97,17 @@ export class CpuShares {
   }
 
   /**
-   * How busy the whole machine was since the start, and how much CPU time
-   * the hypervisor took from it: ms per second summed over its CPUs (2,000:
-   * two cores).
+   * How busy the whole machine was since the start, of which in the kernel
+   * (system calls, interrupts: the loopback network's work is there), and
+   * how much CPU time the hypervisor took from it: ms per second summed over
+   * its CPUs (2,000: two cores).
    */
-  machine(): { busyMsPerSecond: number; stolenMsPerSecond: number } {
+  machine(): { busyMsPerSecond: number; kernelMsPerSecond: number; stolenMsPerSecond: number } {
     const seconds = (performance.now() - this.started) / 1000;
     const now = machineTimes();
     return {
       busyMsPerSecond: (now.busyMs - this.machineBefore.busyMs) / seconds,
+      kernelMsPerSecond: (now.kernelMs - this.machineBefore.kernelMs) / seconds,
       stolenMsPerSecond: (now.stolenMs - this.machineBefore.stolenMs) / seconds,
     };
   }
