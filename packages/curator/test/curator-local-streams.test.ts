@@ -7,10 +7,10 @@
  * no etcd (the leader is a MemoryValue, as the Curator's own is).
  */
 import { getEventListeners } from "node:events";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext, runInThisContext } from "node:vm";
+import { runInThisContext } from "node:vm";
 import { Server, status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
+import { liveHeapBytes } from "@metropolis/supervisor/testing";
 import { CertificateAuthority, generateKeyPair, tlsMaterial } from "@metropolis/pki";
 import { curator } from "@metropolis/proto";
 import winston from "winston";
@@ -27,16 +27,6 @@ import {
 const { CuratorLocalClient, CuratorLocalService } = curator;
 type LocalClient = InstanceType<typeof CuratorLocalClient>;
 type LeaderStream = ClientReadableStream<curator.GetCurrentLeaderResponse>;
-
-setFlagsFromString("--expose-gc");
-/** V8's gc(), installed by --expose-gc in contexts created from now on. */
-const gc = runInNewContext("gc") as () => void;
-
-/** Heap in use after full collections: what the process still holds. */
-function heapUsedAfterGc(): number {
-  for (let i = 0; i < 3; i++) gc();
-  return process.memoryUsage().heapUsed;
-}
 
 /**
  * Node's own process object: Jest gives tests a copy, which does not see the
@@ -215,7 +205,7 @@ describe("GetCurrentLeader streams", () => {
       };
       // A first round warms up grpc-js, the connections and the JIT, which stay.
       await round();
-      const baseline = heapUsedAfterGc();
+      const baseline = liveHeapBytes();
       const rssBefore = process.memoryUsage().rss;
       let opened = 0;
       let peakRss = rssBefore;
@@ -223,7 +213,7 @@ describe("GetCurrentLeader streams", () => {
         opened += await round();
         peakRss = Math.max(peakRss, process.memoryUsage().rss);
       }
-      const after = heapUsedAfterGc();
+      const after = liveHeapBytes();
       console.log(
         `${opened} GetCurrentLeader streams in rounds of ${maxLeaderStreams}: heap after GC ${mb(baseline)} -> ${mb(after)}; ` +
           `rss ${mb(rssBefore)} -> peak ${mb(peakRss)} -> ${mb(process.memoryUsage().rss)}`,

@@ -1,31 +1,8 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { combine, map, MemoryValue } from "@metropolis/event";
+import { liveHeapBytes } from "@metropolis/supervisor/testing";
 import { waitQueue } from "./value-internals";
 
 const CYCLES = 100_000;
-
-/**
- * A forced full GC, so heap measurements are of live objects only. jest does
- * not pass --expose-gc; the flag can still be turned on at runtime, after which
- * a fresh context exposes gc().
- */
-function forcedGc(): () => void {
-  const { gc } = global;
-  if (typeof gc === "function") {
-    return () => {
-      void gc();
-    };
-  }
-  setFlagsFromString("--expose-gc");
-  return runInNewContext("gc") as () => void;
-}
-
-function liveHeap(gc: () => void): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 /**
  * A leaked watcher with a pending get() retains the watcher, its promise and
@@ -36,12 +13,10 @@ function liveHeap(gc: () => void): number {
 const MAX_GROWTH = 4 * 1024 * 1024;
 
 describe("watchers are released on close", () => {
-  const gc = forcedGc();
-
   it("memory value: 100,000 watch/get/close cycles leave the queue and heap flat", async () => {
     const v = new MemoryValue(0);
     const ac = new AbortController();
-    const before = liveHeap(gc);
+    const before = liveHeapBytes();
     for (let i = 0; i < CYCLES; i++) {
       const w = v.watch();
       await w.get();
@@ -51,7 +26,7 @@ describe("watchers are released on close", () => {
       await p.catch(() => undefined);
     }
     expect(waitQueue(v).length).toBeLessThan(130);
-    const growth = liveHeap(gc) - before;
+    const growth = liveHeapBytes() - before;
     expect(growth).toBeLessThan(MAX_GROWTH);
   });
 
@@ -76,7 +51,7 @@ describe("watchers are released on close", () => {
     const b = new MemoryValue("x");
     const combined = combine({ a, b });
     const mapped = map(a, (x) => x * 2);
-    const before = liveHeap(gc);
+    const before = liveHeapBytes();
     for (let i = 0; i < CYCLES / 2; i++) {
       const cw = combined.watch();
       await cw.get();
@@ -91,7 +66,7 @@ describe("watchers are released on close", () => {
     }
     expect(waitQueue(a).length).toBeLessThan(130);
     expect(waitQueue(b).length).toBeLessThan(130);
-    const growth = liveHeap(gc) - before;
+    const growth = liveHeapBytes() - before;
     expect(growth).toBeLessThan(MAX_GROWTH);
   });
 });

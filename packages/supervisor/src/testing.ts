@@ -2,7 +2,8 @@
  * `@metropolis/supervisor/testing`: helpers for testing runnables.
  * `testHarness` runs one under a real supervisor in a jest test;
  * `MockContext` (and `startOnMock`) stands in for the supervisor in a unit
- * test of one runnable; `eventually` polls a condition with a deadline.
+ * test of one runnable; `eventually` polls a condition with a deadline;
+ * `liveHeapBytes` measures what a process still holds, for leak tests.
  *
  * @example
  * ```ts
@@ -30,3 +31,4 @@ export {
   type TestHarnessOptions,
 } from "./test-harness";
 export { eventually, EventuallyTimeoutError } from "./eventually";
+export { liveHeapBytes } from "./live-heap";
