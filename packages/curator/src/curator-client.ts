@@ -283,6 +283,12 @@ export class CuratorConnection {
       // leader served (seen in the scale simulator at 2,500 nodes).
       "grpc.max_reconnect_backoff_ms": maxReconnectBackoffMs,
       "grpc.use_local_subchannel_pool": 1,
+      // grpc-js' channelz (its introspection service) keeps a trace of every
+      // channel's and connection's state changes and counts every call, in
+      // a registry of the whole process; nothing here serves it. In the
+      // scale simulator's node hosts it was 3 % of their CPU in the seconds
+      // after a leader failed (every node's connections changing state).
+      "grpc.enable_channelz": 0,
       // A standby connection carries no calls: it must not be closed as idle
       // after grpc-js' 30 minutes (the longest timer Node keeps: ~24.8 days).
       ...(this.standby && { "grpc.client_idle_timeout_ms": 2 ** 31 - 1 }),
