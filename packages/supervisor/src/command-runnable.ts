@@ -70,7 +70,19 @@ export class CommandStartError extends SupervisorError {
   }
 }
 
-/** The process exited while it was supposed to run. */
+/** How many of a process's last output lines {@link ProcessExitedError} keeps. */
+export const processExitOutputLines = 3;
+/** How many characters of each of those lines it keeps. */
+export const processExitOutputLineChars = 300;
+
+/**
+ * The process exited while it was supposed to run. Its message ends with
+ * the process's last output lines (at most {@link processExitOutputLines},
+ * each cut to {@link processExitOutputLineChars}): a process that exits at
+ * once usually says why in its last line (etcd's "fatal" entry, say), and
+ * without it a failure seen only as a report or in a test's error is
+ * "exited with code 1" and nothing more.
+ */
 export class ProcessExitedError extends SupervisorError {
   constructor(
     /** DN of the runnable concerned. */
@@ -81,8 +93,25 @@ export class ProcessExitedError extends SupervisorError {
     readonly code: number | null,
     /** The signal that ended it, or null when it exited. */
     readonly signal: NodeJS.Signals | null,
+    /** Its last output lines, stdout and stderr as they were read, oldest first. */
+    readonly lastOutput: readonly string[] = [],
   ) {
-    super(`${dn}: ${command} exited ${signal ? `on signal ${signal}` : `with code ${code}`}`);
+    const how = signal ? `on signal ${signal}` : `with code ${code}`;
+    const said = lastOutput.length > 0 ? `; its last output: ${lastOutput.join(" | ")}` : "";
+    super(`${dn}: ${command} exited ${how}${said}`);
+  }
+}
+
+/** The last lines of a process's output, bounded (see {@link ProcessExitedError}). */
+class OutputTail {
+  readonly lines: string[] = [];
+
+  add(line: string): void {
+    const cut =
+      line.length > processExitOutputLineChars
+        ? `${line.slice(0, processExitOutputLineChars)}…`
+        : line;
+    if (this.lines.push(cut) > processExitOutputLines) this.lines.shift();
   }
 }
 
@@ -119,8 +148,10 @@ export function commandRunnable(
         child.once("close", (code, signal) => resolve({ code, signal })),
       ),
     ]);
+    const tail = new OutputTail();
     for (const stream of ["stdout", "stderr"] as const) {
       createInterface({ input: child[stream] }).on("line", (line) => {
+        tail.add(line);
         logLine(line, stream, ctx.logger);
         if (matches?.(line)) markHealthy();
       });
@@ -148,7 +179,7 @@ export function commandRunnable(
     if (!spawned) throw new CommandStartError(ctx.dn, command, await startFailed);
     if (result instanceof Error) throw result;
     if (ctx.signal.aborted) return;
-    throw new ProcessExitedError(ctx.dn, command, result.code, result.signal);
+    throw new ProcessExitedError(ctx.dn, command, result.code, result.signal, tail.lines);
   };
 }
 

@@ -18,5 +18,7 @@ export {
   commandRunnable,
   CommandStartError,
   ProcessExitedError,
+  processExitOutputLineChars,
+  processExitOutputLines,
   type CommandOptions,
 } from "./command-runnable";

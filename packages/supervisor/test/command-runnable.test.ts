@@ -6,6 +6,7 @@ import {
   commandRunnable,
   CommandStartError,
   ProcessExitedError,
+  processExitOutputLineChars,
 } from "@metropolis/supervisor/process";
 import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { serve } from "./helpers";
@@ -118,6 +119,30 @@ describe("commandRunnable", () => {
     const death = h.nextTransition((t) => t.dn === "root.proc" && t.to === "dead");
     process.kill(pidOf(h), "SIGKILL");
     expect((await death).error?.message).toMatch(/exited on signal SIGKILL$/);
+  });
+
+  it("says in its failure what the process last said, bounded", async () => {
+    const long = "x".repeat(processExitOutputLineChars + 50);
+    h = testHarness(
+      underRoot(
+        nodeScript(
+          // One stream: the order of lines across stdout and stderr is the reader's.
+          `console.error("one"); console.error("two"); console.error("three");` +
+            `console.error(${JSON.stringify(long)}); console.error("fatal: no quorum");` +
+            `setTimeout(() => process.exit(1), 10);`,
+        ),
+      ),
+      { expectDeath: (dn) => dn === "root.proc" },
+    );
+    const death = await h.nextTransition((t) => t.dn === "root.proc" && t.to === "dead");
+    if (!(death.error instanceof ProcessExitedError)) throw new Error(String(death.error));
+    expect(death.error.code).toBe(1);
+    // The last three lines, the long one cut; what came before them is not kept.
+    const cut = `${"x".repeat(processExitOutputLineChars)}…`;
+    expect(death.error.lastOutput).toEqual(["three", cut, "fatal: no quorum"]);
+    expect(death.error.message).toBe(
+      `root.proc: ${process.execPath} exited with code 1; its last output: three | ${cut} | fatal: no quorum`,
+    );
   });
 
   it("fails clearly when the binary does not exist", async () => {
