@@ -297,6 +297,9 @@ export async function serveFakeCurator(
           kind?.$case === "nodesInCluster"
             ? curator.WatchResponse_Progress.LAST_BACKLOGGED
             : curator.WatchResponse_Progress.UNSPECIFIED,
+        revision: 0,
+        nodeCount: kind?.$case === "nodesInCluster" ? records.length : 0,
+        resumed: false,
       });
     },
     updateNodeStatus: (call, callback) => {

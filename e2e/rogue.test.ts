@@ -183,8 +183,12 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     // Before this, node2 and node3 had no roles for a while (enrolled, then made members).
     const attackStartedAt = Date.now();
     // The real records, which the fake curator replays without roles.
-    const records = (await watchOnce(r.connection, { $case: "nodesInCluster", nodesInCluster: {} }))
-      .nodes;
+    const records = (
+      await watchOnce(r.connection, {
+        $case: "nodesInCluster",
+        nodesInCluster: { resumeFromRevision: 0 },
+      })
+    ).nodes;
     expect(records.map((n) => n.id)).toEqual(expect.arrayContaining([...nodes.map((n) => n.id)]));
     const served = await serveFakeCurator(r, [advertisedCuratorPort, curatorPort], records);
     fake = served;

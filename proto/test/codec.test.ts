@@ -99,6 +99,9 @@ describe("private records", () => {
         nodes: [],
         nodeTombstones: [{ nodeId: "metropolis-01" }],
         progress: curator.WatchResponse_Progress.LAST_BACKLOGGED,
+        revision: 0,
+        nodeCount: 0,
+        resumed: false,
       }),
     ).toEqual({
       nodeTombstones: [{ nodeId: "metropolis-01" }],

@@ -32,7 +32,9 @@ export async function measureWatchBacklog(
       const started = performance.now();
       let nodes = 0;
       let up = 0;
-      const stream = client.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } });
+      const stream = client.watch({
+        kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } },
+      });
       stream.on("data", (res: curatorProto.WatchResponse) => {
         nodes += res.nodes.length;
         up += res.nodes.filter((n) => n.state === common.NodeState.UP).length;

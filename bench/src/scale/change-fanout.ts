@@ -40,7 +40,9 @@ export async function measureChangeFanout(
               curatorClientCredentials(caPem, w.tls),
             );
             clients.push(client);
-            const stream = client.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } });
+            const stream = client.watch({
+              kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } },
+            });
             streams.push(stream);
             let backlogged = false;
             stream.on("data", (res: curatorProto.WatchResponse) => {

@@ -2,11 +2,22 @@
  * Curator.Watch: the state of one node, or of all nodes, as a stream.
  *
  * Both kinds read the current state at one etcd revision, send it, and then
- * follow an etcd watch started at the next revision — so no change between
- * the read and the watch is lost, and none is sent twice. A NodesInCluster
- * backlog goes out in chunks; its last chunk (an empty one if there are no
- * nodes) carries PROGRESS_LAST_BACKLOGGED, so a client knows when its view
- * is complete. Deleted nodes are announced as tombstones.
+ * follow the changes after that revision — so no change between the read
+ * and the watch is lost, and none is sent twice. Both read the leader's copy
+ * of the records and follow its watches (node-record-mirror.ts,
+ * node-record-feed.ts), not etcd for each stream: every node watches itself
+ * and, for its directory, all nodes, and after a failover every one of them
+ * watches again.
+ *
+ * A NodesInCluster backlog goes out in chunks; its last chunk (an empty one
+ * if there are no nodes) carries PROGRESS_LAST_BACKLOGGED, the revision it
+ * is current as of, and the number of nodes, so a client knows when its view
+ * is complete. Every change carries its revision too. A client that kept its
+ * view resumes from the revision it reached (`resume_from_revision`): its
+ * backlog is then only the nodes changed since, which after a failover is
+ * few or none instead of all N (N² across the cluster); deletions it missed
+ * show as more nodes in its view than the cluster has, and it watches
+ * afresh. Deleted nodes are announced as tombstones.
  *
  * Only nodes may watch (any node may watch any node: they need each other's
  * addresses and roles). The stream ends when the client cancels; the etcd
@@ -22,7 +33,7 @@ import { curator, type priv } from "@metropolis/proto";
 import { InvalidArgumentError, NotFoundError } from "./errors";
 import { requireCurrentNode } from "./current-node";
 import type { LeaderContext } from "./leader-context";
-import { checkNodeId } from "./node-record";
+import { checkNodeId, type StoredNode } from "./node-record";
 import type { NodeRecordFeed } from "./node-record-feed";
 import {
   followWatcher,
@@ -64,7 +75,8 @@ export async function watch(
   const kind = call.request.kind;
   if (kind?.$case === "nodeInCluster")
     return watchOne(ctx, records, call, checkNodeId(kind.nodeInCluster.nodeId));
-  if (kind?.$case === "nodesInCluster") return watchAll(ctx, call);
+  if (kind?.$case === "nodesInCluster")
+    return watchAll(ctx, call, checkResumeRevision(kind.nodesInCluster.resumeFromRevision));
   throw new InvalidArgumentError("watch request must set node_in_cluster or nodes_in_cluster");
 }
 
@@ -83,7 +95,14 @@ async function watchOne(
     // revision delivers every later change of it, once, either way.
     const found = await ctx.nodes.find(id);
     if (!found) throw new NotFoundError(`node ${id} not found`);
-    call.write({ nodes: [nodeToProto(id, found.node)], nodeTombstones: [], progress: 0 });
+    call.write({
+      nodes: [nodeToProto(id, found.node)],
+      nodeTombstones: [],
+      progress: 0,
+      revision: 0,
+      nodeCount: 0,
+      resumed: false,
+    });
     subscription.start(found.modRevision);
     if (subscription.failure) throw watchFailed(subscription.failure);
   } catch (e) {
@@ -93,16 +112,73 @@ async function watchOne(
   return follow(ctx, call, subscription);
 }
 
-async function watchAll(ctx: LeaderContext, call: WatchCall): Promise<void> {
+/** A request's `resume_from_revision`: 0 (start afresh) or a revision. */
+function checkResumeRevision(revision: number): number {
+  if (!Number.isSafeInteger(revision) || revision < 0)
+    throw new InvalidArgumentError("resume_from_revision must be 0 or an etcd revision");
+  return revision;
+}
+
+async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number): Promise<void> {
+  const followed = await followAllNodes(ctx);
+  const { records, revision, changes } = followed;
+  try {
+    // A revision this leader has not reached is nobody's view of this
+    // cluster: the client gets the full backlog instead.
+    const resumed = resumeFrom > 0 && resumeFrom <= revision;
+    const backlog = resumed ? records.filter((r) => Number(r.modRevision) >= resumeFrom) : records;
+    writeBacklog(call, backlog, (chunk, last) => ({
+      nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
+      nodeTombstones: [],
+      progress: last
+        ? curator.WatchResponse_Progress.LAST_BACKLOGGED
+        : curator.WatchResponse_Progress.UNSPECIFIED,
+      revision: last ? revision : 0,
+      nodeCount: last ? records.length : 0,
+      resumed,
+    }));
+    const failure = followed.failure();
+    if (failure) throw watchFailed(failure);
+  } catch (e) {
+    await changes.cancel();
+    throw e;
+  }
+  return follow(ctx, call, changes);
+}
+
+/** Every readable node record at one revision, and the changes after it. */
+interface AllNodes {
+  records: readonly StoredNode[];
+  revision: number;
+  changes: RecordEvents;
+  /** Why the changes failed already, if they did. */
+  failure(): Error | undefined;
+}
+
+/**
+ * Every node record and its changes from the leader's copy, or, while the
+ * copy cannot be trusted, read from etcd with an etcd watcher of their own.
+ */
+async function followAllNodes(ctx: LeaderContext): Promise<AllNodes> {
+  const followed = await ctx.nodes.follow();
+  if (followed) {
+    if (followed.corrupt > 0)
+      ctx.logger.error(`watch: skipping ${followed.corrupt} node records that do not decode`);
+    const changes = followed.changes;
+    return {
+      records: followed.records,
+      revision: Number(followed.revision),
+      changes,
+      failure: () => changes.failure,
+    };
+  }
   const { revision, nodes } = await readAllNodes(ctx, "watch");
-  writeBacklog(call, nodes, (chunk, last) => ({
-    nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
-    nodeTombstones: [],
-    progress: last
-      ? curator.WatchResponse_Progress.LAST_BACKLOGGED
-      : curator.WatchResponse_Progress.UNSPECIFIED,
-  }));
-  return follow(ctx, call, await watchNodesAfter(ctx, revision));
+  return {
+    records: nodes,
+    revision: Number(revision),
+    changes: await watchNodesAfter(ctx, revision),
+    failure: () => undefined,
+  };
 }
 
 /** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */
@@ -112,13 +188,23 @@ function follow(ctx: LeaderContext, call: WatchCall, watcher: RecordEvents): Pro
     put: (entry: IKeyValue) => {
       const stored = storedNodeOf(ctx, entry, "watch");
       return (
-        stored && { nodes: [nodeToProto(stored.id, stored.node)], nodeTombstones: [], progress: 0 }
+        stored && {
+          nodes: [nodeToProto(stored.id, stored.node)],
+          nodeTombstones: [],
+          progress: 0,
+          revision: Number(entry.mod_revision),
+          nodeCount: 0,
+          resumed: false,
+        }
       );
     },
     delete: (entry: IKeyValue) => ({
       nodes: [],
       nodeTombstones: [{ nodeId: nodeIdOf(entry) }],
       progress: 0,
+      revision: Number(entry.mod_revision),
+      nodeCount: 0,
+      resumed: false,
     }),
   });
 }

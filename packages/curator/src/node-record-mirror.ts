@@ -20,6 +20,13 @@
  * the curator is the only writer of cluster state) show within the watch's
  * latency.
  *
+ * Streams of every node (Curator.Watch of all nodes) follow the copy too
+ * ({@link NodeRecordMirror.follow}): the records at the copy's revision, and
+ * then its changes, handed over in one step of the event loop, so none is
+ * lost or sent twice — without a read of every record from etcd and an etcd
+ * watcher for each stream (each node's directory watches all nodes: after a
+ * failover that was N reads of N records, 11 MiB each at 5,000 nodes).
+ *
  * When the copy cannot be trusted — not read yet, its watch failed, or it
  * has not caught up within {@link catchUpMs} — readers read etcd, as they
  * did without it; a failed copy is read again on a later use (at most once
@@ -27,6 +34,7 @@
  * the reconciler re-reads etcd before it changes membership, and DeleteNode
  * and the role checks read etcd themselves.
  */
+import { EventEmitter } from "node:events";
 import type { IKeyValue, Namespace, Watcher } from "etcd3";
 import { openWatch } from "@metropolis/consensus";
 import type { Logger } from "@metropolis/supervisor";
@@ -34,6 +42,7 @@ import { CuratorError } from "./errors";
 import { nodesPrefix } from "./keys";
 import type { Leadership } from "./leadership";
 import { decodeNode, findNode, listNodes, type StoredNode } from "./node-record";
+import type { RecordEvents } from "./node-watch-streams";
 
 /** How long a read waits for the copy to catch up with the leader's writes before reading etcd. */
 export const catchUpMs = 2000;
@@ -47,6 +56,45 @@ interface Waiter {
   done: (current: boolean) => void;
 }
 
+/**
+ * The changes of the node records after a {@link NodeRecordMirror.follow}
+ * snapshot, in revision order; fails when the copy is given up (its watch
+ * failed, or the leadership ended) — the stream then ends and its client
+ * watches again.
+ */
+export class MirrorSubscription extends EventEmitter implements RecordEvents {
+  /** Why the copy was given up, if it was; a stream checks before it follows the events. */
+  failure: Error | undefined;
+
+  constructor(private readonly leave: (s: MirrorSubscription) => void) {
+    super();
+  }
+
+  /** Called by the mirror when the copy is given up. */
+  fail(e: Error): void {
+    this.failure = e;
+    // Before its stream follows it nobody listens yet: the stream finds `failure` instead.
+    if (this.listenerCount("error") > 0) this.emit("error", e);
+  }
+
+  /** Stops the events. */
+  async cancel(): Promise<void> {
+    this.leave(this);
+  }
+}
+
+/** What {@link NodeRecordMirror.follow} hands a stream. */
+export interface FollowedRecords {
+  /** The revision of the curator namespace the records are current as of. */
+  revision: bigint;
+  /** Every readable node record, in key order (do not modify). */
+  records: readonly StoredNode[];
+  /** Records that do not decode, left out of `records`. */
+  corrupt: number;
+  /** Every change of a node record after `revision`. */
+  changes: MirrorSubscription;
+}
+
 /** The copy as one start built it; replaced whole when its watch fails. */
 interface Copy {
   readonly records: Map<string, StoredNode>;
@@ -58,6 +106,8 @@ interface Copy {
   sorted: StoredNode[] | undefined;
   watcher: Watcher | undefined;
   live: boolean;
+  /** The streams following this copy's changes. */
+  readonly followers: Set<MirrorSubscription>;
 }
 
 /** The leader's copy of the node records; see the module comment. One per leadership. */
@@ -99,6 +149,25 @@ export class NodeRecordMirror {
     const corrupt = copy.corrupt.get(id);
     if (corrupt) throw corrupt;
     return copy.records.get(id);
+  }
+
+  /**
+   * Every node record now and a subscription to every later change, taken
+   * in one step so that nothing falls between them; undefined when the copy
+   * cannot be trusted (the caller reads etcd and watches it instead).
+   */
+  async follow(): Promise<FollowedRecords | undefined> {
+    const copy = await this.current();
+    if (!copy?.live) return undefined;
+    copy.sorted ??= [...copy.records.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const changes = new MirrorSubscription((s) => copy.followers.delete(s));
+    copy.followers.add(changes);
+    return {
+      revision: copy.revision,
+      records: copy.sorted,
+      corrupt: copy.corrupt.size,
+      changes,
+    };
   }
 
   /** Starts reading the copy now, so that the first reader does not wait for it. */
@@ -144,6 +213,7 @@ export class NodeRecordMirror {
       sorted: undefined,
       watcher: undefined,
       live: true,
+      followers: new Set(),
     };
     try {
       const res = await this.kv.getAll().prefix(nodesPrefix).exec();
@@ -194,6 +264,8 @@ export class NodeRecordMirror {
     }
     const revision = BigInt(entry.mod_revision);
     if (revision > copy.revision) copy.revision = revision;
+    if (entry.key.toString().startsWith(nodesPrefix))
+      for (const follower of copy.followers) follower.emit(kind, entry);
     this.tell(copy);
   }
 
@@ -251,6 +323,12 @@ export class NodeRecordMirror {
   private async drop(copy: Copy): Promise<void> {
     copy.live = false;
     if (this.copy === copy) this.copy = undefined;
+    const followers = [...copy.followers];
+    copy.followers.clear();
+    const gone = new Error(
+      "the leader's copy of the node records was given up (its watch failed, or the leadership ended)",
+    );
+    for (const follower of followers) follower.fail(gone);
     await copy.watcher?.cancel().catch(() => undefined);
   }
 }

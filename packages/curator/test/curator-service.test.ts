@@ -122,7 +122,9 @@ describe("watch", () => {
     const added = [];
     for (let i = 0; i < 55; i++) added.push(await leader.addNode({ state: common.NodeState.NEW }));
     const w = new Collected(
-      nodeClient.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } }),
+      nodeClient.watch({
+        kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } },
+      }),
     );
     const backlog = await w.until(
       (m) => m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED),
@@ -158,9 +160,93 @@ describe("watch", () => {
     w.stream.cancel();
   });
 
+  it("resumes a watch of all nodes: only the nodes changed since, and the count that shows a missed deletion", async () => {
+    const all = (resumeFromRevision: number) =>
+      new Collected(
+        nodeClient.watch({
+          kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision } },
+        }),
+      );
+    const backlogOf = async (w: Collected<curator.WatchResponse>) => {
+      const messages = await w.until(
+        (m) => m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED),
+        "end of backlog",
+      );
+      const last = messages.findIndex(
+        (x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED,
+      );
+      return { messages: messages.slice(0, last + 1), end: messages[last] };
+    };
+    const [a, b, c] = [await leader.addNode(), await leader.addNode(), await leader.addNode()];
+    const labelled = (id: string, value: string) =>
+      leader.updateNode(id, (n) => ({ ...n, labels: new Map([["zone", value]]) }));
+    try {
+      const first = all(0);
+      const full = await backlogOf(first);
+      expect(full.end.revision).toBeGreaterThan(0);
+      expect(full.messages.every((m) => !m.resumed)).toBe(true);
+      const total = full.messages.reduce((n, m) => n + m.nodes.length, 0);
+      expect(full.end.nodeCount).toBe(total);
+
+      // A change carries its revision: the client resumes from the last it applied.
+      await labelled(a.nodeId, "1");
+      const [change] = await first
+        .until((m) => m.length > full.messages.length, "the change of a")
+        .then((m) => m.slice(full.messages.length));
+      expect(change.nodes.map((n) => n.id)).toEqual([a.nodeId]);
+      expect(change.revision).toBeGreaterThan(full.end.revision);
+      first.stream.cancel();
+
+      // Away: b changes. Back: a (of the revision resumed from) and b, nothing else.
+      await labelled(b.nodeId, "2");
+      const second = all(change.revision);
+      const resumed = await backlogOf(second);
+      expect(resumed.messages.every((m) => m.resumed)).toBe(true);
+      expect(resumed.messages.flatMap((m) => m.nodes.map((n) => n.id)).sort()).toEqual(
+        [a.nodeId, b.nodeId].sort(),
+      );
+      expect(resumed.end.nodeCount).toBe(total);
+      expect(resumed.end.revision).toBeGreaterThan(change.revision);
+      // And the changes follow as before.
+      await labelled(c.nodeId, "3");
+      const cChanged = (
+        await second.until(
+          (m) => m.slice(resumed.messages.length).some((x) => x.nodes[0]?.id === c.nodeId),
+          "the change of c",
+        )
+      ).find((x) => x.nodes[0]?.id === c.nodeId && !x.resumed);
+      second.stream.cancel();
+
+      // Away: c is deleted. The resumed backlog has no tombstone, but one node less counted.
+      await leader.deleteNode(c.nodeId);
+      const third = all(cChanged?.revision ?? 0);
+      const afterDelete = await backlogOf(third);
+      expect(afterDelete.messages.flatMap((m) => m.nodes)).toEqual([]);
+      expect(afterDelete.end.resumed).toBe(true);
+      expect(afterDelete.end.nodeCount).toBe(total - 1);
+      third.stream.cancel();
+
+      // A revision this leader has not reached: the full backlog, not marked resumed.
+      const future = all(afterDelete.end.revision + 1_000_000);
+      const fresh = await backlogOf(future);
+      expect(fresh.end.resumed).toBe(false);
+      expect(fresh.messages.reduce((n, m) => n + m.nodes.length, 0)).toBe(total - 1);
+      future.stream.cancel();
+
+      const negative = all(-1);
+      await expect(negative.until(() => false, "error", 5000)).rejects.toEqual(
+        status_(status.INVALID_ARGUMENT),
+      );
+    } finally {
+      for (const n of [a, b]) await leader.deleteNode(n.nodeId);
+    }
+  });
+
   it("ends the watch of a client that stopped reading with RESOURCE_EXHAUSTED; a new watch works", async () => {
     const { ctx } = leader;
-    const all = { kind: { $case: "nodesInCluster" as const, nodesInCluster: {} } };
+    const all = {
+      kind: { $case: "nodesInCluster" as const, nodesInCluster: { resumeFromRevision: 0 } },
+    };
     const lastBacklogged = (m: curator.WatchResponse[]) =>
       m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED);
     const w = new Collected(nodeClient.watch(all));
@@ -472,11 +558,9 @@ describe("authorization", () => {
   /** Each RPC, reduced to "its status code" (OK = 0). */
   const calls: Record<string, (c: Client) => Promise<unknown>> = {
     watch: (c) =>
-      new Collected(c.watch({ kind: { $case: "nodesInCluster", nodesInCluster: {} } })).until(
-        () => false,
-        "error",
-        5000,
-      ),
+      new Collected(
+        c.watch({ kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } } }),
+      ).until(() => false, "error", 5000),
     updateNodeStatus: (c) =>
       rpc((cb) =>
         c.updateNodeStatus(

@@ -288,7 +288,10 @@ const targets: Record<string, Target> = {
             $case: "nodeInCluster" as const,
             nodeInCluster: { nodeId: id },
           })),
-          fc.constant({ $case: "nodesInCluster" as const, nodesInCluster: {} }),
+          fc.constant({
+            $case: "nodesInCluster" as const,
+            nodesInCluster: { resumeFromRevision: 0 },
+          }),
         ),
       }),
   },

@@ -7,12 +7,14 @@
  * record as etcd's reads do.
  */
 import { status } from "@grpc/grpc-js";
+import type { IKeyValue } from "etcd3";
 import winston from "winston";
 import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 import { eventually } from "@metropolis/supervisor/testing";
 import { CuratorError } from "../src/errors";
 import { nodeKey } from "../src/keys";
 import { catchUpMs, NodeRecordMirror } from "../src/node-record-mirror";
+import { nodeIdOf } from "../src/node-watch-streams";
 
 let leader: LeaderFixture;
 const logger = winston.createLogger({ silent: true });
@@ -127,6 +129,68 @@ describe("NodeRecordMirror", () => {
       );
       leadership.lastWriteRevision = leader.ctx.leadership.lastWriteRevision;
       expect((await mirror.list()).map((n) => n.id)).toContain(e.nodeId);
+    } finally {
+      await mirror.close();
+    }
+  });
+
+  it("follows: the records at one revision, then every later change once, until it is given up", async () => {
+    const { mirror } = mirrorWithWrites();
+    const a = await leader.addNode();
+    const followed = await mirror.follow();
+    if (!followed) throw new Error("the copy could not be read");
+    const { changes } = followed;
+    const seen: { kind: string; id: string; revision: bigint }[] = [];
+    const record =
+      (kind: string) =>
+      (entry: IKeyValue): void => {
+        seen.push({ kind, id: nodeIdOf(entry), revision: BigInt(entry.mod_revision) });
+      };
+    changes.on("put", record("put"));
+    changes.on("delete", record("delete"));
+    const failed = new Promise<Error>((resolve) => changes.once("error", resolve));
+    try {
+      expect(followed.records.map((r) => r.id)).toContain(a.nodeId);
+      // Every record of the snapshot is at or before its revision.
+      for (const r of followed.records)
+        expect(BigInt(r.modRevision)).toBeLessThanOrEqual(followed.revision);
+
+      const b = await leader.addNode();
+      await leader.updateNode(a.nodeId, (n) => ({ ...n, labels: new Map([["seen", "yes"]]) }));
+      await leader.deleteNode(b.nodeId);
+      await eventually(() => seen.length === 3, "three changes");
+      expect(seen.map((c) => [c.kind, c.id])).toEqual([
+        ["put", b.nodeId],
+        ["put", a.nodeId],
+        ["delete", b.nodeId],
+      ]);
+      for (const c of seen) expect(c.revision).toBeGreaterThan(followed.revision);
+      expect(seen[0].revision < seen[1].revision && seen[1].revision < seen[2].revision).toBe(true);
+    } finally {
+      await mirror.close();
+    }
+    // Closing (the leadership ended) gives the followers up: their streams end.
+    expect((await failed).message).toMatch(/copy of the node records was given up/);
+    expect(changes.failure).toBeDefined();
+    // A closed copy is nobody's to follow: the caller reads etcd instead.
+    expect(await mirror.follow()).toBeUndefined();
+  });
+
+  it("stops the events of a cancelled follower", async () => {
+    const { mirror } = mirrorWithWrites();
+    try {
+      const followed = await mirror.follow();
+      if (!followed) throw new Error("the copy could not be read");
+      const puts: string[] = [];
+      followed.changes.on("put", (entry: IKeyValue) => puts.push(nodeIdOf(entry)));
+      await followed.changes.cancel();
+      const later = await leader.addNode();
+      // The copy saw it, and would have told its followers in the same step.
+      await eventually(
+        async () => (await mirror.find(later.nodeId)) !== undefined,
+        "the new node in the copy",
+      );
+      expect(puts).toEqual([]);
     } finally {
       await mirror.close();
     }

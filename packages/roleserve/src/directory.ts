@@ -29,6 +29,7 @@ import { waitFor } from "@metropolis/event";
 import { FileCorruptedError, type File } from "@metropolis/localstorage";
 import { common, curator } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
+import { ClusterView } from "./cluster-view";
 import { openWatch, type WatchStream } from "./curator-calls";
 import type { RoleserveValues } from "./values";
 
@@ -61,12 +62,16 @@ export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterD
 
 /**
  * The directory worker: waits for `values.curatorConnection`, watches all
- * nodes, writes the directory of UP nodes with an address whenever it
+ * nodes (resuming, after its first run, from the view it kept: cluster-view.ts),
+ * writes the directory of UP nodes with an address whenever it
  * changes (never an empty one), and points the connection at the running
  * curators. Healthy once the backlog was processed; fails when the watch
  * fails.
  */
 export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions): Runnable {
+  // Outlives a run: the run a failover restarts resumes its watch from the
+  // revision this view reached, and gets the nodes changed since, not all.
+  const view = new ClusterView();
   return async (ctx) => {
     let stream: WatchStream | undefined;
     try {
@@ -75,16 +80,11 @@ export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions)
       let written = await readEncoded(opts.directory, (why) => ctx.logger.warn(why));
       const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
 
-      const nodes = new Map<string, curator.Node>();
-      let backlogged = false;
       const apply = async (event: curator.WatchResponse) => {
-        for (const node of event.nodes) nodes.set(node.id, node);
-        for (const { nodeId } of event.nodeTombstones) nodes.delete(nodeId);
-        if (event.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED) backlogged = true;
         // Before the backlog is complete the view is partial: writing it
         // would drop nodes that simply were not sent yet.
-        if (!backlogged) return false;
-        const directory = clusterDirectory(nodes.values());
+        if (!view.apply(event)) return false;
+        const directory = clusterDirectory(view.nodes.values());
         values.clusterDirectory.set(directory);
         const endpoints = directoryCurators(directory, opts.curatorPort ?? defaultCuratorPort);
         if (endpoints.length > 0 && describe(endpoints) !== describe(connection.knownEndpoints)) {
@@ -105,11 +105,7 @@ export function directoryWorker(values: RoleserveValues, opts: DirectoryOptions)
         return true;
       };
 
-      const opened = await openWatch(
-        connection,
-        { $case: "nodesInCluster", nodesInCluster: {} },
-        ctx.signal,
-      );
+      const opened = await openWatch(connection, view.begin().kind, ctx.signal);
       stream = opened.stream;
       let healthy = await apply(opened.first);
       if (healthy) ctx.healthy();

@@ -28,4 +28,5 @@ export {
   type NodeCredentials,
 } from "./node-credentials";
 export { validateWorkloads, type WorkloadSpec } from "./workloads";
+export { ClusterView, StaleViewError } from "./cluster-view";
 export { RoleserveError } from "./errors";

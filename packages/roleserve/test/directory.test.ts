@@ -1,7 +1,8 @@
 /**
  * The directory worker against a real curator: the ESP directory lists the
  * UP nodes that reported an address, sorted, follows changes and deletions,
- * is never replaced by an empty one, and a broken watch fails the worker.
+ * is never replaced by an empty one, a broken watch fails the worker, and
+ * the worker's next run resumes the watch from the view it kept.
  */
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { waitFor } from "@metropolis/event";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { api, common, priv } from "@metropolis/proto";
 import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
+import { StaleViewError } from "../src/cluster-view";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
 import { credentialsPem } from "../src/node-credentials";
@@ -231,6 +233,57 @@ describe("directoryWorker", () => {
     } finally {
       await run.stop();
     }
+  });
+
+  it("resumes its watch after a break: changes made meanwhile arrive; a deletion made meanwhile makes it watch afresh", async () => {
+    const first = cluster.firstNode;
+    const moving = await cluster.addNode();
+    const leaving = await cluster.addNode();
+    await cluster.reportStatus(first, { externalAddress: "127.0.0.41" });
+    await cluster.reportStatus(moving, { externalAddress: "127.0.0.42" });
+    await cluster.reportStatus(leaving, { externalAddress: "127.0.0.43" });
+    const directory = await directoryFile("resume");
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(first));
+    // One worker, run again as the supervisor would: what it kept is what resumes.
+    const worker = directoryWorker(values, { directory });
+    const hostOf = async (id: string) =>
+      (await listed(directory)).find(([n]) => n === id)?.[1] ?? "not listed";
+    const healthyRun = async (what: string) => {
+      const run = startOnMock("root.directory", worker);
+      await eventually(() => run.ctx.state === "healthy", `${what}: the worker healthy`);
+      return run;
+    };
+
+    const run1 = await healthyRun("first run");
+    expect(await hostOf(leaving.nodeId)).toBe("127.0.0.43");
+    await run1.stop();
+
+    // Away: a node moves. The next run hears of it.
+    await cluster.reportStatus(moving, { externalAddress: "127.0.0.52" });
+    const run2 = await healthyRun("second run");
+    await eventually(async () => (await hostOf(moving.nodeId)) === "127.0.0.52", "the move");
+    await run2.stop();
+
+    // Away: a node is deleted. A resumed backlog resends no deletions, but
+    // the leader's count of nodes shows the view has one too many.
+    await cluster.management((m) =>
+      unaryCall<api.DeleteNodeRequest, api.DeleteNodeResponse>(m.deleteNode.bind(m), {
+        node: { $case: "id", id: leaving.nodeId },
+        bypassHasRoles: true,
+        bypassNodeUp: true,
+      }),
+    );
+    const stale = startOnMock("root.directory", worker);
+    await expect(stale.result).rejects.toBeInstanceOf(StaleViewError);
+    // The run after it (the supervisor's restart) watches afresh.
+    const run4 = await healthyRun("the run after the stale view");
+    await eventually(
+      async () => (await hostOf(leaving.nodeId)) === "not listed",
+      "the deleted node gone",
+    );
+    expect(await hostOf(moving.nodeId)).toBe("127.0.0.52");
+    await run4.stop();
   });
 
   it("fails when its watch breaks", async () => {

@@ -90,6 +90,19 @@ export interface WatchRequest_NodeInCluster {
 
 /** Watch every node of the cluster. */
 export interface WatchRequest_NodesInCluster {
+  /**
+   * Resume an earlier watch: the `revision` of the last message the client
+   * applied of it (0: start afresh). The backlog then holds only the nodes
+   * whose record changed at or after that revision (those of that revision
+   * again, which is harmless: nodes are sent whole), and is marked
+   * `resumed`; the client keeps the rest of its view. A revision the
+   * leader has not reached yet is not resumed from: the backlog is then the
+   * full one, not marked `resumed`. This makes a failover cost a watcher
+   * the nodes that changed, not every node: each node of a cluster watches
+   * all nodes (its directory), so a full backlog for each of them is N²
+   * records.
+   */
+  resumeFromRevision: number;
 }
 
 /**
@@ -103,6 +116,26 @@ export interface WatchResponse {
   nodeTombstones: WatchResponse_NodeTombstone[];
   /** Progress marker. */
   progress: WatchResponse_Progress;
+  /**
+   * NodesInCluster watches: the etcd revision the client's view is current
+   * as of once it has applied this event and those before it. Set on the
+   * last event of the backlog and on every change; a later watch resumes
+   * from it (NodesInCluster.resume_from_revision).
+   */
+  revision: number;
+  /**
+   * NodesInCluster watches, on the last event of the backlog: how many
+   * nodes the cluster has. A resumed client whose view then holds more
+   * nodes missed deletions while it was away (the backlog of a resume
+   * carries no tombstones): it watches again without resuming.
+   */
+  nodeCount: number;
+  /**
+   * NodesInCluster watches, on every event of the backlog: this backlog
+   * resumes the watch the request named, so it holds only the nodes changed
+   * since; unset, the backlog is every node and replaces the client's view.
+   */
+  resumed: boolean;
 }
 
 /** Where the stream stands. */
@@ -737,11 +770,14 @@ export const WatchRequest_NodeInCluster: MessageFns<WatchRequest_NodeInCluster> 
 };
 
 function createBaseWatchRequest_NodesInCluster(): WatchRequest_NodesInCluster {
-  return {};
+  return { resumeFromRevision: 0 };
 }
 
 export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster> = {
-  encode(_: WatchRequest_NodesInCluster, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: WatchRequest_NodesInCluster, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeFromRevision !== 0) {
+      writer.uint32(8).int64(message.resumeFromRevision);
+    }
     return writer;
   },
 
@@ -758,6 +794,14 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.resumeFromRevision = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -770,26 +814,36 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
     }
   },
 
-  fromJSON(_: any): WatchRequest_NodesInCluster {
-    return {};
+  fromJSON(object: any): WatchRequest_NodesInCluster {
+    return {
+      resumeFromRevision: isSet(object.resumeFromRevision)
+        ? globalThis.Number(object.resumeFromRevision)
+        : isSet(object.resume_from_revision)
+        ? globalThis.Number(object.resume_from_revision)
+        : 0,
+    };
   },
 
-  toJSON(_: WatchRequest_NodesInCluster): unknown {
+  toJSON(message: WatchRequest_NodesInCluster): unknown {
     const obj: any = {};
+    if (message.resumeFromRevision !== 0) {
+      obj.resumeFromRevision = Math.round(message.resumeFromRevision);
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<WatchRequest_NodesInCluster>, I>>(base?: I): WatchRequest_NodesInCluster {
     return WatchRequest_NodesInCluster.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<WatchRequest_NodesInCluster>, I>>(_: I): WatchRequest_NodesInCluster {
+  fromPartial<I extends Exact<DeepPartial<WatchRequest_NodesInCluster>, I>>(object: I): WatchRequest_NodesInCluster {
     const message = createBaseWatchRequest_NodesInCluster();
+    message.resumeFromRevision = object.resumeFromRevision ?? 0;
     return message;
   },
 };
 
 function createBaseWatchResponse(): WatchResponse {
-  return { nodes: [], nodeTombstones: [], progress: 0 };
+  return { nodes: [], nodeTombstones: [], progress: 0, revision: 0, nodeCount: 0, resumed: false };
 }
 
 export const WatchResponse: MessageFns<WatchResponse> = {
@@ -802,6 +856,15 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     }
     if (message.progress !== 0) {
       writer.uint32(24).int32(message.progress);
+    }
+    if (message.revision !== 0) {
+      writer.uint32(32).int64(message.revision);
+    }
+    if (message.nodeCount !== 0) {
+      writer.uint32(40).uint32(message.nodeCount);
+    }
+    if (message.resumed !== false) {
+      writer.uint32(48).bool(message.resumed);
     }
     return writer;
   },
@@ -843,6 +906,30 @@ export const WatchResponse: MessageFns<WatchResponse> = {
             message.progress = reader.int32() as any;
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.revision = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.nodeCount = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.resumed = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -864,6 +951,13 @@ export const WatchResponse: MessageFns<WatchResponse> = {
         ? object.node_tombstones.map((e: any) => WatchResponse_NodeTombstone.fromJSON(e))
         : [],
       progress: isSet(object.progress) ? watchResponse_ProgressFromJSON(object.progress) : 0,
+      revision: isSet(object.revision) ? globalThis.Number(object.revision) : 0,
+      nodeCount: isSet(object.nodeCount)
+        ? globalThis.Number(object.nodeCount)
+        : isSet(object.node_count)
+        ? globalThis.Number(object.node_count)
+        : 0,
+      resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
     };
   },
 
@@ -878,6 +972,15 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     if (message.progress !== 0) {
       obj.progress = watchResponse_ProgressToJSON(message.progress);
     }
+    if (message.revision !== 0) {
+      obj.revision = Math.round(message.revision);
+    }
+    if (message.nodeCount !== 0) {
+      obj.nodeCount = Math.round(message.nodeCount);
+    }
+    if (message.resumed !== false) {
+      obj.resumed = message.resumed;
+    }
     return obj;
   },
 
@@ -889,6 +992,9 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     message.nodes = object.nodes?.map((e) => Node.fromPartial(e)) || [];
     message.nodeTombstones = object.nodeTombstones?.map((e) => WatchResponse_NodeTombstone.fromPartial(e)) || [];
     message.progress = object.progress ?? 0;
+    message.revision = object.revision ?? 0;
+    message.nodeCount = object.nodeCount ?? 0;
+    message.resumed = object.resumed ?? false;
     return message;
   },
 };
@@ -2791,6 +2897,17 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isObject(value: any): boolean {
   return typeof value === "object" && value !== null;
