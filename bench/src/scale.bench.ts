@@ -106,6 +106,9 @@ interface SizeResult {
   etcdDbBytes: number;
   etcdRevisionsPerSecond: number;
   watchBacklogMs: number;
+  /** Watch(all) resumed from the revision a full one reached: ms to LAST_BACKLOGGED, and its nodes. */
+  watchResumedMs: number;
+  watchResumedNodes: number;
   fanoutP99Ms: number;
   failoverMs: number;
   failoverWithOwnersMs: number;
@@ -259,22 +262,22 @@ async function attachInWaves(
 }
 
 /**
- * The samples `measure` takes, or none when it fails: the failure is noted
+ * What `measure` gives, or undefined when it fails: the failure is noted
  * in `failed` (and printed), and the run goes on to its other figures.
  */
-async function orFailed(
+async function orFailed<T>(
   failed: SizeResult["failed"],
   name: keyof SizeResult["failed"],
   progress: (line: string) => void,
-  measure: () => Promise<number[]>,
-): Promise<number[]> {
+  measure: () => Promise<T>,
+): Promise<T | undefined> {
   try {
     return await measure();
   } catch (e) {
     const why = (e instanceof Error ? e.message : String(e)).slice(0, 200);
     failed[name] = why;
     progress(`    ${name} failed: ${why}`);
-    return [];
+    return undefined;
   }
 }
 
@@ -433,8 +436,10 @@ async function measureSize(
     etcdDbBytes: Number(after.dbSize),
     etcdRevisionsPerSecond:
       (Number(after.header.revision) - Number(before.header.revision)) / seconds,
-    watchBacklogMs: backlog.length > 0 ? median(backlog) : NaN,
-    fanoutP99Ms: fanout.length > 0 ? percentile(fanout, 99) : NaN,
+    watchBacklogMs: backlog ? median(backlog.full) : NaN,
+    watchResumedMs: backlog ? median(backlog.resumed) : NaN,
+    watchResumedNodes: backlog ? backlog.resumedNodes : NaN,
+    fanoutP99Ms: fanout && fanout.length > 0 ? percentile(fanout, 99) : NaN,
     failed,
     failoverMs: failover.ms,
     failoverWithOwnersMs: failoverWithOwners.ms,
@@ -531,6 +536,11 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       value: r.watchBacklogMs,
       unit: "ms",
       ...target("< 1000", r.watchBacklogMs < 1000),
+    },
+    {
+      measure: `[${n}] Watch(all) resumed (${r.watchResumedNodes} nodes in its backlog)${failed("watchBacklog")}`,
+      value: r.watchResumedMs,
+      unit: "ms",
     },
     {
       measure: `[${n}] a change reaching ${scale.watchers} watchers, p99${failed("fanout")}`,

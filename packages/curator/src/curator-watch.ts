@@ -33,16 +33,15 @@ import { curator, type priv } from "@metropolis/proto";
 import { InvalidArgumentError, NotFoundError } from "./errors";
 import { requireCurrentNode } from "./current-node";
 import type { LeaderContext } from "./leader-context";
-import { checkNodeId, type StoredNode } from "./node-record";
+import { checkNodeId } from "./node-record";
 import type { NodeRecordFeed } from "./node-record-feed";
 import {
+  followAllNodes,
   followWatcher,
   nodeIdOf,
-  readAllNodes,
   type RecordEvents,
   storedNodeOf,
   watchFailed,
-  watchNodesAfter,
   writeBacklog,
 } from "./node-watch-streams";
 
@@ -120,7 +119,7 @@ function checkResumeRevision(revision: number): number {
 }
 
 async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number): Promise<void> {
-  const followed = await followAllNodes(ctx);
+  const followed = await followAllNodes(ctx, "watch");
   const { records, revision, changes } = followed;
   try {
     // A revision this leader has not reached is nobody's view of this
@@ -144,41 +143,6 @@ async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number)
     throw e;
   }
   return follow(ctx, call, changes);
-}
-
-/** Every readable node record at one revision, and the changes after it. */
-interface AllNodes {
-  records: readonly StoredNode[];
-  revision: number;
-  changes: RecordEvents;
-  /** Why the changes failed already, if they did. */
-  failure(): Error | undefined;
-}
-
-/**
- * Every node record and its changes from the leader's copy, or, while the
- * copy cannot be trusted, read from etcd with an etcd watcher of their own.
- */
-async function followAllNodes(ctx: LeaderContext): Promise<AllNodes> {
-  const followed = await ctx.nodes.follow();
-  if (followed) {
-    if (followed.corrupt > 0)
-      ctx.logger.error(`watch: skipping ${followed.corrupt} node records that do not decode`);
-    const changes = followed.changes;
-    return {
-      records: followed.records,
-      revision: Number(followed.revision),
-      changes,
-      failure: () => changes.failure,
-    };
-  }
-  const { revision, nodes } = await readAllNodes(ctx, "watch");
-  return {
-    records: nodes,
-    revision: Number(revision),
-    changes: await watchNodesAfter(ctx, revision),
-    failure: () => undefined,
-  };
 }
 
 /** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */

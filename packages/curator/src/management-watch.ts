@@ -3,10 +3,10 @@
  * `Node` of GetNodes, with health), as a stream.
  *
  * Like Curator.Watch of all nodes (node-watch-streams.ts holds what they
- * share): every node read at one etcd revision and sent in chunks, the last
- * marked PROGRESS_LAST_BACKLOGGED; then the changes of an etcd watch from
- * the next revision, deleted nodes as tombstones; RESOURCE_EXHAUSTED for a
- * client that leaves too much unread.
+ * share): every node at one etcd revision, from the leader's copy of the
+ * records, sent in chunks, the last marked PROGRESS_LAST_BACKLOGGED; then
+ * the changes after that revision, deleted nodes as tombstones;
+ * RESOURCE_EXHAUSTED for a client that leaves too much unread.
  *
  * Health is not in etcd: it is the leader's judgement of heartbeats
  * (heartbeat-tracker.ts), computed when asked for. So the stream also
@@ -21,8 +21,8 @@
  *
  * The stream ends when the client cancels, when the leader's server stops
  * (as it does when the curator stops leading: the client watches again, on
- * the new leader), or with an error status; the etcd watcher and the health
- * subscription go with it.
+ * the new leader), or with an error status; its subscription to the changes
+ * and to health go with it.
  */
 import type { ServerWritableStream } from "@grpc/grpc-js";
 import type { IKeyValue } from "etcd3";
@@ -32,12 +32,12 @@ import type { LeaderContext } from "./leader-context";
 import { toApiNode } from "./management-nodes";
 import type { StoredNode } from "./node-record";
 import {
+  followAllNodes,
   followWatcher,
   nodeIdOf,
-  readAllNodes,
   storedNodeOf,
   WATCH_BACKLOG_CHUNK,
-  watchNodesAfter,
+  watchFailed,
   writeBacklog,
 } from "./node-watch-streams";
 
@@ -68,14 +68,21 @@ export async function watchNodes(
     return node;
   };
 
-  const { revision, nodes } = await readAllNodes(ctx, "WatchNodes");
-  writeBacklog(call, nodes, (chunk, last) => ({
-    nodes: chunk.map(present),
-    nodeTombstones: [],
-    progress: last
-      ? api.WatchNodesResponse_Progress.LAST_BACKLOGGED
-      : api.WatchNodesResponse_Progress.UNSPECIFIED,
-  }));
+  const followed = await followAllNodes(ctx, "WatchNodes");
+  try {
+    writeBacklog(call, followed.records, (chunk, last) => ({
+      nodes: chunk.map(present),
+      nodeTombstones: [],
+      progress: last
+        ? api.WatchNodesResponse_Progress.LAST_BACKLOGGED
+        : api.WatchNodesResponse_Progress.UNSPECIFIED,
+    }));
+    const failure = followed.failure();
+    if (failure) throw watchFailed(failure);
+  } catch (e) {
+    await followed.changes.cancel();
+    throw e;
+  }
 
   /**
    * Sends the nodes among `ids` whose health is not the one last sent (all
@@ -101,7 +108,7 @@ export async function watchNodes(
 
   return followWatcher(
     call,
-    await watchNodesAfter(ctx, revision),
+    followed.changes,
     {
       what: "node watch",
       put: (entry: IKeyValue) => {

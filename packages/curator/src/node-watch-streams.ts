@@ -1,12 +1,14 @@
 /**
  * What the leader's streams of node records share (Curator.Watch of all
  * nodes in curator-watch.ts, Management.WatchNodes in management-watch.ts):
- * reading every node at one etcd revision, sending that backlog in chunks,
- * and following an etcd watch from the next revision with a cap on the
- * messages a client leaves unread.
+ * every node at one etcd revision and the changes after it
+ * ({@link followAllNodes}: from the leader's copy of the records, or, while
+ * the copy cannot be trusted, read from etcd and watched from the next
+ * revision), sending that backlog in chunks, and following the changes with
+ * a cap on the messages a client leaves unread.
  *
- * Reading at one revision and watching from the next means no change between
- * the read and the watch is lost, and none is sent twice.
+ * Reading at one revision and following from the next means no change
+ * between the read and the watch is lost, and none is sent twice.
  *
  * A call may have at most {@link WATCH_MAX_PENDING} messages not yet taken by
  * its client; beyond that it ends with RESOURCE_EXHAUSTED, and the client
@@ -80,6 +82,41 @@ export async function readAllNodes(
     if (stored) nodes.push(stored);
   }
   return { revision: res.header.revision, nodes };
+}
+
+/** Every readable node record at one revision, and the changes after it. */
+export interface AllNodes {
+  records: readonly StoredNode[];
+  revision: number;
+  changes: RecordEvents;
+  /** Why the changes failed already, if they did. */
+  failure(): Error | undefined;
+}
+
+/**
+ * Every node record and its changes from the leader's copy, or, while the
+ * copy cannot be trusted, read from etcd with an etcd watcher of their own.
+ */
+export async function followAllNodes(ctx: LeaderContext, what: string): Promise<AllNodes> {
+  const followed = await ctx.nodes.follow();
+  if (followed) {
+    if (followed.corrupt > 0)
+      ctx.logger.error(`${what}: skipping ${followed.corrupt} node records that do not decode`);
+    const changes = followed.changes;
+    return {
+      records: followed.records,
+      revision: Number(followed.revision),
+      changes,
+      failure: () => changes.failure,
+    };
+  }
+  const { revision, nodes } = await readAllNodes(ctx, what);
+  return {
+    records: nodes,
+    revision: Number(revision),
+    changes: await watchNodesAfter(ctx, revision),
+    failure: () => undefined,
+  };
 }
 
 /** An etcd watch of every node record from the revision after `revision`. */

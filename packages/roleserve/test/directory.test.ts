@@ -258,6 +258,8 @@ describe("directoryWorker", () => {
     const run1 = await healthyRun("first run");
     expect(await hostOf(leaving.nodeId)).toBe("127.0.0.43");
     await run1.stop();
+    // A new leadership, as after a failover: its copy of the records is read afresh.
+    await cluster.restartCurator();
 
     // Away: a node moves. The next run hears of it.
     await cluster.reportStatus(moving, { externalAddress: "127.0.0.52" });
