@@ -57,6 +57,7 @@ import { startCluster } from "./curator/cluster";
 import { benchConfig } from "./curator/config";
 import { CuratorProcess, CuratorProcesses } from "./curator/curator-processes";
 import { measureRegistration, type RegisteredNode } from "./curator/registration";
+import type { LoopDelay } from "./loop-delay";
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
@@ -99,6 +100,12 @@ interface SizeResult {
   heartbeatP50Ms: number;
   heartbeatP99Ms: number;
   heartbeatsPerSecond: number;
+  /**
+   * The event loops' delay over the heartbeat window: the leader's (missing
+   * if it did not answer), and the node hosts' worst by p99 — a heartbeat's
+   * latency, measured in a host, waits in both.
+   */
+  loopDelay: { leader: LoopDelay | undefined; hosts: LoopDelay | undefined };
   leaderCpuMsPerSecond: number;
   /** The node hosts and the machine during the steady state. */
   steadyCpu: Pick<FailoverCpu, "hosts" | "machine">;
@@ -325,8 +332,10 @@ async function measureSize(
   const steadyShares = new CpuShares([...sims.pids]);
   const started = performance.now();
   await sims.startRecording();
+  leader.startLoopDelay();
   await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
-  const latencies = await sims.stopRecording();
+  const { latencies, loopDelays } = await sims.stopRecording();
+  const leaderLoopDelay = await leader.stopLoopDelay();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
   const steadyCpu = { hosts: steadyShares.share(sims.pids), machine: steadyShares.machine() };
@@ -430,6 +439,13 @@ async function measureSize(
     heartbeatP50Ms: percentile(latencies, 50),
     heartbeatP99Ms: percentile(latencies, 99),
     heartbeatsPerSecond: latencies.length / seconds,
+    loopDelay: {
+      leader: leaderLoopDelay,
+      hosts: loopDelays.reduce<LoopDelay | undefined>(
+        (worst, d) => (worst && worst.p99Ms >= d.p99Ms ? worst : d),
+        undefined,
+      ),
+    },
     leaderCpuMsPerSecond,
     steadyCpu,
     leaderRssBytes: (await curators.leader()).rssBytes(),
@@ -511,6 +527,26 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       measure: `[${n}] steady state: the node hosts waiting for a CPU`,
       value: r.steadyCpu.hosts.waitMsPerSecond,
       unit: "ms/s",
+    },
+    {
+      measure: `[${n}] steady state: the leader's event loop delay, p99`,
+      value: r.loopDelay.leader?.p99Ms ?? NaN,
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] steady state: the leader's event loop delay, max`,
+      value: r.loopDelay.leader?.maxMs ?? NaN,
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] steady state: the node hosts' event loop delay, p99 (worst host)`,
+      value: r.loopDelay.hosts?.p99Ms ?? NaN,
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] steady state: the node hosts' event loop delay, max (that host)`,
+      value: r.loopDelay.hosts?.maxMs ?? NaN,
+      unit: "ms",
     },
     {
       measure: `[${n}] steady state: the machine busy (all CPUs)`,

@@ -8,7 +8,12 @@ import { fork, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MemoryValue, waitFor } from "@metropolis/event";
-import type { CuratorProcessConfig, CuratorProcessMessage } from "../fixtures/curator-process";
+import type {
+  CuratorProcessCall,
+  CuratorProcessConfig,
+  CuratorProcessMessage,
+} from "../fixtures/curator-process";
+import type { LoopDelay } from "../loop-delay";
 import { processCpuMs } from "../process-cpu";
 import type { BenchContext } from "./bench-context";
 import { curatorIdentity } from "./cluster";
@@ -43,6 +48,8 @@ export class CuratorProcess {
   lastLeader: Endpoint;
   /** Told the path of the next CPU profile the child writes (see {@link profile}). */
   private profileWritten: ((path: string) => void) | undefined;
+  /** Told the event loop delay the child sends (see {@link stopLoopDelay}). */
+  private loopDelayAnswered: ((delay: LoopDelay | undefined) => void) | undefined;
   readonly exited: Promise<void>;
   private readonly child: ChildProcess;
 
@@ -64,6 +71,10 @@ export class CuratorProcess {
     this.child.on("message", (m: CuratorProcessMessage) => {
       if ("profile" in m) {
         this.profileWritten?.(m.profile);
+        return;
+      }
+      if ("loopDelay" in m) {
+        this.loopDelayAnswered?.(m.loopDelay ?? undefined);
         return;
       }
       this.lastLeader = m.leader ?? undefined;
@@ -140,6 +151,30 @@ export class CuratorProcess {
     } finally {
       clearTimeout(timer);
       this.profileWritten = undefined;
+    }
+  }
+
+  /** Has the child start recording its event loop's delay. */
+  startLoopDelay(): void {
+    this.child.send({ loopDelay: "start" } satisfies CuratorProcessCall);
+  }
+
+  /**
+   * The child's event loop delay since {@link startLoopDelay}; undefined if
+   * it recorded none, or does not answer within `timeoutMs` (a busy or dead
+   * leader: the figure is then missing, not the benchmark).
+   */
+  async stopLoopDelay(timeoutMs = 10_000): Promise<LoopDelay | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await new Promise<LoopDelay | undefined>((resolve) => {
+        this.loopDelayAnswered = resolve;
+        timer = setTimeout(() => resolve(undefined), timeoutMs);
+        this.child.send({ loopDelay: "stop" } satisfies CuratorProcessCall);
+      });
+    } finally {
+      clearTimeout(timer);
+      this.loopDelayAnswered = undefined;
     }
   }
 

@@ -6,6 +6,7 @@
  */
 import type { CuratorAddress } from "@metropolis/curator";
 import type { RegisteredNode } from "../curator/registration";
+import type { LoopDelay } from "../loop-delay";
 
 /** A node host's settings: its one command-line argument, as JSON. */
 export interface NodeHostConfig {
@@ -20,9 +21,9 @@ export interface NodeHostConfig {
 /** What the simulator asks a node host. */
 export type NodeHostCall =
   | { type: "add"; nodes: RegisteredNode[] }
-  /** Start recording heartbeat latencies (dropping earlier ones). */
+  /** Start recording heartbeat latencies and the host's event loop delay (dropping earlier ones). */
   | { type: "startRecording" }
-  /** Stop recording; answered with the latencies recorded. */
+  /** Stop recording; answered with the latencies recorded, and the loop delay. */
   | { type: "stopRecording" }
   | { type: "log" }
   /** Stop every node; answered once they are stopped (the host then exits). */
@@ -44,6 +45,7 @@ export interface NodeHostLog {
 export interface NodeHostAnswer {
   id: number;
   latencies?: number[];
+  loopDelay?: LoopDelay;
   log?: NodeHostLog;
   /** The request failed: why. */
   error?: string;

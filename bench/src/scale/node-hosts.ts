@@ -25,6 +25,7 @@ import { rm } from "node:fs/promises";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { RegisteredNode } from "../curator/registration";
+import type { LoopDelay } from "../loop-delay";
 import type {
   NodeHostAnswer,
   NodeHostCall,
@@ -158,10 +159,16 @@ export class NodeHosts {
     await Promise.all(this.hosts.map((h) => h.ask({ type: "startRecording" })));
   }
 
-  /** Stops recording; resolves to every host's heartbeat answer latencies, in ms. */
-  async stopRecording(): Promise<number[]> {
+  /**
+   * Stops recording; resolves to every host's heartbeat answer latencies, in
+   * ms, and each host's event loop delay over the same window.
+   */
+  async stopRecording(): Promise<{ latencies: number[]; loopDelays: LoopDelay[] }> {
     const answers = await Promise.all(this.hosts.map((h) => h.ask({ type: "stopRecording" })));
-    return answers.flatMap((a) => a.latencies ?? []);
+    return {
+      latencies: answers.flatMap((a) => a.latencies ?? []),
+      loopDelays: answers.flatMap((a) => (a.loopDelay ? [a.loopDelay] : [])),
+    };
   }
 
   /** What the nodes' supervisors logged so far, in a line. */
