@@ -31,6 +31,12 @@ export interface WatchBacklog {
   resumed: number[];
   /** The most nodes a resumed round's backlog carried. */
   resumedNodes: number;
+  /**
+   * The leader's CPU per full and per resumed round, ms (mean over the
+   * rounds, less what it spends at rest), when the caller can read it and
+   * the leader has nothing else to do meanwhile.
+   */
+  leaderCpuMs?: { full: number; resumed: number };
 }
 
 /** One watch's backlog: its time, its nodes, and what its end said. */
@@ -43,13 +49,15 @@ interface Backlog {
 /**
  * Times Watch(NodesInCluster) until LAST_BACKLOGGED, on one connection of
  * node `as`: full rounds (`expected` nodes, all UP), then rounds resumed
- * from the revision the last full one reached.
+ * from the revision the last full one reached. With `leaderCpuMs` (the
+ * leader's process CPU so far), also what each kind of round cost it.
  */
 export async function measureWatchBacklog(
   ctx: BenchContext,
   address: string,
   as: RegisteredNode,
   expected: number,
+  leaderCpuMs?: () => number,
 ): Promise<WatchBacklog> {
   const client = new curatorProto.CuratorClient(
     address,
@@ -86,19 +94,49 @@ export async function measureWatchBacklog(
     let last = await once(0);
     await once(last.end.revision);
     const result: WatchBacklog = { full: [], resumed: [], resumedNodes: 0 };
-    for (let i = 0; i < ctx.config.watchRounds; i++) {
-      last = await once(0);
-      result.full.push(last.ms);
-    }
-    for (let i = 0; i < ctx.config.watchRounds; i++) {
-      const resumed = await once(last.end.revision);
-      result.resumed.push(resumed.ms);
-      result.resumedNodes = Math.max(result.resumedNodes, resumed.nodes);
-    }
+    const rounds = ctx.config.watchRounds;
+    const from = last.end.revision;
+    // What the leader spends at rest (its reconciler's passes, the garbage
+    // of the warm-up), taken off each batch's CPU: /proc counts in 10 ms
+    // ticks, and a resumed round costs a few ms at most.
+    const idle = leaderCpuMs && (await cpuRate(leaderCpuMs, 1000));
+    const resumedBatch = await leaderCpuOf(leaderCpuMs, idle, async () => {
+      for (let i = 0; i < rounds * 5; i++) {
+        const resumed = await once(from);
+        result.resumed.push(resumed.ms);
+        result.resumedNodes = Math.max(result.resumedNodes, resumed.nodes);
+      }
+    });
+    const fullBatch = await leaderCpuOf(leaderCpuMs, idle, async () => {
+      for (let i = 0; i < rounds; i++) result.full.push((await once(0)).ms);
+    });
+    if (resumedBatch !== undefined && fullBatch !== undefined)
+      result.leaderCpuMs = { full: fullBatch / rounds, resumed: resumedBatch / (rounds * 5) };
     return result;
   } finally {
     client.close();
   }
+}
+
+/** CPU ms per wall ms of the process `cpuMs` reads, over `ms`. */
+async function cpuRate(cpuMs: () => number, ms: number): Promise<number> {
+  const cpu = cpuMs();
+  const started = performance.now();
+  await new Promise((r) => setTimeout(r, ms));
+  return (cpuMs() - cpu) / (performance.now() - started);
+}
+
+/** The CPU `cpuMs` counts while `work` runs, less `idle` (per wall ms) of it; undefined without `cpuMs`. */
+async function leaderCpuOf(
+  cpuMs: (() => number) | undefined,
+  idle: number | undefined,
+  work: () => Promise<void>,
+): Promise<number | undefined> {
+  const cpu = cpuMs?.();
+  const started = performance.now();
+  await work();
+  if (cpuMs === undefined || cpu === undefined || idle === undefined) return undefined;
+  return cpuMs() - cpu - idle * (performance.now() - started);
 }
 
 /** The report row of the Watch backlog rounds, for a backlog of `nodes` nodes. */
@@ -114,10 +152,24 @@ export function watchBacklogRows(ctx: BenchContext, nodes: number, backlog: Watc
       met: backlogMs < TARGET_MS,
     },
     {
-      measure: `(3) Watch(all) resumed, backlog of ${backlog.resumedNodes} nodes at most (median of ${ctx.config.watchRounds})`,
+      measure: `(3) Watch(all) resumed, backlog of ${backlog.resumedNodes} nodes at most (median of ${backlog.resumed.length})`,
       value: resumedMs,
       unit: "ms",
     },
     { measure: "(3) Watch(all): full / resumed", value: backlogMs / resumedMs, unit: "×" },
+    ...(backlog.leaderCpuMs
+      ? [
+          {
+            measure: "(3) leader process CPU per full Watch(all)",
+            value: backlog.leaderCpuMs.full,
+            unit: "ms",
+          },
+          {
+            measure: "(3) leader process CPU per resumed Watch(all)",
+            value: backlog.leaderCpuMs.resumed,
+            unit: "ms",
+          },
+        ]
+      : []),
   ];
 }
