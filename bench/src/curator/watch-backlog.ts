@@ -91,11 +91,11 @@ export async function measureWatchBacklog(
     });
   try {
     // Warm-up: connects, and lets both sides' code get optimized.
-    let last = await once(0);
-    await once(last.end.revision);
+    const warm = await once(0);
+    await once(warm.end.revision);
     const result: WatchBacklog = { full: [], resumed: [], resumedNodes: 0 };
     const rounds = ctx.config.watchRounds;
-    const from = last.end.revision;
+    const from = warm.end.revision;
     // What the leader spends at rest (its reconciler's passes, the garbage
     // of the warm-up), taken off each batch's CPU: /proc counts in 10 ms
     // ticks, and a resumed round costs a few ms at most.
