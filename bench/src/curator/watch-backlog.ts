@@ -6,7 +6,7 @@
  * cluster. Target (absolute, see bench/README.md): 250 ms, on the median of
  * several rounds after a warm-up round.
  *
- * Then the same watch resumed from the revision the last full one reached
+ * Then the same watch resumed from the revision a full one reached
  * (`resume_from_revision`, what a node's directory does after a failover):
  * its time and how many nodes its backlog carried, beside the full one's in
  * the same run — every node of a cluster watches all nodes, so after a
@@ -49,7 +49,7 @@ interface Backlog {
 /**
  * Times Watch(NodesInCluster) until LAST_BACKLOGGED, on one connection of
  * node `as`: full rounds (`expected` nodes, all UP), then rounds resumed
- * from the revision the last full one reached. With `leaderCpuMs` (the
+ * from the revision the warm-up round (a full one) reached. With `leaderCpuMs` (the
  * leader's process CPU so far), also what each kind of round cost it.
  */
 export async function measureWatchBacklog(
