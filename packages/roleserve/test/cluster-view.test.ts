@@ -24,6 +24,21 @@ const resumeOf = (request: curator.WatchRequest): number =>
 const zones = (view: ClusterView) =>
   Object.fromEntries([...view.nodes].map(([id, n]) => [id, n.labels.get("zone")]));
 
+/** A view complete with one full backlog of `ids` (zone ""), as of revision 5. */
+function viewOf(...ids: string[]): ClusterView {
+  const view = new ClusterView();
+  view.begin();
+  view.apply(
+    event({
+      nodes: ids.map((id) => node(id)),
+      progress: LAST_BACKLOGGED,
+      revision: 5,
+      nodeCount: ids.length,
+    }),
+  );
+  return view;
+}
+
 describe("ClusterView", () => {
   it("starts afresh, completes with the backlog, and follows changes with their revisions", () => {
     const view = new ClusterView();
@@ -48,16 +63,7 @@ describe("ClusterView", () => {
   });
 
   it("merges a resumed backlog, keeping the view as it was until the backlog completes", () => {
-    const view = new ClusterView();
-    view.begin();
-    view.apply(
-      event({
-        nodes: [node("a"), node("b")],
-        progress: LAST_BACKLOGGED,
-        revision: 5,
-        nodeCount: 2,
-      }),
-    );
+    const view = viewOf("a", "b");
     expect(resumeOf(view.begin())).toBe(5);
     expect(view.apply(event({ nodes: [node("b", "y")], resumed: true }))).toBe(false);
     expect(zones(view)).toEqual({ a: "", b: "" });
@@ -77,16 +83,7 @@ describe("ClusterView", () => {
   });
 
   it("replaces the view with a full backlog (a leader that could not resume)", () => {
-    const view = new ClusterView();
-    view.begin();
-    view.apply(
-      event({
-        nodes: [node("a"), node("gone")],
-        progress: LAST_BACKLOGGED,
-        revision: 5,
-        nodeCount: 2,
-      }),
-    );
+    const view = viewOf("a", "gone");
     view.begin();
     view.apply(
       event({ nodes: [node("a", "z")], progress: LAST_BACKLOGGED, revision: 7, nodeCount: 1 }),
@@ -95,16 +92,7 @@ describe("ClusterView", () => {
   });
 
   it("resets on a resumed backlog that shows missed deletions, so the next watch starts afresh", () => {
-    const view = new ClusterView();
-    view.begin();
-    view.apply(
-      event({
-        nodes: [node("a"), node("b")],
-        progress: LAST_BACKLOGGED,
-        revision: 5,
-        nodeCount: 2,
-      }),
-    );
+    const view = viewOf("a", "b");
     view.begin();
     let thrown: unknown;
     try {
