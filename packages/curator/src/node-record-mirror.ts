@@ -253,7 +253,8 @@ export class NodeRecordMirror {
 
   private changed(copy: Copy, entry: IKeyValue, kind: "put" | "delete"): void {
     if (!copy.live) return;
-    if (entry.key.toString().startsWith(nodesPrefix)) {
+    const isNode = entry.key.toString().startsWith(nodesPrefix);
+    if (isNode) {
       copy.sorted = undefined;
       if (kind === "put") this.put(copy, entry);
       else {
@@ -264,8 +265,7 @@ export class NodeRecordMirror {
     }
     const revision = BigInt(entry.mod_revision);
     if (revision > copy.revision) copy.revision = revision;
-    if (entry.key.toString().startsWith(nodesPrefix))
-      for (const follower of copy.followers) follower.emit(kind, entry);
+    if (isNode) for (const follower of copy.followers) follower.emit(kind, entry);
     this.tell(copy);
   }
 
