@@ -288,10 +288,13 @@ const targets: Record<string, Target> = {
             $case: "nodeInCluster" as const,
             nodeInCluster: { nodeId: id },
           })),
-          fc.constant({
-            $case: "nodesInCluster" as const,
-            nodesInCluster: { resumeFromRevision: 0 },
-          }),
+          // Afresh, resumed from a revision (reached or not), or a negative one.
+          fc
+            .oneof(fc.constant(0), fc.integer({ min: 1, max: 10_000 }), fc.maxSafeInteger())
+            .map((resumeFromRevision) => ({
+              $case: "nodesInCluster" as const,
+              nodesInCluster: { resumeFromRevision },
+            })),
         ),
       }),
   },
