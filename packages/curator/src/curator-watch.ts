@@ -40,9 +40,9 @@ import {
   followWatcher,
   nodeIdOf,
   type RecordEvents,
+  sendBacklog,
   storedNodeOf,
   watchFailed,
-  writeBacklog,
 } from "./node-watch-streams";
 
 export { WATCH_BACKLOG_CHUNK, WATCH_MAX_PENDING } from "./node-watch-streams";
@@ -120,28 +120,21 @@ function checkResumeRevision(revision: number): number {
 
 async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number): Promise<void> {
   const followed = await followAllNodes(ctx, "watch");
-  const { records, revision, changes } = followed;
-  try {
-    // A revision this leader has not reached is nobody's view of this
-    // cluster: the client gets the full backlog instead.
-    const resumed = resumeFrom > 0 && resumeFrom <= revision;
-    const backlog = resumed ? records.filter((r) => Number(r.modRevision) >= resumeFrom) : records;
-    writeBacklog(call, backlog, (chunk, last) => ({
-      nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
-      nodeTombstones: [],
-      progress: last
-        ? curator.WatchResponse_Progress.LAST_BACKLOGGED
-        : curator.WatchResponse_Progress.UNSPECIFIED,
-      revision: last ? revision : 0,
-      nodeCount: last ? records.length : 0,
-      resumed,
-    }));
-    const failure = followed.failure();
-    if (failure) throw watchFailed(failure);
-  } catch (e) {
-    await changes.cancel();
-    throw e;
-  }
+  const { records, revision } = followed;
+  // A revision this leader has not reached is nobody's view of this
+  // cluster: the client gets the full backlog instead.
+  const resumed = resumeFrom > 0 && resumeFrom <= revision;
+  const backlog = resumed ? records.filter((r) => Number(r.modRevision) >= resumeFrom) : records;
+  const changes = await sendBacklog(call, followed, backlog, (chunk, last) => ({
+    nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
+    nodeTombstones: [],
+    progress: last
+      ? curator.WatchResponse_Progress.LAST_BACKLOGGED
+      : curator.WatchResponse_Progress.UNSPECIFIED,
+    revision: last ? revision : 0,
+    nodeCount: last ? records.length : 0,
+    resumed,
+  }));
   return follow(ctx, call, changes);
 }
 

@@ -35,10 +35,9 @@ import {
   followAllNodes,
   followWatcher,
   nodeIdOf,
+  sendBacklog,
   storedNodeOf,
   WATCH_BACKLOG_CHUNK,
-  watchFailed,
-  writeBacklog,
 } from "./node-watch-streams";
 
 /** A WatchNodes call, as grpc-js gives it to the handler. */
@@ -69,20 +68,13 @@ export async function watchNodes(
   };
 
   const followed = await followAllNodes(ctx, "WatchNodes");
-  try {
-    writeBacklog(call, followed.records, (chunk, last) => ({
-      nodes: chunk.map(present),
-      nodeTombstones: [],
-      progress: last
-        ? api.WatchNodesResponse_Progress.LAST_BACKLOGGED
-        : api.WatchNodesResponse_Progress.UNSPECIFIED,
-    }));
-    const failure = followed.failure();
-    if (failure) throw watchFailed(failure);
-  } catch (e) {
-    await followed.changes.cancel();
-    throw e;
-  }
+  const changes = await sendBacklog(call, followed, followed.records, (chunk, last) => ({
+    nodes: chunk.map(present),
+    nodeTombstones: [],
+    progress: last
+      ? api.WatchNodesResponse_Progress.LAST_BACKLOGGED
+      : api.WatchNodesResponse_Progress.UNSPECIFIED,
+  }));
 
   /**
    * Sends the nodes among `ids` whose health is not the one last sent (all
@@ -108,7 +100,7 @@ export async function watchNodes(
 
   return followWatcher(
     call,
-    followed.changes,
+    changes,
     {
       what: "node watch",
       put: (entry: IKeyValue) => {

@@ -119,6 +119,29 @@ export async function followAllNodes(ctx: LeaderContext, what: string): Promise<
   };
 }
 
+/**
+ * Writes `items` (all of `followed.records`, or those a resumed watch needs)
+ * as the stream's backlog, and hands back the changes after it to follow.
+ * The changes are ended when the backlog cannot go out, or when they failed
+ * already (UNAVAILABLE: the client watches again).
+ */
+export async function sendBacklog<T, Res>(
+  call: Pick<ServerWritableStream<unknown, Res>, "write">,
+  followed: AllNodes,
+  items: readonly T[],
+  message: (chunk: T[], last: boolean) => Res,
+): Promise<RecordEvents> {
+  try {
+    writeBacklog(call, items, message);
+    const failure = followed.failure();
+    if (failure) throw watchFailed(failure);
+  } catch (e) {
+    await followed.changes.cancel();
+    throw e;
+  }
+  return followed.changes;
+}
+
 /** An etcd watch of every node record from the revision after `revision`. */
 export function watchNodesAfter(ctx: LeaderContext, revision: string): Promise<Watcher> {
   return ctx.kv.watch().prefix(nodesPrefix).startRevision(nextRevision(revision)).create();
