@@ -146,13 +146,16 @@ describe("the default logger", () => {
       const written = await captureStdout(async () => {
         sup = supervise(async (ctx) => {
           ctx.logger.warn("disk almost full", { freeBytes: 1024 });
+          ctx.logger.child?.({ conn: 7 }).info("from a child logger");
           await serve(ctx);
         });
-        await eventually(() => sup?.logs("root").length === 1, "one line");
+        await eventually(() => sup?.logs("root").length === 2, "two lines");
       });
-      expect(written).toHaveLength(1);
-      expect(written[0].endsWith("\n")).toBe(true);
-      expect(written[0].indexOf("\n")).toBe(written[0].length - 1);
+      expect(written).toHaveLength(2);
+      for (const w of written) {
+        expect(w.endsWith("\n")).toBe(true);
+        expect(w.indexOf("\n")).toBe(w.length - 1);
+      }
       const line: Record<string, unknown> = JSON.parse(written[0]);
       expect(line).toEqual({
         level: "warn",
@@ -162,6 +165,14 @@ describe("the default logger", () => {
         timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
       });
       expect(Object.keys(line).slice(0, 2)).toEqual(["level", "message"]);
+      expect(JSON.parse(written[1])).toEqual({
+        level: "info",
+        message: "from a child logger",
+        conn: 7,
+        dn: "root",
+        timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
+      expect(sup?.logs("root")[1].meta).toEqual({ conn: 7 });
     } finally {
       process.stdout.isTTY = isTTY;
     }
