@@ -10,8 +10,8 @@
  * records are made when read. Kept as records (an entry and its sequence
  * number, two objects and a boxed time per line), every line outlived a
  * young-generation collection twice before the old generation took it, and
- * those copies were a third of the collector's pauses in the group restart
- * benchmark (a restart logs two lines).
+ * those copies were about a quarter of the collector's pauses in the group
+ * restart benchmark (a restart logs two lines).
  */
 import type { LogEntry, LogMeta } from "./types";
 
