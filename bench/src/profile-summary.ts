@@ -41,8 +41,9 @@ function main(argv: string[]): void {
   for (const file of files) {
     const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
     const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
-    for (let i = 0; i < profile.samples.length; i++) {
-      // A sample stands for the time since the one before it.
+    // A sample stands for the time since the one before it; the first one's
+    // is the time since the profiler was asked to start, not a sample's.
+    for (let i = 1; i < profile.samples.length; i++) {
       const us = profile.timeDeltas[i] ?? 0;
       const node = nodes.get(profile.samples[i]);
       if (!node) continue;
