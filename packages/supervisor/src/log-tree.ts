@@ -9,9 +9,11 @@
  * sequence number and time unboxed in arrays of numbers; the {@link LogEntry}
  * records are made when read. Kept as records (an entry and its sequence
  * number, two objects and a boxed time per line), every line outlived a
- * young-generation collection twice before the old generation took it, and
- * those copies were about a quarter of the collector's pauses in the group
- * restart benchmark (a restart logs two lines).
+ * young-generation collection twice before the old generation took it: 169
+ * bytes kept per short line where 92 are now, and in the group restart
+ * benchmark (a restart logs two lines) collections that copied 120 KB and
+ * promoted 43 KB, pausing 0.78–0.98 ms, where they copy 93 KB, promote 22 KB
+ * and pause 0.67–0.83 ms.
  */
 import type { LogEntry, LogMeta } from "./types";
 
