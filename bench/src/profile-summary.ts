@@ -33,13 +33,18 @@ function packageOf(url: string, functionName: string): string {
 function main(argv: string[]): void {
   const topAt = argv.indexOf("--top");
   const top = topAt >= 0 ? Number(argv[topAt + 1]) : 30;
-  const files = argv.filter((a, i) => a !== "--top" && i !== topAt + 1);
-  if (files.length === 0) throw new Error("usage: profile-summary FILE.cpuprofile... [--top N]");
+  const files = topAt < 0 ? argv : argv.filter((_, i) => i !== topAt && i !== topAt + 1);
+  if (files.length === 0 || !(top > 0)) {
+    console.error("usage: profile-summary FILE.cpuprofile... [--top N]");
+    process.exit(2);
+  }
   const byPackage = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
   for (const file of files) {
     const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
+    if (!Array.isArray(profile.nodes) || !Array.isArray(profile.samples))
+      throw new Error(`${file} is not a CPU profile (no nodes and samples)`);
     const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
     // A sample stands for the time since the one before it; the first one's
     // is the time since the profiler was asked to start, not a sample's.
