@@ -96,12 +96,18 @@ export interface NodeProgressEvents {
 /** The name of a progress event. */
 export type NodeProgressEventName = keyof NodeProgressEvents;
 
+/** What every progress event carries besides its payload: its name. */
+export interface ProgressEventName<E extends NodeProgressEventName> {
+  /** The event's name: which of {@link NodeProgressEvents} this is. */
+  event: E;
+}
+
 /** A progress event: its name in `event`, with its payload. */
 export type NodeProgressEvent<E extends NodeProgressEventName = NodeProgressEventName> = Extract<
   {
-    [K in NodeProgressEventName]: { event: K } & NodeProgressEvents[K];
+    [K in NodeProgressEventName]: ProgressEventName<K> & NodeProgressEvents[K];
   }[NodeProgressEventName],
-  { event: E }
+  ProgressEventName<E>
 >;
 
 /** Every progress event name, in the order of {@link NodeProgressEvents}. */
