@@ -223,6 +223,16 @@ function outcome(r: Recovery): string {
 }
 
 /** A FailoverCpu for progress lines: ran / waited for a CPU, ms per second, of each. */
+/** Says where the node hosts' CPU profiles of `window` were written, if they profiled. */
+async function reportProfiles(
+  progress: (line: string) => void,
+  window: string,
+  written: Promise<string[]>,
+): Promise<void> {
+  const paths = await written;
+  if (paths.length > 0) progress(`    node hosts' CPU profiles of ${window}: ${paths.join(" ")}`);
+}
+
 function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
     `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;
@@ -332,9 +342,11 @@ async function measureSize(
   const steadyShares = new CpuShares([...sims.pids]);
   const started = performance.now();
   await sims.startRecording();
+  await sims.startProfile();
   leader.startLoopDelay();
   await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
   const { latencies, loopDelays } = await sims.stopRecording();
+  await reportProfiles(progress, "the steady state", sims.stopProfile("heartbeats"));
   const leaderLoopDelay = await leader.stopLoopDelay();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
@@ -381,9 +393,20 @@ async function measureSize(
   );
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
+  await sims.startProfile();
   const { result: failover, cpu: failoverCpu } = await curators.killAndRespawn(
     leader,
-    () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
+    async () => {
+      const recovery = await untilAllHealthy(
+        owner,
+        ids,
+        scale.healthyTimeoutMs,
+        progress,
+        describe,
+      );
+      await reportProfiles(progress, "the failover", sims.stopProfile("failover"));
+      return recovery;
+    },
     sims.pids,
   );
   progress(`    ${outcome(failover)}; ${await sims.describeLog()}`);

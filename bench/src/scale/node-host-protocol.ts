@@ -26,6 +26,13 @@ export type NodeHostCall =
   /** Stop recording; answered with the latencies recorded, and the loop delay. */
   | { type: "stopRecording" }
   | { type: "log" }
+  /**
+   * With METROPOLIS_BENCH_HOST_PROFILE_DIR set, start profiling the host's
+   * CPU (otherwise nothing); `stopProfile` writes the window's profile there
+   * as `host-PID-NAME.cpuprofile`.
+   */
+  | { type: "startProfile" }
+  | { type: "stopProfile"; name: string }
   /** Stop every node; answered once they are stopped (the host then exits). */
   | { type: "stop" };
 
@@ -47,6 +54,8 @@ export interface NodeHostAnswer {
   latencies?: number[];
   loopDelay?: LoopDelay;
   log?: NodeHostLog;
+  /** Where `stopProfile` wrote the profile (none when the host does not profile). */
+  profile?: string;
   /** The request failed: why. */
   error?: string;
 }

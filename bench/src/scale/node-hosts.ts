@@ -171,6 +171,20 @@ export class NodeHosts {
     };
   }
 
+  /**
+   * Starts profiling every host's CPU, when METROPOLIS_BENCH_HOST_PROFILE_DIR
+   * is set (see fixtures/node-host.ts); otherwise does nothing.
+   */
+  async startProfile(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.ask({ type: "startProfile" })));
+  }
+
+  /** Ends the window `startProfile` began; resolves to the profiles written, `name` in their file names. */
+  async stopProfile(name: string): Promise<string[]> {
+    const answers = await Promise.all(this.hosts.map((h) => h.ask({ type: "stopProfile", name })));
+    return answers.flatMap((a) => (a.profile === undefined ? [] : [a.profile]));
+  }
+
   /** What the nodes' supervisors logged so far, in a line. */
   async describeLog(): Promise<string> {
     const logs = await Promise.all(this.hosts.map((h) => h.ask({ type: "log" })));
