@@ -65,6 +65,7 @@ import { ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-v
 import { OwnerHost, type OwnerHostResult } from "./scale/owner-host";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
+import { heartbeatPhase, type HeartbeatPhase } from "./scale/heartbeat-phase";
 import { measureObserver, type ObserverFigures } from "./scale/observer-view";
 import { childPids } from "./process-cpu";
 import { CpuShares, type CpuShare } from "./scale/cpu-shares";
@@ -100,6 +101,8 @@ interface SizeResult {
   heartbeatP50Ms: number;
   heartbeatP99Ms: number;
   heartbeatsPerSecond: number;
+  /** How evenly those heartbeats spread over the interval (scale/heartbeat-phase.ts). */
+  heartbeatPhase: HeartbeatPhase;
   /**
    * The event loops' delay over the heartbeat window: the leader's (missing
    * if it did not answer), and the node hosts' worst by p99 — a heartbeat's
@@ -345,7 +348,7 @@ async function measureSize(
   await sims.startProfile();
   leader.startLoopDelay();
   await new Promise((r) => setTimeout(r, scale.steadySeconds * 1000));
-  const { latencies, loopDelays } = await sims.stopRecording();
+  const { latencies, sentAt, loopDelays } = await sims.stopRecording();
   await reportProfiles(progress, "the steady state", sims.stopProfile("heartbeats"));
   const leaderLoopDelay = await leader.stopLoopDelay();
   const seconds = (performance.now() - started) / 1000;
@@ -462,6 +465,7 @@ async function measureSize(
     heartbeatP50Ms: percentile(latencies, 50),
     heartbeatP99Ms: percentile(latencies, 99),
     heartbeatsPerSecond: latencies.length / seconds,
+    heartbeatPhase: heartbeatPhase(sentAt, scale.heartbeatIntervalMs),
     loopDelay: {
       leader: leaderLoopDelay,
       hosts: loopDelays.reduce<LoopDelay | undefined>(
@@ -527,6 +531,16 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       measure: `[${n}] heartbeats answered (interval ${scale.heartbeatIntervalMs} ms)`,
       value: r.heartbeatsPerSecond,
       unit: "beats/s",
+    },
+    {
+      measure: `[${n}] heartbeats in the interval's busiest ${r.heartbeatPhase.slotMs} ms, to the mean`,
+      value: r.heartbeatPhase.busiestToMean,
+      unit: "×",
+    },
+    {
+      measure: `[${n}] share of heartbeats in the interval's busiest tenth`,
+      value: r.heartbeatPhase.busiestTenthShare * 100,
+      unit: "%",
     },
     { measure: `[${n}] heartbeat answer p50`, value: r.heartbeatP50Ms, unit: "ms" },
     {

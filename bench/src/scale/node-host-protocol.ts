@@ -23,7 +23,7 @@ export type NodeHostCall =
   | { type: "add"; nodes: RegisteredNode[] }
   /** Start recording heartbeat latencies and the host's event loop delay (dropping earlier ones). */
   | { type: "startRecording" }
-  /** Stop recording; answered with the latencies recorded, and the loop delay. */
+  /** Stop recording; answered with the latencies recorded, their send times, and the loop delay. */
   | { type: "stopRecording" }
   | { type: "log" }
   /**
@@ -52,6 +52,8 @@ export interface NodeHostLog {
 export interface NodeHostAnswer {
   id: number;
   latencies?: number[];
+  /** When each of `latencies`' heartbeats was sent (epoch ms). */
+  sentAt?: number[];
   loopDelay?: LoopDelay;
   log?: NodeHostLog;
   /** Where `stopProfile` wrote the profile (none when the host does not profile). */

@@ -161,12 +161,18 @@ export class NodeHosts {
 
   /**
    * Stops recording; resolves to every host's heartbeat answer latencies, in
-   * ms, and each host's event loop delay over the same window.
+   * ms, when those heartbeats were sent (epoch ms), and each host's event
+   * loop delay over the same window.
    */
-  async stopRecording(): Promise<{ latencies: number[]; loopDelays: LoopDelay[] }> {
+  async stopRecording(): Promise<{
+    latencies: number[];
+    sentAt: number[];
+    loopDelays: LoopDelay[];
+  }> {
     const answers = await Promise.all(this.hosts.map((h) => h.ask({ type: "stopRecording" })));
     return {
       latencies: answers.flatMap((a) => a.latencies ?? []),
+      sentAt: answers.flatMap((a) => a.sentAt ?? []),
       loopDelays: answers.flatMap((a) => (a.loopDelay ? [a.loopDelay] : [])),
     };
   }

@@ -81,6 +81,8 @@ class CountingLogger implements Logger {
 export class SimulatedNodes {
   /** Answer latencies of heartbeats, in ms, while recording. */
   readonly latencies: number[] = [];
+  /** When each of those heartbeats was sent (epoch ms), in the same order. */
+  readonly sentAt: number[] = [];
   readonly log = new CountingLogger();
   private recording = false;
   private readonly connections: CuratorConnection[] = [];
@@ -121,7 +123,9 @@ export class SimulatedNodes {
         heartbeat: heartbeatWorker(values, {
           intervalMs: this.heartbeatIntervalMs,
           onAnswered: (ms) => {
-            if (this.recording) this.latencies.push(ms);
+            if (!this.recording) return;
+            this.latencies.push(ms);
+            this.sentAt.push(Date.now() - ms);
           },
         }),
         statuspush: statusPushWorker(values, {
@@ -157,6 +161,7 @@ export class SimulatedNodes {
   /** Records heartbeat latencies from now (clearing earlier ones) until `stopRecording`. */
   startRecording(): void {
     this.latencies.length = 0;
+    this.sentAt.length = 0;
     this.recording = true;
   }
 

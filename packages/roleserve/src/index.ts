@@ -15,6 +15,7 @@ export { roleFetchWorker, type RoleFetchOptions } from "./rolefetch";
 export { statusPushWorker, type StatusPushOptions } from "./statuspush";
 export {
   defaultHeartbeatIntervalMs,
+  defaultHeartbeatJitter,
   heartbeatRestartBackoff,
   heartbeatWorker,
   type HeartbeatOptions,

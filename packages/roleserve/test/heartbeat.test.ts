@@ -32,6 +32,59 @@ describe("heartbeatWorker", () => {
     // The curator's HeartbeatTracker default: a node is timed out after 10 s.
     expect(defaultHeartbeatIntervalMs).toBeLessThan(10_000);
     expect(() => heartbeatWorker(new RoleserveValues(), { intervalMs: 0 })).toThrow(RangeError);
+    expect(() => heartbeatWorker(new RoleserveValues(), { jitter: 1 })).toThrow(/jitter/);
+    expect(() => heartbeatWorker(new RoleserveValues(), { jitter: -0.1 })).toThrow(/jitter/);
+  });
+
+  describe("spreads its beats", () => {
+    afterEach(() => jest.restoreAllMocks());
+
+    /**
+     * Runs a worker until `beats` heartbeats after the first were answered
+     * and resolves to when it became healthy (just after the first beat
+     * was answered) and when each later beat was sent (epoch ms).
+     */
+    async function beatTimes(intervalMs: number, beats: number) {
+      const node = await cluster.addNode();
+      const values = new RoleserveValues();
+      values.curatorConnection.set(cluster.connect(node));
+      const sent: number[] = [];
+      const ctx = new MockContext("root.heartbeat");
+      const result = heartbeatWorker(values, {
+        intervalMs,
+        onAnswered: (ms) => sent.push(Date.now() - ms),
+      })(ctx);
+      try {
+        await eventually(() => ctx.state === "healthy", "the worker healthy");
+        const healthyAt = Date.now();
+        await eventually(() => sent.length >= beats, `${beats} more heartbeats answered`, {
+          timeoutMs: 2 * beats * intervalMs + 10_000,
+        });
+        return { healthyAt, sent };
+      } finally {
+        ctx.abort();
+        await result;
+        expect(ctx.failures).toEqual([]);
+      }
+    }
+
+    it("at a random phase of the interval, and each pause up to 10 % shorter than the interval", async () => {
+      // The lowest draw: the second beat at once, every pause 10 % short.
+      jest.spyOn(Math, "random").mockReturnValue(0);
+      const { healthyAt, sent } = await beatTimes(2000, 2);
+      // Without the random phase the second beat would come a whole interval after the first.
+      expect(sent[0] - healthyAt).toBeLessThan(1000);
+      expect(sent[1] - sent[0]).toBeGreaterThanOrEqual(1800 - 1);
+      expect(sent[1] - sent[0]).toBeLessThan(2000);
+    });
+
+    it("and each pause up to 10 % longer than the interval", async () => {
+      // The highest draw: the second beat an interval after the first, every pause 10 % long.
+      jest.spyOn(Math, "random").mockReturnValue(0.9999);
+      const { sent } = await beatTimes(500, 3);
+      expect(sent[1] - sent[0]).toBeGreaterThanOrEqual(550 - 1);
+      expect(sent[2] - sent[1]).toBeGreaterThanOrEqual(550 - 1);
+    });
   });
 
   it("waits for a connection, keeps its node HEALTHY past the timeout, and stops beating when stopped", async () => {
