@@ -11,6 +11,7 @@ import {
   defaultHeartbeatIntervalMs,
   heartbeatRestartBackoff,
   heartbeatWorker,
+  type HeartbeatOptions,
 } from "../src/heartbeat";
 import { RoleserveValues } from "../src/values";
 import { startTestCluster, type TestCluster } from "./curator-fixture";
@@ -26,6 +27,15 @@ beforeAll(async () => {
 afterAll(() => cluster?.stop());
 
 const healthOf = async (nodeId: string) => (await cluster.getNode(nodeId))?.health;
+
+/** Runs a worker for a new node of the cluster, connected from the start, on a MockContext. */
+async function connectedWorker(opts: HeartbeatOptions) {
+  const node = await cluster.addNode();
+  const values = new RoleserveValues();
+  values.curatorConnection.set(cluster.connect(node));
+  const ctx = new MockContext("root.heartbeat");
+  return { ctx, result: heartbeatWorker(values, opts)(ctx) };
+}
 
 describe("heartbeatWorker", () => {
   it("beats more often than the curator's default timeout", () => {
@@ -45,15 +55,11 @@ describe("heartbeatWorker", () => {
      * was answered) and when each later beat was sent (epoch ms).
      */
     async function beatTimes(intervalMs: number, beats: number) {
-      const node = await cluster.addNode();
-      const values = new RoleserveValues();
-      values.curatorConnection.set(cluster.connect(node));
       const sent: number[] = [];
-      const ctx = new MockContext("root.heartbeat");
-      const result = heartbeatWorker(values, {
+      const { ctx, result } = await connectedWorker({
         intervalMs,
         onAnswered: (ms) => sent.push(Date.now() - ms),
-      })(ctx);
+      });
       try {
         await eventually(() => ctx.state === "healthy", "the worker healthy");
         const healthyAt = Date.now();
@@ -130,15 +136,11 @@ describe("heartbeatWorker", () => {
   });
 
   it("hands each answered heartbeat's latency to onAnswered", async () => {
-    const node = await cluster.addNode();
-    const values = new RoleserveValues();
-    values.curatorConnection.set(cluster.connect(node));
     const latencies: number[] = [];
-    const ctx = new MockContext("root.heartbeat");
-    const result = heartbeatWorker(values, {
+    const { ctx, result } = await connectedWorker({
       intervalMs: INTERVAL_MS,
       onAnswered: (ms) => latencies.push(ms),
-    })(ctx);
+    });
     try {
       await eventually(() => latencies.length >= 3, "three heartbeats answered");
     } finally {
