@@ -225,7 +225,6 @@ function outcome(r: Recovery): string {
   return r.complete ? `all HEALTHY after ${s} s` : `gave up after ${s} s, ${r.healthy} HEALTHY`;
 }
 
-/** A FailoverCpu for progress lines: ran / waited for a CPU, ms per second, of each. */
 /** Says where the node hosts' CPU profiles of `window` were written, if they profiled. */
 async function reportProfiles(
   progress: (line: string) => void,
@@ -236,6 +235,7 @@ async function reportProfiles(
   if (paths.length > 0) progress(`    node hosts' CPU profiles of ${window}: ${paths.join(" ")}`);
 }
 
+/** A FailoverCpu for progress lines: ran / waited for a CPU, ms per second, of each. */
 function describeCpu(cpu: FailoverCpu): string {
   const one = (name: string, s: CpuShare) =>
     `${name} ran ${s.runMsPerSecond.toFixed(0)}, waited ${s.waitMsPerSecond.toFixed(0)}`;

@@ -164,8 +164,7 @@ export function heartbeatWorker(
         // the interval towards the curator's timeout. The stream's sleep ends
         // early when the stream breaks: the worker fails now, not at the next beat.
         await stream.sleep(Math.max(0, nextAt - Date.now()), ctx.signal);
-        sentAt = Date.now();
-        nextAt = sentAt + pause();
+        nextAt = Date.now() + pause();
         stream.call.write({});
         const writtenAt = performance.now();
         await answered(stream, replyTimeoutMs, ctx.signal);
