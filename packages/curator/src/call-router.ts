@@ -52,7 +52,7 @@ interface Handler {
 interface RoutedCall {
   path: string;
   call: AnyCall;
-  /** The handler's callback, for unary and client-streaming calls. */
+  /** grpc-js' callback that answers a unary or client-streaming call (the router's, not the handler's). */
   callback: sendUnaryData<unknown> | undefined;
   ended: boolean;
 }
@@ -163,13 +163,19 @@ export class CallRouter {
     run.calls.add(routed);
     const done = () => run.done(routed);
     if (routed.callback) {
+      // The handler answers through its own callback, so that an answer it
+      // gives after the router ended the call is dropped; the router ends it
+      // through `routed.callback`, which stays grpc-js' own. (Replacing
+      // `routed.callback` with this guard dropped the router's UNAVAILABLE
+      // too: a unary call still running when its run ended was never
+      // answered, and its client waited out its deadline.)
       const callback = routed.callback;
-      routed.callback = (error, value, trailer, flags) => {
+      const answer: sendUnaryData<unknown> = (error, value, trailer, flags) => {
         if (routed.ended) return; // ended by the router already
         done();
         callback(error, value, trailer, flags);
       };
-      Reflect.apply(handler.fn, handler.self, [routed.call, routed.callback]);
+      Reflect.apply(handler.fn, handler.self, [routed.call, answer]);
     } else {
       for (const event of ["finish", "close", "cancelled"]) routed.call.once(event, done);
       Reflect.apply(handler.fn, handler.self, [routed.call]);

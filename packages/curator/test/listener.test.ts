@@ -209,4 +209,30 @@ describe("one grpc-js server across roles", () => {
       client.close();
     }
   });
+
+  it("answers a unary call still running when its role ended UNAVAILABLE, after a grace period", async () => {
+    let arrived: () => void = () => {};
+    const called = new Promise<void>((resolve) => (arrived = resolve));
+    // A handler that never answers, as one waiting on an etcd that does not answer.
+    const silent: [ServiceDefinition, UntypedServiceImplementation] = [
+      whoService,
+      { who: () => arrived() },
+    ];
+    const endLeader = await serving([silent], "leader");
+    const client = new WhoClient(`${host}:${port}`, credentials.createInsecure());
+    try {
+      const answer = askWho(client).then(
+        () => ({ code: status.OK }),
+        (e: ServiceError) => e,
+      );
+      await called;
+      const started = Date.now();
+      await endLeader();
+      const error = await answer;
+      expect(error.code).toBe(status.UNAVAILABLE);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(endGraceMs - 50);
+    } finally {
+      client.close();
+    }
+  });
 });
