@@ -37,6 +37,31 @@ export class ConsensusConfigError extends ConsensusError {}
 export class MembershipError extends ConsensusError {}
 
 /**
+ * A membership change given up while etcd refused it for now (an unhealthy
+ * cluster, a change still fresh, a learner not promoted yet) or did not
+ * answer (no quorum): worth retrying later, unlike a plain MembershipError.
+ */
+export class MembershipRefusedError extends MembershipError {
+  constructor(
+    /** The change, e.g. `adding <node> (<peer URL>) as a learner`. */
+    readonly change: string,
+    /** Why it was given up: the time ran out, or its caller gave up. */
+    readonly why: string,
+    /** How long it was tried. */
+    readonly triedMs: number,
+    /** etcd's last refusal, if it answered at all. */
+    readonly refusal: unknown,
+  ) {
+    super(
+      `${change}: ${why} (tried for ${triedMs} ms; ${
+        refusal === undefined ? "etcd had not answered" : `etcd's last answer: ${String(refusal)}`
+      })`,
+      { cause: refusal },
+    );
+  }
+}
+
+/**
  * etcd reported that its cluster removed this member (see etcd-log.ts): its
  * data directory will never serve again and may be deleted.
  */

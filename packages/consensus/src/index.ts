@@ -32,6 +32,7 @@ export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export {
   ConsensusError,
   MembershipError,
+  MembershipRefusedError,
   KeyringNotLoadedError,
   RotationError,
   GuardLostError,

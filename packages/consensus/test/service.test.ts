@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { EtcdNotInstalledError } from "../src/errors";
+import { EtcdNotInstalledError, MembershipRefusedError } from "../src/errors";
 import { waitFor } from "@metropolis/event";
 import { eventually, type TestHarness } from "@metropolis/supervisor/testing";
 import { TestMembers } from "@metropolis/consensus/testing";
@@ -169,6 +169,30 @@ describe("consensus", () => {
     );
     expect(join.peers).toHaveLength(2);
   });
+
+  it("gives a membership change up when its caller does, also one etcd holds for want of quorum", async () => {
+    const [a, b, ghost] = [
+      await fixture.node("qa"),
+      await fixture.node("qb"),
+      await fixture.node("qghost"),
+    ];
+    const first = await fixture.run(a, { bootstrap: true });
+    const join = await first.status.addNode(b.nodeId, b.publicKey, b.peer);
+    const second = await fixture.run(b, { join });
+    await eventually(
+      async () => (await first.status.members()).every((m) => !m.isLearner && m.name !== ""),
+      "b promoted",
+    );
+    await first.status.addNode(ghost.nodeId, ghost.publicKey, ghost.peer);
+    // Two voters, one of them gone: no quorum.
+    await fixture.stop(second);
+
+    // Removing a learner needs no health check, so etcd takes the change and holds it until
+    // quorum returns, for as long as its caller waits: before calls had a deadline, for good.
+    const removing = first.status.removeNode(ghost.nodeId, ghost.peer, AbortSignal.timeout(2000));
+    await expect(removing).rejects.toThrow(MembershipRefusedError);
+    await expect(removing).rejects.toThrow(/removing .*: given up: .*etcd had not answered/);
+  }, 60_000);
 
   it("restarts a killed etcd, and the client recovers", async () => {
     const node = await fixture.node("kill");

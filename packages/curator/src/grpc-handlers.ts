@@ -17,6 +17,7 @@ import {
   type ServerWritableStream,
 } from "@grpc/grpc-js";
 import { GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
+import { MembershipRefusedError } from "@metropolis/consensus";
 import type { Logger } from "@metropolis/supervisor";
 import { clipped } from "./bounded-text";
 import { CuratorError } from "./errors";
@@ -28,6 +29,12 @@ export interface GrpcError {
 
 export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcError {
   if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
+  if (e instanceof MembershipRefusedError) {
+    // etcd refused a membership change for now (an unhealthy cluster, a change
+    // still fresh) or held it for want of quorum until the call's time ran out.
+    logger.warn(`${method}: ${e.message}`);
+    return { code: status.UNAVAILABLE, details: clipped(`${e.message}; retry`) };
+  }
   if (e instanceof GRPCUnavailableError || e instanceof GRPCDeadlineExceededError) {
     // This curator's etcd member is down or cut off (killed, restarting, no quorum): not a
     // bug, and not a refusal — the client should try again, likely with another leader.
@@ -40,6 +47,27 @@ export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcErr
   }
   logger.error(`${method} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   return { code: status.INTERNAL, details: `internal error in ${method}` };
+}
+
+/**
+ * A signal for the work a handler does on its caller's behalf: aborted when
+ * the call is cancelled (its caller gave up, or its deadline passed) and
+ * `marginMs` before the call's deadline, so that a handler waiting on etcd
+ * still answers why it gave up while its caller listens, instead of working
+ * on for a caller that is gone.
+ */
+export function callSignal(call: ServerUnaryCall<unknown, unknown>, marginMs = 1000): AbortSignal {
+  const cancelled = new AbortController();
+  call.once("cancelled", () =>
+    cancelled.abort(new Error("the caller gave up (cancelled, or past its deadline)")),
+  );
+  const deadline = call.getDeadline();
+  const remainingMs = (deadline instanceof Date ? deadline.getTime() : deadline) - Date.now();
+  if (!Number.isFinite(remainingMs)) return cancelled.signal;
+  return AbortSignal.any([
+    cancelled.signal,
+    AbortSignal.timeout(Math.max(0, remainingMs - marginMs)),
+  ]);
 }
 
 /** A unary handler from an async function of the call. */

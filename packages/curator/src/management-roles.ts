@@ -82,10 +82,18 @@ function peerHost(stored: StoredNode): string {
   return host;
 }
 
-/** Implements UpdateNodeRoles, `req` being an owner's request whose node selector has been checked. */
+/**
+ * Implements UpdateNodeRoles, `req` being an owner's request whose node
+ * selector has been checked. `signal` (the call's: see grpc-handlers.ts'
+ * callSignal) bounds the etcd membership change: one that etcd keeps
+ * refusing, or holds for want of quorum, is given up with
+ * MembershipRefusedError (answered UNAVAILABLE) before the caller's
+ * deadline, and the role is not written.
+ */
 export async function updateNodeRoles(
   ctx: LeaderContext,
   req: api.UpdateNodeRolesRequest,
+  signal: AbortSignal,
 ): Promise<void> {
   const stored = await resolveNode(ctx, req.node);
   if (
@@ -103,9 +111,12 @@ export async function updateNodeRoles(
     // Only while the role is missing: then a retry after a failed write re-adds the same
     // learner (addNode is idempotent), while a member whose address changed since is not
     // added a second time.
-    const join = await ctx.consensus.addNode(stored.id, stored.node.publicKey, {
-      host: peerHost(stored),
-    });
+    const join = await ctx.consensus.addNode(
+      stored.id,
+      stored.node.publicKey,
+      { host: peerHost(stored) },
+      signal,
+    );
     // The node learns from its role what it needs to start its etcd member.
     newMember = {
       peers: join.peers.map((p) => ({ name: p.name, peerUrl: p.peerUrl })),
@@ -129,7 +140,7 @@ export async function updateNodeRoles(
     }
     // With the address, a learner that never started (and so has no name) is found too.
     const address = stored.node.status?.externalAddress ? { host: peerHost(stored) } : undefined;
-    if (await ctx.consensus.removeNode(stored.id, address)) {
+    if (await ctx.consensus.removeNode(stored.id, address, signal)) {
       ctx.logger.info(`node ${stored.id} removed from consensus`);
     }
   }

@@ -10,7 +10,7 @@ import { etcdCertificateKv } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { BoundedStreams } from "./bounded-streams";
-import { serverStream, unary } from "./grpc-handlers";
+import { callSignal, serverStream, unary } from "./grpc-handlers";
 import { requireOwner } from "./identity";
 import {
   clusterConfigurationKey,
@@ -160,7 +160,15 @@ async function updateNodeLabels(
   });
 }
 
-async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promise<void> {
+/**
+ * Implements DeleteNode; `signal` (the call's) bounds the removal of the
+ * node's etcd member, which the membership reconciler finishes otherwise.
+ */
+async function deleteNode(
+  ctx: LeaderContext,
+  req: api.DeleteNodeRequest,
+  signal: AbortSignal,
+): Promise<void> {
   // From etcd, not the leader's copy: a deletion decides on it.
   const nodes = await listNodes(ctx.kv);
   const decide = (stored: StoredNode): NodeChange => {
@@ -209,7 +217,8 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
     // The record is gone either way; a member left behind only weakens quorum, and the
     // leader's membership reconciliation removes it if this fails.
     const host = before.node.status?.externalAddress;
-    await ctx.consensus.removeNode(before.id, host ? { host } : undefined).catch((e: unknown) => {
+    const address = host ? { host } : undefined;
+    await ctx.consensus.removeNode(before.id, address, signal).catch((e: unknown) => {
       ctx.logger.warn(
         `deleted node ${before.id} is still an etcd member: ${e instanceof Error ? e.message : String(e)}`,
       );
@@ -226,11 +235,11 @@ async function deleteNode(ctx: LeaderContext, req: api.DeleteNodeRequest): Promi
 function ownerOnly<Req, Res>(
   ctx: LeaderContext,
   method: string,
-  handler: (req: Req) => Promise<Res>,
+  handler: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>,
 ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
   return unary<Req, Res>(`Management.${method}`, ctx.logger, async (call) => {
     requireOwner(await ctx.identify(call));
-    return handler(call.request);
+    return handler(call.request, call);
   });
 }
 
@@ -287,10 +296,14 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       await approveNode(ctx, req);
       return {};
     }),
-    updateNodeRoles: ownerOnly(ctx, "UpdateNodeRoles", async (req: api.UpdateNodeRolesRequest) => {
-      await updateNodeRoles(ctx, req);
-      return {};
-    }),
+    updateNodeRoles: ownerOnly(
+      ctx,
+      "UpdateNodeRoles",
+      async (req: api.UpdateNodeRolesRequest, call) => {
+        await updateNodeRoles(ctx, req, callSignal(call));
+        return {};
+      },
+    ),
     updateNodeLabels: ownerOnly(
       ctx,
       "UpdateNodeLabels",
@@ -299,8 +312,8 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
         return {};
       },
     ),
-    deleteNode: ownerOnly(ctx, "DeleteNode", async (req: api.DeleteNodeRequest) => {
-      await deleteNode(ctx, req);
+    deleteNode: ownerOnly(ctx, "DeleteNode", async (req: api.DeleteNodeRequest, call) => {
+      await deleteNode(ctx, req, callSignal(call));
       return {};
     }),
     rotateClusterSecretsKey: ownerOnly(ctx, "RotateClusterSecretsKey", () =>
