@@ -26,14 +26,20 @@ let report: ChaosReport;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "metropolis-e2e-chaos-"));
   const lines: string[] = [];
-  report = await runChaos({
-    minutes: 1.5,
-    seed: 7,
-    out: join(dir, "chaos-7.json"),
-    keep: Boolean(process.env.METROPOLIS_E2E_KEEP),
-    log: (line) => lines.push(line),
-  });
-  process.stdout.write(`\ne2e chaos:\n${lines.slice(-24).join("\n")}\n`);
+  try {
+    report = await runChaos({
+      minutes: 1.5,
+      seed: 7,
+      out: join(dir, "chaos-7.json"),
+      keep: Boolean(process.env.METROPOLIS_E2E_KEEP),
+      log: (line) => lines.push(line),
+    });
+    process.stdout.write(`\ne2e chaos:\n${lines.slice(-24).join("\n")}\n`);
+  } catch (e) {
+    // A failed run's state dir is gone: its progress and the nodes' last warnings are all there is.
+    process.stdout.write(`\ne2e chaos (failed):\n${lines.slice(-200).join("\n")}\n`);
+    throw e;
+  }
 });
 
 afterAll(async () => {

@@ -108,6 +108,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       log,
     });
     return await finish(report, svg, history, cluster, log);
+  } catch (e) {
+    log(`chaos: the run failed; the nodes' last warnings and errors:`);
+    for (const line of cluster.recentTrouble()) log(`  ${line}`);
+    throw e;
   } finally {
     await stopAll(cluster);
     cluster.release();

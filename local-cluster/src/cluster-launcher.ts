@@ -40,6 +40,7 @@ import {
 } from "./bring-up-steps";
 import { readClusterState, writeClusterState } from "./cluster-state-file";
 import { LocalClusterError, MetroctlFailedError } from "./errors";
+import { formatTrouble } from "./log-format";
 import { describeExit, NodeProcess, type NodeLine } from "./node-process";
 import { removeNodeRoots } from "./node-root-removal";
 import { StateDirLock } from "./state-dir-lock";
@@ -130,6 +131,16 @@ export class LocalCluster {
     return this.startedProcesses;
   }
   private readonly startedProcesses: NodeProcess[] = [];
+
+  /**
+   * The warnings and errors the nodes logged last (at most `perNode` lines
+   * of each process started, with their times, in their terminal form):
+   * what a failed run prints, because its node logs are usually removed
+   * with its state dir, and a CI log is all there is to read afterwards.
+   */
+  recentTrouble(perNode = 20): string[] {
+    return this.startedProcesses.flatMap((proc) => formatTrouble(proc.lines(), perNode));
+  }
 
   /** Deadline of each waiting step. */
   readonly stepTimeoutMs: number;

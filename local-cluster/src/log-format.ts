@@ -26,3 +26,15 @@ export function formatNodeLine(line: NodeLine, verbose = false): string | undefi
   const dn = line.dn ? `${line.dn}: ` : "";
   return `${prefix} ${levelTag}${dn}${line.message}`;
 }
+
+/**
+ * The last `limit` warnings, errors and stderr lines of `lines`, oldest
+ * first, each in its terminal form after its time of day (UTC, to the ms):
+ * what a failed run shows of a node's log.
+ */
+export function formatTrouble(lines: readonly NodeLine[], limit: number): string[] {
+  return lines
+    .filter((l) => l.level === "warn" || l.level === "error" || l.stream === "stderr")
+    .slice(-limit)
+    .map((l) => `${l.time?.slice(11, 23) ?? ""} ${formatNodeLine(l, true) ?? ""}`.trim());
+}
