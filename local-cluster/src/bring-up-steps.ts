@@ -17,7 +17,7 @@ import type {
   NodeProgressEventName,
 } from "@metropolis/supervisor/node-progress";
 import type { ClusterNode, LocalCluster } from "./cluster-launcher";
-import { NodeIdentityError, StepTimeoutError } from "./errors";
+import { MetroctlFailedError, NodeIdentityError, StepTimeoutError } from "./errors";
 import { removeNodeRoot } from "./node-root-removal";
 import type { NodeProcess } from "./node-process";
 
@@ -139,7 +139,15 @@ export async function setConsensusRole(
         ? `${node.name} joined consensus (voting etcd member, curator running) in ${seconds(ms)}`
         : `${node.name} left consensus (control plane stopped) in ${seconds(ms)}`,
     async () => {
-      await cluster.metroctlOk(["set-role", node.id, "--consensus", on ? "on" : "off"]);
+      // The curator answers UNAVAILABLE when etcd refuses a membership change for now
+      // (an unhealthy cluster, a change still fresh) past metroctl's 30 s; set-role is
+      // idempotent, and the step has its own deadline.
+      await retry(
+        cluster,
+        `set-role ${node.name} --consensus ${on ? "on" : "off"}`,
+        () => cluster.metroctlOk(["set-role", node.id, "--consensus", on ? "on" : "off"]),
+        (e) => e instanceof MetroctlFailedError && /UNAVAILABLE|DEADLINE_EXCEEDED/.test(e.stderr),
+      );
       if (on) {
         await proc.waitForProgress("consensus.serving", cluster.stepTimeoutMs, {
           ...wait,
@@ -220,13 +228,22 @@ async function anyReports<E extends NodeProgressEventName>(
   }
 }
 
-/** Calls `fn` until it succeeds; rethrows its last error at the step deadline. */
-async function retry<T>(cluster: LocalCluster, what: string, fn: () => Promise<T>): Promise<T> {
+/**
+ * Calls `fn` until it succeeds, or until it fails with an error `retryable`
+ * refuses (thrown as it is); rethrows its last error at the step deadline.
+ */
+async function retry<T>(
+  cluster: LocalCluster,
+  what: string,
+  fn: () => Promise<T>,
+  retryable: (e: unknown) => boolean = () => true,
+): Promise<T> {
   const deadline = Date.now() + cluster.stepTimeoutMs;
   for (;;) {
     try {
       return await fn();
     } catch (e) {
+      if (!retryable(e)) throw e;
       if (Date.now() > deadline || cluster.signal.aborted) {
         throw new StepTimeoutError(`${what}: gave up after ${seconds(cluster.stepTimeoutMs)}`, {
           cause: e,
