@@ -3,7 +3,9 @@
  * in that process waits before its turn. The scale simulator records it in
  * the leader and in every node host over the same window as the heartbeat
  * latencies, so that a heartbeat's p99 (measured in the hosts) can be split
- * into the hosts' own pauses (their GC above all) and the leader's.
+ * into the hosts' own pauses (their GC above all) and the leader's; and in
+ * every node host through the first failover, how far behind the nodes'
+ * own reaction to the kill put them.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 
@@ -35,4 +37,12 @@ export class LoopDelayRecorder {
     this.histogram = undefined;
     return { p50Ms: h.percentile(50) / 1e6, p99Ms: h.percentile(99) / 1e6, maxMs: h.max / 1e6 };
   }
+}
+
+/** The window of `delays` with the highest p99 (the worst process's), if any. */
+export function worstLoopDelay(delays: readonly LoopDelay[]): LoopDelay | undefined {
+  return delays.reduce<LoopDelay | undefined>(
+    (worst, d) => (worst && worst.p99Ms >= d.p99Ms ? worst : d),
+    undefined,
+  );
 }

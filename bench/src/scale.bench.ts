@@ -57,7 +57,7 @@ import { startCluster } from "./curator/cluster";
 import { benchConfig } from "./curator/config";
 import { CuratorProcess, CuratorProcesses } from "./curator/curator-processes";
 import { measureRegistration, type RegisteredNode } from "./curator/registration";
-import type { LoopDelay } from "./loop-delay";
+import { worstLoopDelay, type LoopDelay } from "./loop-delay";
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
@@ -109,6 +109,8 @@ interface SizeResult {
    * latency, measured in a host, waits in both.
    */
   loopDelay: { leader: LoopDelay | undefined; hosts: LoopDelay | undefined };
+  /** The worst node host's event loop delay from the first failover's SIGKILL until every node was HEALTHY. */
+  failoverHostLoopDelay: LoopDelay | undefined;
   leaderCpuMsPerSecond: number;
   /** The node hosts and the machine during the steady state. */
   steadyCpu: Pick<FailoverCpu, "hosts" | "machine">;
@@ -397,6 +399,8 @@ async function measureSize(
 
   progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
   await sims.startProfile();
+  await sims.startLoopDelay();
+  let failoverHostLoopDelay: LoopDelay | undefined;
   const { result: failover, cpu: failoverCpu } = await curators.killAndRespawn(
     leader,
     async () => {
@@ -407,6 +411,7 @@ async function measureSize(
         progress,
         describe,
       );
+      failoverHostLoopDelay = await sims.stopLoopDelay();
       await reportProfiles(progress, "the failover", sims.stopProfile("failover"));
       return recovery;
     },
@@ -466,12 +471,10 @@ async function measureSize(
     heartbeatP99Ms: percentile(latencies, 99),
     heartbeatsPerSecond: latencies.length / seconds,
     heartbeatPhase: heartbeatPhase(sentAt, scale.heartbeatIntervalMs),
+    failoverHostLoopDelay,
     loopDelay: {
       leader: leaderLoopDelay,
-      hosts: loopDelays.reduce<LoopDelay | undefined>(
-        (worst, d) => (worst && worst.p99Ms >= d.p99Ms ? worst : d),
-        undefined,
-      ),
+      hosts: worstLoopDelay(loopDelays),
     },
     leaderCpuMsPerSecond,
     steadyCpu,
@@ -637,6 +640,16 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       ),
     },
     ...cpuRows(n, "the failover", r.failoverCpu),
+    {
+      measure: `[${n}] during the failover: the node hosts' event loop delay, p99 (worst host)`,
+      value: r.failoverHostLoopDelay?.p99Ms ?? NaN,
+      unit: "ms",
+    },
+    {
+      measure: `[${n}] during the failover: the node hosts' event loop delay, max (that host)`,
+      value: r.failoverHostLoopDelay?.maxMs ?? NaN,
+      unit: "ms",
+    },
     ...cpuRows(n, "the failover with owners", r.failoverWithOwnersCpu),
     {
       measure: `[${n}] an owner's listing of every node, p99`,

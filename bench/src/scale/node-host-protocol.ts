@@ -26,6 +26,10 @@ export type NodeHostCall =
   /** Stop recording; answered with the latencies recorded, their send times, and the loop delay. */
   | { type: "stopRecording" }
   | { type: "log" }
+  /** Start recording the host's event loop delay alone (a window of its own, e.g. a failover). */
+  | { type: "startLoopDelay" }
+  /** Stop it; answered with the loop delay. */
+  | { type: "stopLoopDelay" }
   /**
    * With METROPOLIS_BENCH_HOST_PROFILE_DIR set, start profiling the host's
    * CPU (otherwise nothing); `stopProfile` writes the window's profile there

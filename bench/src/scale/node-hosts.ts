@@ -25,7 +25,7 @@ import { rm } from "node:fs/promises";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import type { RegisteredNode } from "../curator/registration";
-import type { LoopDelay } from "../loop-delay";
+import { worstLoopDelay, type LoopDelay } from "../loop-delay";
 import type {
   NodeHostAnswer,
   NodeHostCall,
@@ -175,6 +175,17 @@ export class NodeHosts {
       sentAt: answers.flatMap((a) => a.sentAt ?? []),
       loopDelays: answers.flatMap((a) => (a.loopDelay ? [a.loopDelay] : [])),
     };
+  }
+
+  /** Starts recording every host's event loop delay, in a window of its own (see stopLoopDelay). */
+  async startLoopDelay(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.ask({ type: "startLoopDelay" })));
+  }
+
+  /** Ends the window startLoopDelay began; resolves to the worst host's loop delay in it. */
+  async stopLoopDelay(): Promise<LoopDelay | undefined> {
+    const answers = await Promise.all(this.hosts.map((h) => h.ask({ type: "stopLoopDelay" })));
+    return worstLoopDelay(answers.flatMap((a) => (a.loopDelay ? [a.loopDelay] : [])));
   }
 
   /**
