@@ -10,7 +10,6 @@ import { once } from "node:events";
 import {
   credentials,
   Server,
-  ServerCredentials,
   status,
   type ClientReadableStream,
   type Interceptor,
@@ -18,10 +17,9 @@ import {
   type ServiceError,
   type StatusObject,
 } from "@grpc/grpc-js";
-import { freePort } from "@metropolis/consensus/testing";
 import { quietCancel } from "../src/quiet-cancel";
 import { stacklessStatus } from "../src/stackless-status";
-import { identity, TickClient, tickService } from "./raw-services";
+import { bindInsecure, identity, TickClient, tickService } from "./raw-services";
 
 const host = "127.0.41.2";
 
@@ -39,12 +37,7 @@ beforeAll(async () => {
       if (then === "fail") call.emit("error", { code: status.UNAVAILABLE, details: "gone" });
     },
   });
-  const port = await freePort(host);
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (e) =>
-      e ? reject(e) : resolve(),
-    ),
-  );
+  const port = await bindInsecure(server, host);
   client = new TickClient(`${host}:${port}`, credentials.createInsecure());
 });
 afterAll(() => {

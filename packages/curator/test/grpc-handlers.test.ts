@@ -10,20 +10,18 @@
 import {
   credentials,
   Server,
-  ServerCredentials,
   status,
   type sendUnaryData,
   type ServerUnaryCall,
   type ServiceError,
 } from "@grpc/grpc-js";
 import { MembershipRefusedError } from "@metropolis/consensus";
-import { freePort } from "@metropolis/consensus/testing";
 import { GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
 import { createLogger } from "winston";
 import { NotFoundError } from "../src/errors";
 import { callSignal, toGrpcError } from "../src/grpc-handlers";
 import { eventually } from "@metropolis/supervisor/testing";
-import { identity, WhoClient, whoService } from "./raw-services";
+import { bindInsecure, identity, WhoClient, whoService } from "./raw-services";
 
 const logger = createLogger({ silent: true });
 
@@ -84,12 +82,7 @@ describe("callSignal", () => {
         );
       },
     });
-    const port = await freePort(host);
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (e) =>
-        e ? reject(e) : resolve(),
-      ),
-    );
+    const port = await bindInsecure(server, host);
     client = new WhoClient(`${host}:${port}`, credentials.createInsecure());
   });
   afterEach(() => {

@@ -4,9 +4,12 @@
  */
 import {
   makeGenericClientConstructor,
+  ServerCredentials,
+  type Server,
   type ServiceDefinition,
   type ServiceError,
 } from "@grpc/grpc-js";
+import { freePort } from "@metropolis/consensus/testing";
 
 /** The (de)serializer of raw bytes. */
 export const identity = (b: Buffer): Buffer => b;
@@ -50,3 +53,14 @@ export const askWho = (client: InstanceType<typeof WhoClient>) =>
       (e: ServiceError | null, b?: Buffer) => (e ? reject(e) : resolve(String(b))),
     ),
   );
+
+/** Binds `server` without TLS to a free port on `host`; resolves to the port. */
+export async function bindInsecure(server: Server, host: string): Promise<number> {
+  const port = await freePort(host);
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (e) =>
+      e ? reject(e) : resolve(),
+    ),
+  );
+  return port;
+}
