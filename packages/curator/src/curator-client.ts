@@ -46,6 +46,7 @@ import { api, curator as curatorProto } from "@metropolis/proto";
 import {
   abortable,
   abortableSleep,
+  answerDeadline,
   Backoff,
   resolveBackoff,
   withoutStackTrace,
@@ -119,6 +120,19 @@ export class NoLeaderError extends Error {
 export class CuratorConnectionClosedError extends Error {
   constructor() {
     super("the curator connection was closed while it looked for the leader");
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * A curator did not say who leads before the search's deadline (the search
+ * then tells its caller with NoLeaderError, this as its cause).
+ */
+export class UnansweredLeaderQuestionError extends Error {
+  constructor(address: CuratorAddress, askedForMs: number) {
+    super(
+      `curator at ${formatCuratorAddress(address)} did not say who leads within ${Math.round(askedForMs)} ms`,
+    );
     this.name = new.target.name;
   }
 }
@@ -608,16 +622,32 @@ export class CuratorConnection {
       // the question is withdrawn (cancelled) whenever another curator
       // answers first, and grpc-js then formats that stack for nobody.
       // Withdrawn once answered: quietly (quiet-cancel.ts), nobody listens any more.
+      // No grpc-js deadline: its timer fires before this process reads the
+      // answers that reached it meanwhile (see answerDeadline), and in the
+      // scale simulator hundreds of nodes, whose hosts ran seconds late
+      // after a failover, lost questions answered seconds before their
+      // deadline that way, then started their search over from the back.
       const stream = withoutStackTrace(() =>
-        local.getCurrentLeader({}, { deadline, interceptors: [quietCancel, stacklessStatus] }),
+        local.getCurrentLeader({}, { interceptors: [quietCancel, stacklessStatus] }),
       );
       let stale: CuratorEndpoint | undefined;
       /** Ends the watch of a failed leader's connection (see untilReachable); made when one starts. */
       let probing: AbortController | undefined;
+      const askedAt = Date.now();
+      const timeout = answerDeadline(
+        deadline - askedAt,
+        () => new UnansweredLeaderQuestionError(curator, Date.now() - askedAt),
+      );
+      const onTimeout = () =>
+        // Waiting past the failed leader, it is what this curator still names.
+        finish(() => (stale ? resolve(stale) : reject(timeout.signal.reason)));
+      timeout.signal.addEventListener("abort", onTimeout, { once: true });
       const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (result: () => void) => {
         probing?.abort(roundOver);
+        timeout.clear();
+        timeout.signal.removeEventListener("abort", onTimeout);
         signal?.removeEventListener("abort", onAbort);
         stream.removeAllListeners();
         stream.on("error", () => undefined); // a status other than the cancel's, say

@@ -21,6 +21,7 @@ export {
   defaultCuratorKeepalive,
   NoLeaderError,
   unaryCall,
+  UnansweredLeaderQuestionError,
   UnusableLeaderAnswerError,
   type CuratorConnectionOptions,
   type LeaderClients,

@@ -6,7 +6,7 @@
  * role, serving "the leader is me") is refused, whatever it answers.
  */
 import { Server, status, type ServerWritableStream } from "@grpc/grpc-js";
-import { eventually } from "@metropolis/supervisor/testing";
+import { eventually, runLate } from "@metropolis/supervisor/testing";
 import { freePort } from "@metropolis/consensus/testing";
 import {
   CertificateAuthority,
@@ -20,6 +20,7 @@ import {
   CuratorConnectionClosedError,
   NoLeaderError,
   unaryCall,
+  UnansweredLeaderQuestionError,
 } from "../src/curator-client";
 import { curatorServerCredentials } from "../src/credentials";
 import { countingProxy } from "./counting-proxy";
@@ -79,7 +80,12 @@ const leadsItself =
 async function fakeCurator(
   self: Node,
   leader: LeaderAnswer,
-  opts: { delayMs?: number; then?: { afterMs: number; leader: LeaderAnswer } } = {},
+  opts: {
+    delayMs?: number;
+    then?: { afterMs: number; leader: LeaderAnswer };
+    /** Called once an answer was written to the connection's socket. */
+    written?: () => void;
+  } = {},
 ) {
   const server = new Server();
   const calls = { count: 0, cancelled: 0 };
@@ -90,10 +96,11 @@ async function fakeCurator(
     ) => {
       calls.count++;
       const timers: ReturnType<typeof setTimeout>[] = [];
+      const write = (answer: LeaderAnswer) => call.write(answer(port), () => opts.written?.());
       const later = (ms: number, answer: LeaderAnswer) => {
-        if (Number.isFinite(ms)) timers.push(setTimeout(() => call.write(answer(port)), ms));
+        if (Number.isFinite(ms)) timers.push(setTimeout(() => write(answer), ms));
       };
-      if (opts.delayMs === undefined) call.write(leader(port));
+      if (opts.delayMs === undefined) write(leader);
       else later(opts.delayMs, leader);
       if (opts.then) later(opts.then.afterMs, opts.then.leader);
       call.on("cancelled", () => {
@@ -502,6 +509,53 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
       connection.close();
       mute.stop();
       answering.stop();
+    }
+  });
+
+  it("takes an answer it received while it ran late, over the search's deadline that passed meanwhile", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client] = [await node(ca), await node(ca)];
+    const searchMs = 1_000;
+    // Once the answer is in this process's socket, the process runs late
+    // until well past the search's deadline, as a node host does after a
+    // failover: the deadline's timer and the answer are then both due.
+    const slow = await fakeCurator(member, leadsItself(member), {
+      delayMs: 200,
+      written: () => runLate(searchMs + 500),
+    });
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: slow.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      expect((await connection.leader(searchMs)).nodeId).toBe(member.nodeId);
+      expect(slow.calls.count).toBe(1);
+    } finally {
+      connection.close();
+      slow.stop();
+    }
+  });
+
+  it("control: without an answer the search ends at its deadline, naming the curator that did not answer", async () => {
+    const ca = await CertificateAuthority.create();
+    const [member, client] = [await node(ca), await node(ca)];
+    const mute = await fakeCurator(member, leadsItself(member), { delayMs: Infinity });
+    const connection = new CuratorConnection({
+      endpoints: [{ host: "127.0.0.1", port: mute.port, nodeId: member.nodeId }],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      const search = connection.leader(500);
+      await expect(search).rejects.toBeInstanceOf(NoLeaderError);
+      const cause = await search.catch((e: NoLeaderError) => e.cause);
+      expect(cause).toBeInstanceOf(UnansweredLeaderQuestionError);
+      expect(String(cause)).toContain(`127.0.0.1:${mute.port} did not say who leads within`);
+      await eventually(() => mute.calls.cancelled === 1, "the unanswered question withdrawn");
+    } finally {
+      connection.close();
+      mute.stop();
     }
   });
 

@@ -13,8 +13,7 @@
 import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
 import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
-import { abortable, withoutStackTrace } from "@metropolis/supervisor";
-import { answerDeadline } from "./answer-deadline";
+import { abortable, answerDeadline, withoutStackTrace } from "@metropolis/supervisor";
 import { CuratorStreamError } from "./errors";
 
 /**

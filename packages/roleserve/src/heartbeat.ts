@@ -21,10 +21,14 @@
  * {@link defaultHeartbeatJitter}, so that beats a stalled event loop let
  * fall due together (a garbage collector's pause) part again.
  */
-import { defaultBackoff, type BackoffOptions, type Runnable } from "@metropolis/supervisor";
+import {
+  answerDeadline,
+  defaultBackoff,
+  type BackoffOptions,
+  type Runnable,
+} from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
 import type { curator } from "@metropolis/proto";
-import { answerDeadline } from "./answer-deadline";
 import { defaultFirstMessageTimeoutMs, openStream, type CuratorStream } from "./curator-calls";
 import { HeartbeatTimeoutError } from "./errors";
 import type { RoleserveValues } from "./values";

@@ -55,6 +55,7 @@ export { supervise } from "./supervise";
 export { Backoff, defaultBackoff, resolveBackoff } from "./backoff";
 export { abortableSleep } from "./abortable-sleep";
 export { abortable } from "./abortable";
+export { answerDeadline, type AnswerDeadline } from "./answer-deadline";
 export { withoutStackTrace } from "./without-stack-trace";
 export { isRunnableName, runnableNamePattern } from "./names";
 export * from "./errors";

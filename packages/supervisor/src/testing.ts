@@ -3,7 +3,8 @@
  * `testHarness` runs one under a real supervisor in a jest test;
  * `MockContext` (and `startOnMock`) stands in for the supervisor in a unit
  * test of one runnable; `eventually` polls a condition with a deadline;
- * `liveHeapBytes` measures what a process still holds, for leak tests.
+ * `liveHeapBytes` measures what a process still holds, for leak tests;
+ * `runLate` blocks the event loop, as a process running late does.
  *
  * @example
  * ```ts
@@ -32,3 +33,4 @@ export {
 } from "./test-harness";
 export { eventually, EventuallyTimeoutError } from "./eventually";
 export { liveHeapBytes } from "./live-heap";
+export { runLate } from "./run-late";

@@ -7,14 +7,7 @@
 import { once } from "node:events";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { answerDeadline } from "../src/answer-deadline";
-
-/** Keeps this process's event loop busy for `ms`: a process running late. */
-function runLate(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy
-  }
-}
+import { runLate } from "../src/run-late";
 
 describe("answerDeadline", () => {
   let server: Server;
@@ -59,6 +52,11 @@ describe("answerDeadline", () => {
     const deadline = answerDeadline(10, () => new Error("no answer within 10 ms"), never);
     await once(deadline.signal, "abort");
     expect(deadline.signal.reason).toEqual(new Error("no answer within 10 ms"));
+
+    // Without a caller's signal: the deadline alone.
+    const alone = answerDeadline(10, () => new Error("no answer, no caller"));
+    await once(alone.signal, "abort");
+    expect(alone.signal.reason).toEqual(new Error("no answer, no caller"));
 
     const cleared = answerDeadline(10, () => new Error("late"), never);
     cleared.clear();

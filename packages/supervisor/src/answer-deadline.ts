@@ -1,5 +1,5 @@
 /**
- * Deadlines for a curator's answers that are not fooled by this process
+ * Deadlines for a peer's answers that are not fooled by this process
  * running late.
  *
  * When a process's event loop falls behind (a busy node, or a scale
@@ -9,12 +9,15 @@
  *
  *   loop iteration: timers ─▶ … ─▶ poll (socket reads, answers) ─▶ check (setImmediate)
  *
- * so a plain timer gives up on an answer that already sits in the socket,
- * the stream is dropped and made again — more load on a process that was
- * already late, and on the curator. The scale simulator's starved hosts gave
- * up thousands of heartbeat streams that way, their answers received. A
- * deadline from here fires in the check phase of the iteration its timer
- * fired in, after that iteration's reads: an answer received by then wins.
+ * so a plain timer — grpc-js' own call deadline among them — gives up on an
+ * answer that already sits in the socket, the call is dropped and made
+ * again: more load on a process that was already late, and on its peer. The
+ * scale simulator's starved hosts gave up thousands of heartbeat streams
+ * that way, their answers received, and hundreds of questions "who leads?"
+ * answered seconds before their deadline. A deadline from here fires in the
+ * check phase of the iteration its timer fired in, after that iteration's
+ * reads: an answer received by then wins. Used by the curator client's
+ * leader search and roleserve's curator streams.
  */
 
 /** A deadline signal and the means to call it off; see the module comment. */
@@ -31,7 +34,7 @@ export interface AnswerDeadline {
 
 /**
  * A deadline `ms` from now that aborts with `reason()`, or earlier with
- * `signal` (the caller's); see the module comment. It follows `signal` with
+ * `signal` (the caller's, if given); see the module comment. It follows `signal` with
  * a listener removed by `clear()`, not with `AbortSignal.any`: that one is
  * made once per heartbeat on a signal that lives as long as the worker, and
  * Node keeps each such composite among the signal's dependants until a
@@ -40,22 +43,22 @@ export interface AnswerDeadline {
 export function answerDeadline(
   ms: number,
   reason: () => Error,
-  signal: AbortSignal,
+  signal?: AbortSignal,
 ): AnswerDeadline {
   const controller = new AbortController();
-  const onAbort = () => controller.abort(signal.reason);
+  const onAbort = () => controller.abort(signal?.reason);
   let immediate: ReturnType<typeof setImmediate> | undefined;
   const timer = setTimeout(() => {
     immediate = setImmediate(() => controller.abort(reason()));
   }, ms);
-  if (signal.aborted) onAbort();
-  else signal.addEventListener("abort", onAbort, { once: true });
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener("abort", onAbort, { once: true });
   return {
     signal: controller.signal,
     clear: () => {
       clearTimeout(timer);
       if (immediate !== undefined) clearImmediate(immediate);
-      signal.removeEventListener("abort", onAbort);
+      signal?.removeEventListener("abort", onAbort);
     },
   };
 }
