@@ -32,9 +32,14 @@ export interface AnswerDeadline {
   clear(): void;
 }
 
+/** The longest delay a Node timer takes; a longer one fires after 1 ms. */
+const maxTimerMs = 2 ** 31 - 1;
+
 /**
  * A deadline `ms` from now that aborts with `reason()`, or earlier with
- * `signal` (the caller's, if given); see the module comment. It follows `signal` with
+ * `signal` (the caller's, if given); see the module comment. An infinite
+ * `ms` never fires (a deadline beyond Node's longest timer, ~24.8 days,
+ * fires then). It follows `signal` with
  * a listener removed by `clear()`, not with `AbortSignal.any`: that one is
  * made once per heartbeat on a signal that lives as long as the worker, and
  * Node keeps each such composite among the signal's dependants until a
@@ -48,9 +53,15 @@ export function answerDeadline(
   const controller = new AbortController();
   const onAbort = () => controller.abort(signal?.reason);
   let immediate: ReturnType<typeof setImmediate> | undefined;
-  const timer = setTimeout(() => {
-    immediate = setImmediate(() => controller.abort(reason()));
-  }, ms);
+  const timer =
+    ms === Infinity
+      ? undefined
+      : setTimeout(
+          () => {
+            immediate = setImmediate(() => controller.abort(reason()));
+          },
+          Math.min(ms, maxTimerMs),
+        );
   if (signal?.aborted) onAbort();
   else signal?.addEventListener("abort", onAbort, { once: true });
   return {

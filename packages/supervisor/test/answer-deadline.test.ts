@@ -47,7 +47,7 @@ describe("answerDeadline", () => {
     deadline.clear();
   });
 
-  it("fires with its reason when no answer comes, and never once cleared", async () => {
+  it("fires with its reason when no answer comes, never once cleared, and never when infinite", async () => {
     const never = new AbortController().signal;
     const deadline = answerDeadline(10, () => new Error("no answer within 10 ms"), never);
     await once(deadline.signal, "abort");
@@ -60,9 +60,13 @@ describe("answerDeadline", () => {
 
     const cleared = answerDeadline(10, () => new Error("late"), never);
     cleared.clear();
+    // No deadline at all (a plain timer of Infinity fires after 1 ms).
+    const infinite = answerDeadline(Infinity, () => new Error("never"), never);
     const later = answerDeadline(50, () => new Error("later"), never);
     await once(later.signal, "abort");
     expect(cleared.signal.aborted).toBe(false);
+    expect(infinite.signal.aborted).toBe(false);
+    infinite.clear();
   });
 
   it("ends with the caller's signal, with its reason, and leaves it once cleared", async () => {
