@@ -534,7 +534,8 @@ export class CuratorConnection {
   /**
    * Asks the known curators who leads, until one names a leader or the
    * deadline passes. One curator is asked first (each client starts at
-   * another, so that a cluster's nodes spread their questions); while it has
+   * another, so that a cluster's nodes spread their questions, and the
+   * leader that just failed is asked last: see askingOrder); while it has
    * not answered, one more is asked every {@link hedgeAfterMs}, the earlier
    * questions still standing, and the first usable answer wins. A curator
    * that is slow to answer is not given up on: after a failover or at a
@@ -551,8 +552,7 @@ export class CuratorConnection {
     const backoff = new Backoff(retryBackoff);
     while (Date.now() < deadline) {
       signal?.throwIfAborted();
-      const start = Math.floor(Math.random() * this.endpoints.length);
-      const order = [...this.endpoints.slice(start), ...this.endpoints.slice(0, start)];
+      const order = askingOrder(this.endpoints, this.failedLeader);
       const round = new AbortController();
       const asking = signal ? AbortSignal.any([signal, round.signal]) : round.signal;
       try {
@@ -784,6 +784,27 @@ export class CuratorConnection {
     }
     return local;
   }
+}
+
+/**
+ * The order in which a search asks `endpoints` who leads: from a random one
+ * on (so that a cluster's nodes spread their questions over the curators),
+ * except that the leader that just failed, if it is one of them, comes last.
+ * Asked first, it was a call that could only fail, on a connection busy
+ * re-dialling it, before the next curator was asked: after a failover that
+ * was a third of the cluster's nodes, each one's search the later for it.
+ */
+function askingOrder(
+  endpoints: readonly CuratorAddress[],
+  failed: CuratorAddress | undefined,
+): CuratorAddress[] {
+  const start = Math.floor(Math.random() * endpoints.length);
+  const order = [...endpoints.slice(start), ...endpoints.slice(0, start)];
+  if (failed === undefined) return order;
+  return [
+    ...order.filter((e) => !sameAddress(e, failed)),
+    ...order.filter((e) => sameAddress(e, failed)),
+  ];
 }
 
 /** Key of a curator's kept CuratorLocal client: its address and the node expected there. */

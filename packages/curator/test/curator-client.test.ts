@@ -324,6 +324,45 @@ describe("CuratorConnection after its leader failed", () => {
     });
   });
 
+  it("asks the other curators before the one that just failed as leader", async () => {
+    const ca = await CertificateAuthority.create();
+    const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
+    const leading = await fakeCurator(leader, leadsItself(leader));
+    const following = await fakeCurator(follower, () => ({
+      ...leadsItself(leader)(leading.port),
+      thisNodeId: follower.nodeId,
+    }));
+    // Every search would start at the leader, the first curator listed.
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const connection = new CuratorConnection({
+      endpoints: [
+        { host: "127.0.0.1", port: leading.port, nodeId: leader.nodeId },
+        { host: "127.0.0.1", port: following.port, nodeId: follower.nodeId },
+      ],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      const given = await connection.call(async (clients) => clients);
+      expect(given.endpoint.nodeId).toBe(leader.nodeId);
+      expect([leading.calls.count, following.calls.count]).toEqual([1, 0]);
+      connection.leaderFailed(
+        given,
+        Object.assign(new Error("stream broke"), { code: status.UNAVAILABLE }),
+      );
+      // The follower is asked, names the failed leader, and — that leader
+      // being reachable after all — the search ends there; the failed
+      // leader itself is not asked again.
+      expect((await connection.leader(5_000)).nodeId).toBe(leader.nodeId);
+      expect([leading.calls.count, following.calls.count]).toEqual([1, 1]);
+    } finally {
+      jest.restoreAllMocks();
+      connection.close();
+      leading.stop();
+      following.stop();
+    }
+  });
+
   it("goes back to the failed leader at once when it can be reached again (it was a blip)", async () => {
     const ca = await CertificateAuthority.create();
     const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
