@@ -574,14 +574,27 @@ export class CuratorConnection {
             // A curator that answered, if only with the failed leader, is
             // not slow: no other is asked meanwhile (5,000 nodes would each
             // hold a stream at every curator through a failover).
-            this.askLeader(curator, deadline, asking, () => clearInterval(hedge)).then(
-              resolve,
-              fail,
-            );
+            this.askLeader(curator, deadline, asking, stopHedging).then(resolve, fail);
             return true;
           };
-          const hedge = setInterval(() => ask() || clearInterval(hedge), hedgeAfterMs);
-          asking.addEventListener("abort", () => clearInterval(hedge), { once: true });
+          // Another curator is asked only after the reads of the loop
+          // iteration the hedge's timer fired in, as a deadline is (see
+          // answerDeadline): a process running late meets its overdue
+          // timers before the answers in its sockets, and the scale
+          // simulator's node hosts, seconds late after a failover, asked
+          // the next curator for nearly every node whose first answer had
+          // come — a second stream per node for the surviving curators to
+          // serve and tell of the new leader, and for the node to withdraw.
+          let hedging = true;
+          const stopHedging = () => {
+            hedging = false;
+            clearInterval(hedge);
+          };
+          const hedge = setInterval(
+            () => setImmediate(() => hedging && !ask() && stopHedging()),
+            hedgeAfterMs,
+          );
+          asking.addEventListener("abort", stopHedging, { once: true });
           ask();
         });
       } catch (e) {

@@ -598,6 +598,36 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     }
   });
 
+  it("does not ask the next curator for an answer it received while it ran late past the hedge's delay", async () => {
+    const ca = await CertificateAuthority.create();
+    const [first, second, client] = [await node(ca), await node(ca), await node(ca)];
+    // The first curator answers at once; this process then runs late for
+    // longer than a search waits (3 s) before it asks the next curator.
+    const answering = await fakeCurator(first, leadsItself(first), {
+      written: () => runLate(3_500),
+    });
+    const other = await fakeCurator(second, leadsItself(second));
+    jest.spyOn(Math, "random").mockReturnValue(0);
+    const asked = jest.spyOn(curator.CuratorLocalClient.prototype, "getCurrentLeader");
+    const connection = new CuratorConnection({
+      endpoints: [
+        { host: "127.0.0.1", port: answering.port, nodeId: first.nodeId },
+        { host: "127.0.0.1", port: other.port, nodeId: second.nodeId },
+      ],
+      ca: ca.certificate.toPem(),
+      identity: client.tls,
+    });
+    try {
+      expect((await connection.leader(20_000)).nodeId).toBe(first.nodeId);
+      // Asked once: the answer received meanwhile was read before the hedge.
+      expect(asked).toHaveBeenCalledTimes(1);
+    } finally {
+      connection.close();
+      answering.stop();
+      other.stop();
+    }
+  });
+
   it("waits for a curator that answers late rather than giving it up", async () => {
     const ca = await CertificateAuthority.create();
     const [member, client] = [await node(ca), await node(ca)];
