@@ -58,6 +58,22 @@ async function node(ca: CertificateAuthority) {
 
 type Node = Awaited<ReturnType<typeof node>>;
 
+/**
+ * `client`'s CuratorConnection (its own certificate) to the curators given
+ * as their port on 127.0.0.1 and the node each is expected to be.
+ */
+function connectionAs(
+  client: Node,
+  ca: CertificateAuthority,
+  curators: readonly (readonly [port: number, node: Node])[],
+): CuratorConnection {
+  return new CuratorConnection({
+    endpoints: curators.map(([port, node]) => ({ host: "127.0.0.1", port, nodeId: node.nodeId })),
+    ca: ca.certificate.toPem(),
+    identity: client.tls,
+  });
+}
+
 type LeaderAnswer = (port: number) => curator.GetCurrentLeaderResponse;
 
 /** The answer of a curator that leads itself, serving on `port`. */
@@ -139,11 +155,7 @@ describe("CuratorConnection trusts only the curators it expects", () => {
   it("refuses a node of the cluster at an address where another node was expected", async () => {
     // The rogue serves "the leader is me" with its own, genuine node certificate.
     const impostor = await fakeCurator(rogue, leadsItself(rogue));
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: impostor.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[impostor.port, member]]);
     try {
       const error = await connection.leader(1_500).then(
         () => undefined,
@@ -169,11 +181,7 @@ describe("CuratorConnection trusts only the curators it expects", () => {
       leaderPort: impostor.port,
       thisNodeId: member.nodeId,
     }));
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: honest.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[honest.port, member]]);
     try {
       // …so the member's answer is followed, but the leader's address answers with the rogue.
       expect((await connection.leader(5_000)).nodeId).toBe(leaderId);
@@ -207,11 +215,7 @@ describe("CuratorConnection trusts only the curators it expects", () => {
       leaderPort: port,
       thisNodeId: rogue.nodeId,
     }));
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: confused.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[confused.port, member]]);
     try {
       await expect(connection.leader(1_000)).rejects.toThrow(
         `answered as another node than ${member.nodeId}`,
@@ -249,11 +253,7 @@ async function failedThenElected(
   const curatorOfMember = await fakeCurator(member, named(failed, deadPort), {
     then: { afterMs: electedAfterMs, leader: named(elected, 1) },
   });
-  const connection = new CuratorConnection({
-    endpoints: [{ host: "127.0.0.1", port: curatorOfMember.port, nodeId: member.nodeId }],
-    ca: ca.certificate.toPem(),
-    identity: client.tls,
-  });
+  const connection = connectionAs(client, ca, [[curatorOfMember.port, member]]);
   const used: string[] = [];
   const call = () =>
     connection.call<string>(
@@ -334,14 +334,10 @@ describe("CuratorConnection after its leader failed", () => {
     }));
     // Every search would start at the leader, the first curator listed.
     jest.spyOn(Math, "random").mockReturnValue(0);
-    const connection = new CuratorConnection({
-      endpoints: [
-        { host: "127.0.0.1", port: leading.port, nodeId: leader.nodeId },
-        { host: "127.0.0.1", port: following.port, nodeId: follower.nodeId },
-      ],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [
+      [leading.port, leader],
+      [following.port, follower],
+    ]);
     try {
       const given = await connection.call(async (clients) => clients);
       expect(given.endpoint.nodeId).toBe(leader.nodeId);
@@ -372,14 +368,10 @@ describe("CuratorConnection after its leader failed", () => {
       ...leadsItself(leader)(leading.port),
       thisNodeId: follower.nodeId,
     }));
-    const connection = new CuratorConnection({
-      endpoints: [
-        { host: "127.0.0.1", port: leading.port, nodeId: leader.nodeId },
-        { host: "127.0.0.1", port: following.port, nodeId: follower.nodeId },
-      ],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [
+      [leading.port, leader],
+      [following.port, follower],
+    ]);
     let attempts = 0;
     try {
       // The first attempt fails as if the connection had been reset; the
@@ -409,11 +401,7 @@ describe("CuratorConnection searches for the leader once for all its callers", (
     const ca = await CertificateAuthority.create();
     const [member, client] = [await node(ca), await node(ca)];
     const curatorServer = await fakeCurator(member, leadsItself(member));
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: curatorServer.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[curatorServer.port, member]]);
     try {
       // A node's workers (heartbeat, status push, role watch …) all start together.
       const clients = await Promise.all(
@@ -530,14 +518,10 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     const answering = await fakeCurator(member, leadsItself(member));
     // The silent curator is asked first.
     jest.spyOn(Math, "random").mockReturnValue(0);
-    const connection = new CuratorConnection({
-      endpoints: [
-        { host: "127.0.0.1", port: mute.port, nodeId: silent.nodeId },
-        { host: "127.0.0.1", port: answering.port, nodeId: member.nodeId },
-      ],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [
+      [mute.port, silent],
+      [answering.port, member],
+    ]);
     try {
       const started = Date.now();
       expect((await connection.leader(60_000)).nodeId).toBe(member.nodeId);
@@ -562,11 +546,7 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
       delayMs: 200,
       written: () => runLate(searchMs + 500),
     });
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: slow.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[slow.port, member]]);
     try {
       expect((await connection.leader(searchMs)).nodeId).toBe(member.nodeId);
       expect(slow.calls.count).toBe(1);
@@ -580,11 +560,7 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     const ca = await CertificateAuthority.create();
     const [member, client] = [await node(ca), await node(ca)];
     const mute = await fakeCurator(member, leadsItself(member), { delayMs: Infinity });
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: mute.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[mute.port, member]]);
     try {
       const search = connection.leader(500);
       await expect(search).rejects.toBeInstanceOf(NoLeaderError);
@@ -609,14 +585,10 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     const other = await fakeCurator(second, leadsItself(second));
     jest.spyOn(Math, "random").mockReturnValue(0);
     const asked = jest.spyOn(curator.CuratorLocalClient.prototype, "getCurrentLeader");
-    const connection = new CuratorConnection({
-      endpoints: [
-        { host: "127.0.0.1", port: answering.port, nodeId: first.nodeId },
-        { host: "127.0.0.1", port: other.port, nodeId: second.nodeId },
-      ],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [
+      [answering.port, first],
+      [other.port, second],
+    ]);
     try {
       expect((await connection.leader(20_000)).nodeId).toBe(first.nodeId);
       // Asked once: the answer received meanwhile was read before the hedge.
@@ -633,11 +605,7 @@ describe("CuratorConnection asking curators that are slow to answer", () => {
     const [member, client] = [await node(ca), await node(ca)];
     // Slower than a client used to wait for a first answer (5 s) before asking again.
     const slow = await fakeCurator(member, leadsItself(member), { delayMs: 6_000 });
-    const connection = new CuratorConnection({
-      endpoints: [{ host: "127.0.0.1", port: slow.port, nodeId: member.nodeId }],
-      ca: ca.certificate.toPem(),
-      identity: client.tls,
-    });
+    const connection = connectionAs(client, ca, [[slow.port, member]]);
     try {
       expect((await connection.leader(20_000)).nodeId).toBe(member.nodeId);
       // One question, answered: not asked again after a few seconds.
