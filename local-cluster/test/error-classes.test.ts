@@ -66,6 +66,10 @@ const outsideTheBase = new Map<unknown, string>([
     "a client-side error: CuratorError's gRPC code would change retries",
   ],
   [
+    curator.UnansweredLeaderQuestionError,
+    "a client-side error: CuratorError's gRPC code would change retries",
+  ],
+  [
     curator.CuratorConnectionClosedError,
     "a client-side error: the caller closed the connection; a gRPC code would make it look retried",
   ],
@@ -80,6 +84,7 @@ const constructorArgs = new Map<unknown, unknown[]>([
   [curator.CuratorError, [13, "message"]],
   [curator.NoLeaderError, [[{ host: "127.0.0.1", port: 7835 }], new Error("cause")]],
   [curator.UnusableLeaderAnswerError, [{ host: "127.0.0.1", port: 7835 }, "why"]],
+  [curator.UnansweredLeaderQuestionError, [{ host: "127.0.0.1", port: 7835 }, 1500]],
   [pki.CertificateRevokedError, [1n, new Date(0)]],
   [pki.ConcurrentIssuanceError, ["name", ["/key"]]],
   [supervisorTesting.UnexpectedDeathError, [[]]],

@@ -97,7 +97,7 @@ export interface LeaderClients {
 }
 
 /*
- * The three errors of the curator client below deliberately do not extend
+ * The four errors of the curator client below deliberately do not extend
  * CuratorError: its `code` is the gRPC status a call is answered with, and
  * callers read `code` off whatever a call threw (isRetryable below,
  * @metropolis/cluster's dialling, @metropolis/roleserve's CuratorStreamError)

@@ -279,6 +279,20 @@ async function failedThenElected(
   }
 }
 
+/**
+ * Two curators of one CA, a leader that names itself and a follower that
+ * names that leader (and nothing else, ever), and a client node of the CA.
+ */
+async function leaderAndFollower(ca: CertificateAuthority) {
+  const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
+  const leading = await fakeCurator(leader, leadsItself(leader));
+  const following = await fakeCurator(follower, () => ({
+    ...leadsItself(leader)(leading.port),
+    thisNodeId: follower.nodeId,
+  }));
+  return { leader, follower, client, leading, following };
+}
+
 describe("CuratorConnection after its leader failed", () => {
   it("waits on the curator's stream for a new leader instead of taking the failed one again", async () => {
     // The failed leader was tried once (the first answer named it and
@@ -326,12 +340,7 @@ describe("CuratorConnection after its leader failed", () => {
 
   it("asks the other curators before the one that just failed as leader", async () => {
     const ca = await CertificateAuthority.create();
-    const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
-    const leading = await fakeCurator(leader, leadsItself(leader));
-    const following = await fakeCurator(follower, () => ({
-      ...leadsItself(leader)(leading.port),
-      thisNodeId: follower.nodeId,
-    }));
+    const { leader, follower, client, leading, following } = await leaderAndFollower(ca);
     // Every search would start at the leader, the first curator listed.
     jest.spyOn(Math, "random").mockReturnValue(0);
     const connection = connectionAs(client, ca, [
@@ -361,13 +370,8 @@ describe("CuratorConnection after its leader failed", () => {
 
   it("goes back to the failed leader at once when it can be reached again (it was a blip)", async () => {
     const ca = await CertificateAuthority.create();
-    const [leader, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
     // The leader is up and says so; the follower names it too, and never anything else.
-    const leading = await fakeCurator(leader, leadsItself(leader));
-    const following = await fakeCurator(follower, () => ({
-      ...leadsItself(leader)(leading.port),
-      thisNodeId: follower.nodeId,
-    }));
+    const { leader, follower, client, leading, following } = await leaderAndFollower(ca);
     const connection = connectionAs(client, ca, [
       [leading.port, leader],
       [following.port, follower],
