@@ -3,10 +3,12 @@
  * supervisor's log tree at the consensus DN, at etcd's own level, with its
  * structured fields kept as metadata.
  *
- * One of etcd's lines is also a fact the service acts on: that this member
- * was removed from its cluster ({@link reportsMemberRemoved}). etcd says it
- * only with these words, so they are read here, in the one module that
- * speaks etcd's log format, and leave it as a typed state of the service.
+ * Two of etcd's lines are also facts the service acts on: that this member
+ * was removed from its cluster ({@link reportsMemberRemoved}), and that a
+ * joining member could not check its version against the running members
+ * yet ({@link refusesJoinForNow}). etcd says them only with these words, so
+ * they are read here, in the one module that speaks etcd's log format, and
+ * leave it as typed states of the service.
  */
 import type { Logger } from "@metropolis/supervisor";
 
@@ -62,4 +64,21 @@ const memberRemovedError = "the member has been permanently removed from the clu
 export function reportsMemberRemoved(line: string): boolean {
   const entry = parseEtcdLine(line);
   return entry?.msg === "server error" && entry.error === memberRemovedError;
+}
+
+/**
+ * etcd 3.4's refusal to join when it could not read the version of any
+ * running member (`IsCompatibleWithCluster`, when it starts without data and
+ * with `--initial-cluster-state=existing`): the members it asks have just
+ * added it, and a busy one answers its version request too late. Seen in CI
+ * on a loaded machine, ten starts in a row in 2.7 s. It is a matter of
+ * seconds, not a refusal of this member (that would be a removal or a
+ * revoked certificate), so a joining member starts its etcd again.
+ */
+const joinNotYetError = "incompatible with current running cluster";
+
+/** Whether `line` is etcd giving up a join for now: its fatal `discovery failed` line with the error above. */
+export function refusesJoinForNow(line: string): boolean {
+  const entry = parseEtcdLine(line);
+  return entry?.msg === "discovery failed" && entry.error === joinNotYetError;
 }

@@ -25,6 +25,7 @@
  */
 export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./service";
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
+export { hasMemberData, memberDataPath } from "./member-data";
 export { ConsensusClient } from "./consensus-client";
 export { memberClient, ownConnections, type MemberClientOptions } from "./etcd-client";
 export { openWatch } from "./etcd-watch";

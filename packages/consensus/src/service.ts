@@ -13,8 +13,10 @@
  *   peer TLS material the member uses: durably (the private key encrypted with
  *   the data directory's key) and as plain files in the ephemeral directory,
  *   for etcd to read.
- * - starting: runs etcd (`root.….consensus.etcd`) and the learner
- *   autopromoter as children, and waits until the member serves.
+ * - starting: runs etcd (`root.….consensus.etcd`) as a child, waits
+ *   until the member serves, then runs the children that read it: the
+ *   learner autopromoter and the peer CRL follower. A join etcd gives up
+ *   for now (a running member answered too late) is started again.
  * - bootstrapping: makes the cluster secrets keyring and this member's
  *   wrapped copy of it (keyring-membership.ts), and stores the etcd CA in
  *   etcd, sealed with it, so that any member can issue the peer certificate
@@ -58,7 +60,8 @@ import { ClusterSecrets } from "./cluster-secrets";
 import { ConsensusClient } from "./consensus-client";
 import { isServing, memberClient, waitReady } from "./etcd-client";
 import { etcdArgs, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
-import { logEtcdLine, reportsMemberRemoved } from "./etcd-log";
+import { logEtcdLine, refusesJoinForNow, reportsMemberRemoved } from "./etcd-log";
+import { hasMemberData } from "./member-data";
 import {
   ConsensusConfigError,
   EtcdNotInstalledError,
@@ -90,6 +93,13 @@ import type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 
 /** The CRL etcd reads, in the ephemeral consensus directory. */
 const peerCrlFileName = "peer-crl.der";
+
+/**
+ * How long a joining member's etcd is started again while it gives the join
+ * up for now (etcd-log.ts `refusesJoinForNow`), and how often.
+ */
+const joinSettleMs = 20_000;
+const joinRetryMs = 1000;
 
 /** Default port of etcd's peer traffic. */
 export const defaultPeerPort = 7834;
@@ -224,6 +234,8 @@ export class ConsensusService {
   private client: Etcd3 | undefined;
   /** Set once etcd reported this member's removal: final (see the module comment). */
   private removed = false;
+  /** Set when etcd's last start gave a join up for now (etcd-log.ts `refusesJoinForNow`). */
+  private joinRefused = false;
   /** This member's cluster secrets keyring; a fresh one for every run. */
   private secrets = new ClusterSecrets();
 
@@ -276,7 +288,7 @@ export class ConsensusService {
     };
 
     let plan: Omit<Plan, "tls" | "caCertificate" | "crlFile">;
-    if (await exists(join(storage.data.etcd.data.fullPath, "member"))) {
+    if (await hasMemberData(storage)) {
       ctx.logger.info("etcd data found on disk: restarting the member from it");
       plan = { clusterState: "existing", initialCluster: [self] };
     } else if (this.config.bootstrap) {
@@ -325,7 +337,7 @@ export class ConsensusService {
     return { ...plan, tls, crlFile, caCertificate };
   }
 
-  /** starting: runs etcd and the autopromoter, and waits until the member serves. */
+  /** starting: runs etcd, waits until the member serves, then runs the autopromoter and the peer CRL follower. */
   async start(ctx: RunContext, plan: Plan): Promise<Etcd3> {
     const { nodeId, timings } = this.config;
     const args = etcdArgs({
@@ -345,6 +357,7 @@ export class ConsensusService {
       logLine: (line, stream, logger) => {
         logEtcdLine(line, stream, logger);
         if (reportsMemberRemoved(line)) this.removed = true;
+        if (refusesJoinForNow(line)) this.joinRefused = true;
       },
       // Healthy means serving: a restarted etcd is healthy once clients work again.
       probe: () => isServing(client),
@@ -352,20 +365,10 @@ export class ConsensusService {
       // A member of a cluster that lost quorum takes ~5 s to exit on SIGTERM.
       graceMs: 10_000,
     });
-    ctx.run("etcd", async (c) => {
-      // A removed member is never started from its data again.
-      if (this.removed) return c.untilAborted();
-      // A killed etcd leaves its socket behind, and etcd will not listen over it.
-      await rm(this.socketPath, { force: true });
-      try {
-        await etcd(c);
-      } catch (e) {
-        if (!this.removed) throw e;
-      }
-      if (!this.removed) return;
-      this.status.set({ state: "removed" });
-      throw new MemberRemovedError(nodeId);
-    });
+    ctx.run("etcd", (c) => this.runEtcd(c, etcd));
+    await waitReady(client, ctx.signal);
+    // The followers read etcd, so they start once it serves: a join that etcd
+    // gives up for now (runEtcd) is no failure of theirs.
     ctx.run("autopromoter", (c) => this.autopromote(c, client));
     ctx.run(
       "peercrl",
@@ -377,9 +380,41 @@ export class ConsensusService {
         ephemeralPath: join(this.config.storage.ephemeral.consensus.fullPath, peerCrlFileName),
       }),
     );
-    await waitReady(client, ctx.signal);
     logProgress(ctx.logger, `member ${nodeId} serves`, { event: "consensus.serving", nodeId });
     return client;
+  }
+
+  /**
+   * The etcd child. A removed member is never started from its data again
+   * (see the module comment). A join that etcd gives up for now (it could
+   * not yet read a running member's version: etcd-log.ts `refusesJoinForNow`)
+   * is started again here, every second for up to 20 s, rather than failed:
+   * the supervisor would restart it too, but as a failure, which reads as a
+   * broken member (and failed a test of a join in CI on a loaded machine).
+   */
+  private async runEtcd(c: RunContext, etcd: Runnable): Promise<void> {
+    if (this.removed) return c.untilAborted();
+    const joinSettledBy = Date.now() + joinSettleMs;
+    for (;;) {
+      // A killed etcd leaves its socket behind, and etcd will not listen over it.
+      await rm(this.socketPath, { force: true });
+      this.joinRefused = false;
+      try {
+        await etcd(c);
+        break;
+      } catch (e) {
+        if (this.removed) break;
+        if (!this.joinRefused || Date.now() >= joinSettledBy) throw e;
+      }
+      c.logger.warn(
+        `etcd could not yet check its version against the running members to join them; starting it again in ${joinRetryMs} ms`,
+      );
+      await abortableSleep(joinRetryMs, c.signal).catch(() => undefined);
+      if (c.signal.aborted) return;
+    }
+    if (!this.removed) return;
+    this.status.set({ state: "removed" });
+    throw new MemberRemovedError(this.config.nodeId);
   }
 
   /**
@@ -494,13 +529,6 @@ export class ConsensusService {
       );
     }
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 /** The absolute path of `binary`, searched on PATH; a clear error naming the package when absent. */

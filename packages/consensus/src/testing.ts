@@ -19,7 +19,7 @@ import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
 import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { localTimings } from "./etcd-flags";
 import { ConsensusService, type ConsensusConfig } from "./service";
-import type { ConsensusStatus, JoinCluster } from "./status";
+import type { ConsensusStatus } from "./status";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 
 export {
@@ -111,7 +111,7 @@ export function diesWithEtcd(dn: string, serviceDn = "root.consensus"): boolean 
  */
 export async function runTestMember(
   node: TestNode,
-  mode: { bootstrap?: boolean; join?: JoinCluster },
+  mode: TestMemberMode,
   opts: { expectEtcdDeath?: boolean } = {},
 ): Promise<TestMember> {
   const { service, harness } = startTestMember(node, mode, {
@@ -193,7 +193,7 @@ export class TestMembers {
   /** {@link runTestMember}, stopped at cleanup. */
   async run(
     node: TestNode,
-    mode: { bootstrap?: boolean; join?: JoinCluster },
+    mode: TestMemberMode,
     opts: { expectEtcdDeath?: boolean } = {},
   ): Promise<TestMember> {
     return this.keep(await runTestMember(node, mode, opts));

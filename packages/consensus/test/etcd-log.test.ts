@@ -1,5 +1,5 @@
 import { MockContext } from "@metropolis/supervisor/testing";
-import { logEtcdLine, reportsMemberRemoved } from "../src/etcd-log";
+import { logEtcdLine, refusesJoinForNow, reportsMemberRemoved } from "../src/etcd-log";
 
 describe("etcd log lines", () => {
   it("keep etcd's level, message and fields", async () => {
@@ -52,6 +52,24 @@ describe("reportsMemberRemoved", () => {
       "",
     ]) {
       expect(reportsMemberRemoved(other)).toBe(false);
+    }
+  });
+});
+
+describe("refusesJoinForNow", () => {
+  it("recognises only etcd's fatal line giving a join up because it could not check its version", () => {
+    // As etcd 3.4.23 wrote it in CI, joining while its peer answered too late.
+    const refused =
+      '{"level":"fatal","ts":"2026-11-28T07:51:27.980Z","caller":"etcdmain/etcd.go:271","msg":"discovery failed","error":"incompatible with current running cluster","stacktrace":"go.etcd.io/etcd/etcdmain.startEtcdOrProxyV2"}';
+    expect(refusesJoinForNow(refused)).toBe(true);
+    for (const other of [
+      // The warning etcd writes just before it: not the line the service acts on.
+      '{"level":"warn","msg":"failed to start etcd","error":"incompatible with current running cluster"}',
+      '{"level":"fatal","msg":"discovery failed","error":"member 8e9e05c52164694d has already been bootstrapped"}',
+      "incompatible with current running cluster",
+      "",
+    ]) {
+      expect(refusesJoinForNow(other)).toBe(false);
     }
   });
 });

@@ -3,15 +3,59 @@
  * members: bootstrap, restart from disk, joins through addNode with learner
  * promotion, and recovery from a killed etcd.
  */
-import { readFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { memberDataPath } from "@metropolis/consensus";
 import { EtcdNotInstalledError, MembershipRefusedError } from "../src/errors";
 import { waitFor } from "@metropolis/event";
 import { eventually, type TestHarness } from "@metropolis/supervisor/testing";
 import { TestMembers } from "@metropolis/consensus/testing";
 
 const fixture = new TestMembers();
-afterEach(() => fixture.cleanup());
+/** Directories of test binaries, removed after each test. */
+const scratch: string[] = [];
+afterEach(async () => {
+  await fixture.cleanup();
+  for (const dir of scratch.splice(0)) await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * An etcd binary that gives its first start up as etcd 3.4 gives up a join it
+ * could not check yet: `member/snap` made in its data directory, the fatal
+ * line, exit 1. Every later start is the real etcd.
+ */
+async function refusingEtcd(): Promise<{ path: string; refused: () => Promise<boolean> }> {
+  const dir = await mkdtemp(join(tmpdir(), "consensus-join-refused-"));
+  scratch.push(dir);
+  const path = join(dir, "etcd-refusing-once");
+  const marker = join(dir, "refused");
+  const line =
+    '{"level":"fatal","ts":"2026-11-28T07:51:27.980Z","caller":"etcdmain/etcd.go:271","msg":"discovery failed","error":"incompatible with current running cluster"}';
+  await writeFile(
+    path,
+    [
+      "#!/bin/sh",
+      `if [ ! -e '${marker}' ]; then`,
+      `  touch '${marker}'`,
+      '  for a in "$@"; do case "$a" in --data-dir=*) mkdir -p "${a#--data-dir=}/member/snap";; esac; done',
+      `  echo '${line}' >&2`,
+      "  exit 1",
+      "fi",
+      'exec etcd "$@"',
+      "",
+    ].join("\n"),
+    { mode: 0o755 },
+  );
+  return {
+    path,
+    refused: () =>
+      access(marker).then(
+        () => true,
+        () => false,
+      ),
+  };
+}
 
 const etcdPid = (h: TestHarness) => {
   const lines = h.supervisor
@@ -193,6 +237,39 @@ describe("consensus", () => {
     await expect(removing).rejects.toThrow(MembershipRefusedError);
     await expect(removing).rejects.toThrow(/removing .*: given up: .*etcd had not answered/);
   }, 60_000);
+
+  // Seen once in CI: a joiner's etcd, checking its version against a member too busy to
+  // answer, exits ("incompatible with current running cluster"), leaving member/snap.
+  it("starts a join that etcd gave up for now again, with no failure", async () => {
+    const [a, b] = [await fixture.node("ga"), await fixture.node("gb")];
+    const first = await fixture.run(a, { bootstrap: true });
+    const wrapper = await refusingEtcd();
+    const join = await first.status.addNode(b.nodeId, b.publicKey, b.peer);
+    // The harness fails the test on any runnable's death: etcd's, or its followers'.
+    const member = await fixture.run(b, { join, etcdBinary: wrapper.path });
+    expect(await wrapper.refused()).toBe(true);
+    expect(
+      member.harness.supervisor
+        .logs("root.consensus.etcd")
+        .some((l) => l.message.startsWith("etcd could not yet check its version")),
+    ).toBe(true);
+    await member.status.client.sub("curator").kv.put("joined").value("b");
+    expect(await first.status.client.sub("curator").kv.get("joined").string()).toBe("b");
+  });
+
+  it("joins over what a join etcd gave up left: member/ without a write-ahead log is no member", async () => {
+    const [a, b] = [await fixture.node("la"), await fixture.node("lb")];
+    const first = await fixture.run(a, { bootstrap: true });
+    await mkdir(join(memberDataPath(b.storage), "snap"), { recursive: true });
+    const joinData = await first.status.addNode(b.nodeId, b.publicKey, b.peer);
+    const member = await fixture.run(b, { join: joinData });
+    expect(
+      member.harness.supervisor
+        .logs("root.consensus")
+        .some((l) => l.message.startsWith("no etcd data on disk: joining the cluster")),
+    ).toBe(true);
+    expect((await first.status.members()).map((m) => m.name)).toContain(b.nodeId);
+  });
 
   it("restarts a killed etcd, and the client recovers", async () => {
     const node = await fixture.node("kill");

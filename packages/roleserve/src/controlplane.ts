@@ -26,11 +26,12 @@
  * voters, whatever its roles say — and the leader's membership reconciler
  * removes it if it really should go.
  */
-import { rm, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import {
   ConsensusService,
   defaultPeerPort,
+  hasMemberData,
+  memberDataPath,
   type ConsensusStatus,
   type EtcdTimings,
 } from "@metropolis/consensus";
@@ -125,8 +126,7 @@ class ControlPlaneLauncher {
    */
   private async standDown(ctx: RunContext, startup: StandDown): Promise<never> {
     this.values.localControlPlane.set(undefined);
-    const member = join(this.config.storage.data.etcd.data.fullPath, "member");
-    if (await exists(member)) {
+    if (await hasMemberData(this.config.storage)) {
       if (!startup.credentials) {
         // Only a node whose bootstrap has not finished lacks them, and it runs a control plane.
         throw new ControlPlaneInputError("etcd data on disk, but no node credentials to start it");
@@ -144,13 +144,15 @@ class ControlPlaneLauncher {
         await flip.catch(() => undefined);
       }
       // Removed: etcd has exited and will not be started on this data again.
-      await rm(member, { recursive: true, force: true });
+      await rm(memberDataPath(this.config.storage), { recursive: true, force: true });
       ctx.logger.info(
         "etcd reported this member's removal from the cluster: removed its etcd data",
       );
       await this.dropUnlockKey(ctx, this.startups.secrets);
       return this.untilFlip(false, ctx.signal);
     }
+    // What a join etcd gave up may have left (member-data.ts): no member's data.
+    await rm(memberDataPath(this.config.storage), { recursive: true, force: true });
     await this.dropUnlockKey(ctx, this.startups.secrets);
     ctx.healthy();
     return this.untilFlip(false, ctx.signal);
@@ -360,13 +362,6 @@ class ControlPlaneLauncher {
   close(): void {
     this.startups.close();
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 /**

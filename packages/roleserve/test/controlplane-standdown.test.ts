@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CuratorConnection } from "@metropolis/curator";
-import { localTimings } from "@metropolis/consensus";
+import { localTimings, memberDataPath } from "@metropolis/consensus";
 import {
   diesWithEtcd,
   runTestMember,
@@ -79,7 +79,7 @@ it("keeps a member's data and unlock key until etcd itself reports the member re
     values.enrolment.set({ sealed, clusterUnlockKey: sealed.clusterUnlockKey });
     values.localRoles.set({});
 
-    const member = join(b.storage.data.etcd.data.fullPath, "member");
+    const member = memberDataPath(b.storage);
     const harness = testHarness(
       async (ctx) => {
         ctx.run(

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import { CuratorConnection } from "@metropolis/curator";
+import { memberDataPath } from "@metropolis/consensus";
 import {
   placeNodeRoot,
   sealConfiguration,
@@ -127,8 +128,9 @@ describe("controlPlaneWorker", () => {
   it("never removes etcd data or the CUK on the roles' word: it starts the member from its data for etcd to decide", async () => {
     const machineKeyPath = join(dir, "machine.key");
     const sealed = await sealMember(machineKeyPath);
-    const member = join(storage.data.etcd.data.fullPath, "member");
-    await mkdir(member, { recursive: true });
+    const member = memberDataPath(storage);
+    // A member etcd has started: its write-ahead log (member-data.ts in consensus).
+    await mkdir(join(member, "wal"), { recursive: true });
 
     const values = memberValues(sealed, {});
     const ctx = new MockContext("root.controlplane");
@@ -142,6 +144,27 @@ describe("controlPlaneWorker", () => {
       await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
     );
     expect(resealed.clusterUnlockKey.equals(sealed.clusterUnlockKey)).toBe(true);
+    ctx.abort();
+    await result.catch(() => undefined);
+  });
+
+  // What etcd leaves of a join it gave up (consensus member-data.ts): no member's data.
+  it("takes a member directory without etcd's write-ahead log for no member: removes it and drops the CUK", async () => {
+    const machineKeyPath = join(dir, "machine.key");
+    const sealed = await sealMember(machineKeyPath);
+    const member = memberDataPath(storage);
+    await mkdir(join(member, "snap"), { recursive: true });
+
+    const values = memberValues(sealed, {});
+    const ctx = new MockContext("root.controlplane");
+    const result = controlPlaneWorker(values, { storage, machineKeyPath, host: "127.0.0.1" })(ctx);
+    await eventually(() => ctx.state === "healthy", "the launcher to stand down");
+    expect(ctx.children).toEqual([]);
+    await expect(stat(member)).rejects.toThrow(/ENOENT/);
+    const resealed = priv.SealedConfiguration.decode(
+      await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
+    );
+    expect(resealed.clusterUnlockKey.length).toBe(0);
     ctx.abort();
     await result.catch(() => undefined);
   });

@@ -128,8 +128,13 @@ export function commandRunnable(
   const matches = ready instanceof RegExp ? (line: string) => ready.test(line) : ready;
   return async (ctx: RunContext) => {
     let healthy = false;
+    // Set once the process has ended: its probe stops, and a probe answered
+    // after that says nothing of it. A caller that runs the command again
+    // in the same runnable (consensus starts a join etcd gave up again) had
+    // the first probe, still polling, mark the runnable healthy a second time.
+    let exited = false;
     const markHealthy = () => {
-      if (healthy || ctx.signal.aborted) return;
+      if (healthy || exited || ctx.signal.aborted) return;
       healthy = true;
       ctx.healthy();
     };
@@ -170,10 +175,11 @@ export function commandRunnable(
       opts.onSpawn?.(child);
       if (ctx.signal.aborted) return terminate();
       ctx.signal.addEventListener("abort", terminate, { once: true });
-      if (probe) void pollProbe(ctx, probe, probeIntervalMs, () => healthy, markHealthy);
+      if (probe) void pollProbe(ctx, probe, probeIntervalMs, () => healthy || exited, markHealthy);
       else if (!matches) markHealthy();
     });
     const result = await ended;
+    exited = true;
     clearTimeout(killTimer);
     ctx.signal.removeEventListener("abort", terminate);
     if (!spawned) throw new CommandStartError(ctx.dn, command, await startFailed);
@@ -187,10 +193,10 @@ async function pollProbe(
   ctx: RunContext,
   probe: (signal: AbortSignal) => Promise<boolean>,
   intervalMs: number,
-  isHealthy: () => boolean,
+  done: () => boolean,
   markHealthy: () => void,
 ): Promise<void> {
-  while (!isHealthy() && !ctx.signal.aborted) {
+  while (!done() && !ctx.signal.aborted) {
     const ok = await probe(ctx.signal).catch((e: unknown) => {
       ctx.logger.debug(`readiness probe failed: ${e instanceof Error ? e.message : String(e)}`);
       return false;

@@ -87,6 +87,42 @@ describe("commandRunnable", () => {
     }
   });
 
+  it("stops probing a process that exited: a runnable that runs its command again is healthy once", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cmd-again-"));
+    const flag = join(dir, "ready");
+    try {
+      const { access } = await import("node:fs/promises");
+      // Exits at once the first time, then serves: the probe succeeds only for the second.
+      let runs = 0;
+      const command = nodeScript(
+        `const fs = require("fs"); if (!fs.existsSync(${JSON.stringify(join(dir, "ran"))})) { fs.writeFileSync(${JSON.stringify(join(dir, "ran"))}, ""); process.exit(1); }` +
+          `fs.writeFileSync(${JSON.stringify(flag)}, ""); setInterval(() => {}, 1000);`,
+        { probe: () => access(flag).then(() => true), probeIntervalMs: 5 },
+      );
+      h = testHarness(
+        underRoot(async (ctx) => {
+          for (;;) {
+            runs++;
+            try {
+              return await command(ctx);
+            } catch (e) {
+              if (runs > 1) throw e;
+            }
+          }
+        }),
+      );
+      await h.waitFor("root.proc", "healthy");
+      expect(runs).toBe(2);
+      // The first process's probe, still polling, would mark it healthy a second time
+      // within a probe interval: healthy() is legal once, so the runnable would die.
+      await expect(
+        h.nextTransition((t) => t.dn === "root.proc" && t.to === "dead", { timeoutMs: 200 }),
+      ).rejects.toThrow();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("fails when the process exits, whatever its code, and is restarted", async () => {
     const dir = await mkdtemp(join(tmpdir(), "cmd-exit-"));
     const counter = join(dir, "runs");
