@@ -14,13 +14,20 @@
  * directory worker (a Watch of every node, per node) and the revocation
  * worker (curator README, "Cost model", says why).
  *
+ * One setting differs from a node's: the HTTP/2 keepalive's timeout
+ * ({@link simulatedKeepalive}). The rest is the node's own code.
+ *
  * The supervisor's log lines are counted, not written (thousands of nodes
  * each logging their restarts would measure the terminal); the first error
  * is kept for the report. The simulator runs these in node host processes
  * (scale/node-hosts.ts), each with its share of the nodes.
  */
 import { join } from "node:path";
-import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
+import {
+  CuratorConnection,
+  defaultCuratorKeepalive,
+  type CuratorAddress,
+} from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
 import {
@@ -78,6 +85,27 @@ class CountingLogger implements Logger {
   }
 }
 
+/**
+ * The simulated nodes' HTTP/2 keepalive: a node's ping interval, with a
+ * timeout of 60 s instead of 20 s. grpc-js times a ping out with a plain
+ * timer, and Node runs an iteration's overdue timers before it reads that
+ * iteration's sockets. A node host running 1,250 nodes on an eighth of a
+ * CPU runs its loop up to 25 s late through a 10,000-node failover (`the
+ * node hosts' event loop delay` in the report), so the timer fired with the
+ * curator's answer unread, and connections the new leader served were
+ * dropped and dialled again, each a new TLS handshake for the leader: at
+ * 10,000 nodes, 234 s until every node was HEALTHY again, and the second
+ * failover gave up (4,434 HEALTHY after 336 s). With this timeout, 67.5
+ * and 159 s, and every node's streams failed once per failover, as they
+ * must. A node has a CPU of its own, and its loop is not seconds late; the
+ * leader's own loop stalled up to about 7 s in these runs, so a ping it
+ * answers late is still given up well within this timeout.
+ */
+export const simulatedKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+  timeMs: defaultCuratorKeepalive.timeMs,
+  timeoutMs: 60_000,
+};
+
 export class SimulatedNodes {
   /** Answer latencies of heartbeats, in ms, while recording. */
   readonly latencies: number[] = [];
@@ -109,7 +137,9 @@ export class SimulatedNodes {
     for (const node of nodes) {
       const i = this.count++;
       // The node's own connection to its curators (standby connections included).
-      const connection = nodeCuratorConnection(this.curators, node.credentials);
+      const connection = nodeCuratorConnection(this.curators, node.credentials, {
+        keepalive: simulatedKeepalive,
+      });
       this.connections.push(connection);
       const values = new RoleserveValues();
       values.curatorConnection.set({ credentials: node.credentials, connection });

@@ -3,7 +3,12 @@
  * roleserver once the node has one (after register, join, or the control
  * plane finishing a bootstrap).
  */
-import { CuratorConnection, type CuratorAddress, type TlsPem } from "@metropolis/curator";
+import {
+  CuratorConnection,
+  type CuratorAddress,
+  type CuratorConnectionOptions,
+  type TlsPem,
+} from "@metropolis/curator";
 import { FileCorruptedError, type NodeRoot } from "@metropolis/localstorage";
 import {
   certificatePemCodec,
@@ -96,11 +101,13 @@ export const standbySpreadMs = 30_000;
  * The node's connection to its cluster's curators, as `credentials` and the
  * curators `endpoints` name: with standby connections to every curator (see
  * CuratorConnectionOptions.standby), so that a failover costs the new leader
- * no TLS handshake per node.
+ * no TLS handshake per node. `opts.keepalive` is for the scale simulator,
+ * whose node hosts' event loops run late (see CuratorConnectionOptions).
  */
 export function nodeCuratorConnection(
   endpoints: readonly CuratorAddress[],
   credentials: NodeCredentials,
+  opts: Pick<CuratorConnectionOptions, "keepalive"> = {},
 ): CuratorConnection {
   const tls = credentialsPem(credentials);
   return new CuratorConnection({
@@ -108,5 +115,6 @@ export function nodeCuratorConnection(
     ca: tls.ca,
     identity: tls,
     standby: { spreadMs: standbySpreadMs },
+    keepalive: opts.keepalive,
   });
 }
