@@ -98,8 +98,9 @@ class CountingLogger implements Logger {
  * failover gave up (4,434 HEALTHY after 336 s). With this timeout, 67.5
  * and 159 s, and every node's streams failed once per failover, as they
  * must. A node has a CPU of its own, and its loop is not seconds late; the
- * leader's own loop stalled up to about 7 s in these runs, so a ping it
- * answers late is still given up well within this timeout.
+ * curators' loops stalled up to 1.2 s through these failovers (11.8 s
+ * amid the redials before), so the leader answers a ping well within
+ * either timeout.
  */
 export const simulatedKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
   timeMs: defaultCuratorKeepalive.timeMs,
