@@ -124,49 +124,51 @@ describe("controlPlaneWorker", () => {
     expect((error as RolesChangedError).shouldRun).toBe(true);
   });
 
-  // Issue 11: a curator's answer "no roles" made members wipe their etcd data.
-  it("never removes etcd data or the CUK on the roles' word: it starts the member from its data for etcd to decide", async () => {
+  /**
+   * A member without the consensus role, with `entry` in its etcd member
+   * directory: its launcher, on a MockContext, once it stood down, and its
+   * sealed configuration then.
+   */
+  async function standDownOver(entry: "wal" | "snap") {
     const machineKeyPath = join(dir, "machine.key");
     const sealed = await sealMember(machineKeyPath);
     const member = memberDataPath(storage);
-    // A member etcd has started: its write-ahead log (member-data.ts in consensus).
-    await mkdir(join(member, "wal"), { recursive: true });
-
+    await mkdir(join(member, entry), { recursive: true });
     const values = memberValues(sealed, {});
     const ctx = new MockContext("root.controlplane");
     const result = controlPlaneWorker(values, { storage, machineKeyPath, host: "127.0.0.1" })(ctx);
+    stops.push(async () => {
+      ctx.abort();
+      await result.catch(() => undefined);
+    });
     await eventually(() => ctx.state === "healthy", "the launcher to stand down");
+    const resealed = priv.SealedConfiguration.decode(
+      await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
+    );
+    return { sealed, member, values, ctx, resealed };
+  }
+  const stops: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) await stop();
+  });
+
+  // Issue 11: a curator's answer "no roles" made members wipe their etcd data.
+  it("never removes etcd data or the CUK on the roles' word: it starts the member from its data for etcd to decide", async () => {
+    // A member etcd has started: its write-ahead log (member-data.ts in consensus).
+    const { sealed, member, values, ctx, resealed } = await standDownOver("wal");
     expect(await waitFor(values.localControlPlane, () => true)).toBeUndefined();
     // The member is started from its data (MockContext does not run it: etcd never answers).
     expect(ctx.children.map((c) => c.name)).toEqual(["consensus"]);
     await expect(stat(member)).resolves.toBeDefined();
-    const resealed = priv.SealedConfiguration.decode(
-      await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
-    );
     expect(resealed.clusterUnlockKey.equals(sealed.clusterUnlockKey)).toBe(true);
-    ctx.abort();
-    await result.catch(() => undefined);
   });
 
   // What etcd leaves of a join it gave up (consensus member-data.ts): no member's data.
   it("takes a member directory without etcd's write-ahead log for no member: removes it and drops the CUK", async () => {
-    const machineKeyPath = join(dir, "machine.key");
-    const sealed = await sealMember(machineKeyPath);
-    const member = memberDataPath(storage);
-    await mkdir(join(member, "snap"), { recursive: true });
-
-    const values = memberValues(sealed, {});
-    const ctx = new MockContext("root.controlplane");
-    const result = controlPlaneWorker(values, { storage, machineKeyPath, host: "127.0.0.1" })(ctx);
-    await eventually(() => ctx.state === "healthy", "the launcher to stand down");
+    const { member, ctx, resealed } = await standDownOver("snap");
     expect(ctx.children).toEqual([]);
     await expect(stat(member)).rejects.toThrow(/ENOENT/);
-    const resealed = priv.SealedConfiguration.decode(
-      await unsealConfiguration(storage.esp.metropolis.sealedConfiguration, { machineKeyPath }),
-    );
     expect(resealed.clusterUnlockKey.length).toBe(0);
-    ctx.abort();
-    await result.catch(() => undefined);
   });
 });
 
