@@ -10,6 +10,7 @@
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
+import { memberDataPath } from "@metropolis/consensus";
 import { waitFor } from "@metropolis/event";
 import { common } from "@metropolis/proto";
 import { type NodeProgressEvent, readProgressEvent } from "@metropolis/supervisor/node-progress";
@@ -184,7 +185,7 @@ describe("enrolment", () => {
       "the removed member to leave etcd",
     );
     // Its etcd data goes once its own etcd reported the removal, not before.
-    const member = join(second.storage().data.etcd.data.fullPath, "member");
+    const member = memberDataPath(second.storage());
     await eventually(
       async () =>
         !(await stat(member).then(
