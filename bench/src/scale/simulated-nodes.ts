@@ -102,7 +102,7 @@ class CountingLogger implements Logger {
  * amid the redials before), so the leader answers a ping well within
  * either timeout.
  */
-export const simulatedKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+export const simulatedKeepalive: typeof defaultCuratorKeepalive = {
   timeMs: defaultCuratorKeepalive.timeMs,
   timeoutMs: 60_000,
 };
