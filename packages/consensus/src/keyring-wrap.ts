@@ -26,13 +26,12 @@ import {
   createPrivateKey,
   createPublicKey,
   diffieHellman,
-  generateKeyPairSync,
   hkdfSync,
   type KeyObject,
 } from "node:crypto";
 import { edwardsToMontgomeryPriv, edwardsToMontgomeryPub } from "@noble/curves/ed25519";
 import { envelopeKeyLength, openEnvelope, sealEnvelope } from "@metropolis/localstorage";
-import { publicKeyFromPrivateKey } from "@metropolis/pki";
+import { generateDerKeyPair, publicKeyFromPrivateKey } from "@metropolis/pki";
 import { priv } from "@metropolis/proto";
 import { KeyringError } from "./errors";
 import { SecretKeyring } from "./secret-keyring";
@@ -53,10 +52,19 @@ export function wrapKeyring(
   at: string,
 ): Buffer {
   const recipient = x25519PublicKey(edwardsToMontgomeryPub(recipientPublicKey));
-  const oneTime = generateKeyPairSync("x25519");
-  const ephemeralPublicKey = rawX25519PublicKey(oneTime.publicKey);
+  // As DER, used through key objects of its own (see generateDerKeyPair:
+  // a key object that Node's generation returns can hang the process).
+  const oneTime = generateDerKeyPair("x25519");
+  const ephemeralPublicKey = rawX25519PublicKey(
+    createPublicKey({ key: oneTime.publicKey, format: "der", type: "spki" }),
+  );
+  const oneTimePrivateKey = createPrivateKey({
+    key: oneTime.privateKey,
+    format: "der",
+    type: "pkcs8",
+  });
   const key = agreedKey(
-    diffieHellman({ privateKey: oneTime.privateKey, publicKey: recipient }),
+    diffieHellman({ privateKey: oneTimePrivateKey, publicKey: recipient }),
     ephemeralPublicKey,
     Buffer.from(recipientPublicKey),
   );

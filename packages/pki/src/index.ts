@@ -66,6 +66,7 @@ export type { CreateCrlOptions, CrlInput, RevocationEntry, RevocationReason } fr
 export {
   ED25519_PUBLIC_KEY_LENGTH,
   ED25519_SEED_LENGTH,
+  generateDerKeyPair,
   generateKeyPair,
   isNodeId,
   NODE_ID_PREFIX,
@@ -78,7 +79,7 @@ export {
   publicKeyToPem,
   publicKeyToSpki,
 } from "./ed25519";
-export type { Ed25519KeyPair } from "./ed25519";
+export type { DerKeyPair, Ed25519KeyPair } from "./ed25519";
 export {
   CertificateConflictError,
   CertificateExpiredError,

@@ -6,3 +6,5 @@
 export { MemoryCertificateKv } from "./memory-certificate-kv";
 export { certificateKvContract } from "./certificate-kv-contract";
 export type { CertificateKvCheck, OpenCertificateKv } from "./certificate-kv-contract";
+export { runUnderGcStress } from "./gc-stress";
+export type { GcStressOutcome } from "./gc-stress";
