@@ -48,7 +48,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Etcd3 } from "etcd3";
-import { memberClient } from "@metropolis/consensus";
+import {
+  defaultAutopromoteIntervalMs,
+  etcdDefaultTimings,
+  memberClient,
+} from "@metropolis/consensus";
+import type { TestMemberMode } from "@metropolis/consensus/testing";
 import type { CuratorAddress, CuratorConnection } from "@metropolis/curator";
 import { logLogPlot, type Rgb } from "./png";
 import { median, percentile, printTable, writeReport, type Row } from "./report";
@@ -91,6 +96,19 @@ interface FailoverCpu {
   machine: { busyMsPerSecond: number; kernelMsPerSecond: number; stolenMsPerSecond: number };
 }
 
+/**
+ * The etcd members run as a production member does, not as a test member:
+ * etcd's own raft timings, and the autopromoter's own interval. With a test
+ * member's (10 ms heartbeats, 100 ms elections, a promotion pass every 100
+ * ms) the three members took 216 ms/s of this machine idle, and 232 ms/s
+ * through a 5,000-node failover (96 ms/s with these), and a member starved of
+ * CPU for 100 ms started an election.
+ */
+const productionMember: TestMemberMode = {
+  timings: etcdDefaultTimings,
+  autopromoteIntervalMs: defaultAutopromoteIntervalMs,
+};
+
 /** What was measured at one size. */
 interface SizeResult {
   nodes: number;
@@ -112,8 +130,15 @@ interface SizeResult {
   /** The worst node host's event loop delay from the first failover's SIGKILL until every node was HEALTHY. */
   failoverHostLoopDelay: LoopDelay | undefined;
   leaderCpuMsPerSecond: number;
-  /** The node hosts and the machine during the steady state. */
-  steadyCpu: Pick<FailoverCpu, "hosts" | "machine">;
+  /**
+   * The node hosts and the machine during the steady state, and the whole
+   * processes (every thread) of the leader, both followers together, the
+   * etcd members, the node hosts and the benchmark: where a machine busy at
+   * rest goes.
+   */
+  steadyCpu: Pick<FailoverCpu, "hosts" | "machine"> & {
+    processes: { leader: number; followers: number; etcd: number; hosts: number; bench: number };
+  };
   leaderRssBytes: number;
   etcdDbBytes: number;
   etcdRevisionsPerSecond: number;
@@ -344,7 +369,15 @@ async function measureSize(
   const cpuBefore = leader.cpuMs();
   // What the simulated nodes' own work costs at rest, and what the machine
   // gave (a heartbeat's latency includes both hosts' and leader's loops).
-  const steadyShares = new CpuShares([...sims.pids]);
+  const steadyFollowers = curators.all.filter((c) => c !== leader).map((c) => c.pid);
+  const steadyEtcd = childPids(process.pid, "etcd");
+  const steadyShares = new CpuShares([
+    ...sims.pids,
+    leader.pid,
+    ...steadyFollowers,
+    ...steadyEtcd,
+    process.pid,
+  ]);
   const started = performance.now();
   await sims.startRecording();
   await sims.startProfile();
@@ -355,7 +388,17 @@ async function measureSize(
   const leaderLoopDelay = await leader.stopLoopDelay();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
-  const steadyCpu = { hosts: steadyShares.share(sims.pids), machine: steadyShares.machine() };
+  const steadyCpu: SizeResult["steadyCpu"] = {
+    hosts: steadyShares.share(sims.pids),
+    machine: steadyShares.machine(),
+    processes: {
+      leader: steadyShares.processMsPerSecond([leader.pid]),
+      followers: steadyShares.processMsPerSecond(steadyFollowers),
+      etcd: steadyShares.processMsPerSecond(steadyEtcd),
+      hosts: steadyShares.processMsPerSecond(sims.pids),
+      bench: steadyShares.processMsPerSecond([process.pid]),
+    },
+  };
   const after = await etcd.maintenance.status();
 
   const failed: SizeResult["failed"] = {};
@@ -594,6 +637,24 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       unit: "ms/s",
     },
     {
+      measure: `[${n}] steady state: of which in the kernel (system, interrupts)`,
+      value: r.steadyCpu.machine.kernelMsPerSecond,
+      unit: "ms/s",
+    },
+    ...(
+      [
+        ["the leader's whole process", r.steadyCpu.processes.leader],
+        ["the followers' whole processes", r.steadyCpu.processes.followers],
+        ["the etcd members' whole processes", r.steadyCpu.processes.etcd],
+        ["the node hosts' whole processes", r.steadyCpu.processes.hosts],
+        ["the benchmark's whole process", r.steadyCpu.processes.bench],
+      ] as const
+    ).map(([who, value]) => ({
+      measure: `[${n}] steady state: ${who} (every thread)`,
+      value,
+      unit: "ms/s",
+    })),
+    {
       measure: `[${n}] steady state: CPU time the hypervisor took`,
       value: r.steadyCpu.machine.stolenMsPerSecond,
       unit: "ms/s",
@@ -806,8 +867,8 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
   watchdog.unref();
 
   progress("starting a 3-member etcd cluster and bootstrapping a cluster in it");
-  const cluster = await startCluster(config.leaderTtlSeconds);
-  const members = await addMembers(cluster, 2).catch(async (e: unknown) => {
+  const cluster = await startCluster(config.leaderTtlSeconds, productionMember);
+  const members = await addMembers(cluster, 2, productionMember).catch(async (e: unknown) => {
     await cluster.stop();
     throw e;
   });

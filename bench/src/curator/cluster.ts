@@ -6,7 +6,12 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { etcdCertificateKv, keyringCopyKey, unwrapKeyring } from "@metropolis/consensus";
-import { freePort, runTestMember, testNode } from "@metropolis/consensus/testing";
+import {
+  freePort,
+  runTestMember,
+  testNode,
+  type TestMemberMode,
+} from "@metropolis/consensus/testing";
 import { bootstrapCluster, clusterCa, ownerCommonName, type TlsPem } from "@metropolis/curator";
 import {
   generateKeyPair,
@@ -41,10 +46,18 @@ export interface CuratorIdentity {
   port: number;
 }
 
-/** Starts a one-member etcd and bootstraps a cluster in it with the given election lease. */
-export async function startCluster(leaderTtlSeconds: number): Promise<Cluster> {
+/**
+ * Starts a one-member etcd and bootstraps a cluster in it with the given
+ * election lease.
+ * @param settings the member's settings other than a test member's (its
+ * raft timings, say) @default {}
+ */
+export async function startCluster(
+  leaderTtlSeconds: number,
+  settings: TestMemberMode = {},
+): Promise<Cluster> {
   const node = await testNode("bench-curator");
-  const member = await runTestMember(node, { bootstrap: true });
+  const member = await runTestMember(node, { ...settings, bootstrap: true });
   const curatorClient = member.status.client.sub("curator");
   const kv = curatorClient.kv;
   const authority = await clusterCa(curatorClient.secrets).authority(etcdCertificateKv(kv));

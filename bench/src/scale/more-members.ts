@@ -9,6 +9,7 @@ import {
   runTestMember,
   testNode,
   type TestMember,
+  type TestMemberMode,
   type TestNode,
 } from "@metropolis/consensus/testing";
 import type { Cluster } from "../curator/cluster";
@@ -24,8 +25,15 @@ export interface MoreMembers {
 const socketOf = (node: TestNode) =>
   join(node.storage.ephemeral.consensus.fullPath, "client.sock:0");
 
-/** Adds `count` voting members to `cluster`; resolves once all of them vote. */
-export async function addMembers(cluster: Cluster, count: number): Promise<MoreMembers> {
+/**
+ * Adds `count` voting members to `cluster`, with the `settings` of its first
+ * member; resolves once all of them vote.
+ */
+export async function addMembers(
+  cluster: Cluster,
+  count: number,
+  settings: TestMemberMode,
+): Promise<MoreMembers> {
   const added: { node: TestNode; member?: TestMember }[] = [];
   const stop = async () => {
     for (const { node, member } of added.reverse()) {
@@ -39,7 +47,7 @@ export async function addMembers(cluster: Cluster, count: number): Promise<MoreM
       const entry: { node: TestNode; member?: TestMember } = { node };
       added.push(entry);
       const joined = await cluster.consensus.addNode(node.nodeId, node.publicKey, node.peer);
-      entry.member = await runTestMember(node, { join: joined });
+      entry.member = await runTestMember(node, { ...settings, join: joined });
       await votersOnly(cluster, 60_000);
     }
   } catch (e) {

@@ -23,13 +23,23 @@
  * wrapped for each member's node key, and rotated by `rotateSecretsKey` on
  * the running status (secret-keyring.ts, keyring-wrap.ts, rotation.ts).
  */
-export { ConsensusService, defaultPeerPort, type ConsensusConfig } from "./service";
+export {
+  ConsensusService,
+  defaultAutopromoteIntervalMs,
+  defaultPeerPort,
+  type ConsensusConfig,
+} from "./service";
 export type { ConsensusStatus, JoinCluster, PeerAddress } from "./status";
 export { hasMemberData, memberDataPath } from "./member-data";
 export { ConsensusClient } from "./consensus-client";
 export { memberClient, ownConnections, type MemberClientOptions } from "./etcd-client";
 export { openWatch } from "./etcd-watch";
-export { localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
+export {
+  etcdDefaultTimings,
+  localTimings,
+  type EtcdPeer,
+  type EtcdTimings,
+} from "./etcd-flags";
 export {
   ConsensusError,
   MembershipError,

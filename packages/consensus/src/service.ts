@@ -121,11 +121,17 @@ export interface ConsensusConfig {
   timings?: EtcdTimings;
   /** The etcd binary. Default `etcd` on PATH. */
   etcdBinary?: string;
-  /** How often the leader promotes started learners. Default 5 s. */
+  /**
+   * How often the leader promotes started learners.
+   * @default {@link defaultAutopromoteIntervalMs}
+   */
   autopromoteIntervalMs?: number;
   /** How often the keyring follower polls while its copy is missing or it is a learner. Default 250 ms. */
   keyringPollIntervalMs?: number;
 }
+
+/** How often a member's autopromoter looks for learners to promote, unless configured. */
+export const defaultAutopromoteIntervalMs = 5000;
 
 /** How `preparing` decided to start the member. */
 interface Plan {
@@ -520,7 +526,7 @@ export class ConsensusService {
 
   private async autopromote(ctx: RunContext, client: Etcd3): Promise<void> {
     ctx.healthy();
-    const interval = this.config.autopromoteIntervalMs ?? 5000;
+    const interval = this.config.autopromoteIntervalMs ?? defaultAutopromoteIntervalMs;
     while (!ctx.signal.aborted) {
       await abortableSleep(interval, ctx.signal).catch(() => undefined);
       if (ctx.signal.aborted) break;
