@@ -34,12 +34,7 @@ export { hasMemberData, memberDataPath } from "./member-data";
 export { ConsensusClient } from "./consensus-client";
 export { memberClient, ownConnections, type MemberClientOptions } from "./etcd-client";
 export { openWatch } from "./etcd-watch";
-export {
-  etcdDefaultTimings,
-  localTimings,
-  type EtcdPeer,
-  type EtcdTimings,
-} from "./etcd-flags";
+export { etcdDefaultTimings, localTimings, type EtcdPeer, type EtcdTimings } from "./etcd-flags";
 export {
   ConsensusError,
   MembershipError,
