@@ -1,6 +1,6 @@
 /**
  * A test's way to show that code using Node's key objects does not hang
- * under garbage collection (see generateKeyPair in ed25519.ts): the code
+ * under garbage collection (see generateDerKeyPair in ed25519.ts): the code
  * runs in a fresh Node process whose collector runs far more often than
  * usual, so that a collection lands inside Node's native key code.
  */
