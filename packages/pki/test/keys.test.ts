@@ -48,6 +48,7 @@ describe("Ed25519 keys", () => {
     // see the last test).
     const { privateKey } = generateKeyPairSync("ed25519", {
       privateKeyEncoding: { format: "pem", type: "pkcs8" },
+      publicKeyEncoding: { format: "pem", type: "spki" },
     });
     const seed = privateKeyFromPkcs8(privateKey);
     expect(seed).toHaveLength(32);
@@ -72,11 +73,13 @@ describe("Ed25519 keys", () => {
     const rsa = generateKeyPairSync("rsa", {
       modulusLength: 1024,
       privateKeyEncoding: { format: "pem", type: "pkcs8" },
+      publicKeyEncoding: { format: "pem", type: "spki" },
     });
     const rsaPem = rsa.privateKey;
     expect(() => privateKeyFromPkcs8(rsaPem)).toThrow(WrongKeyTypeError);
     expect(() => privateKeyFromPkcs8(rsaPem)).toThrow(/private key is of key type rsa/);
     const x25519 = generateKeyPairSync("x25519", {
+      privateKeyEncoding: { format: "der", type: "pkcs8" },
       publicKeyEncoding: { format: "der", type: "spki" },
     });
     expect(() => publicKeyFromSpki(x25519.publicKey)).toThrow(
