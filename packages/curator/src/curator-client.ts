@@ -1,16 +1,24 @@
 /**
- * A CuratorConnection's HTTP/2 keepalive: a ping every 10 s while calls are
+ * A CuratorConnection's HTTP/2 keepalive: a ping every 30 s while calls are
  * open, the connection given up when one is not answered within 20 s (gRPC's
- * own default timeout). It was 5 s / 5 s: a leader busy with a cluster's
- * nodes attaching answered pings later than that, every node whose ping
- * waited dropped its connection, and each came back with a new TLS handshake,
- * which loaded the leader further (the scale simulator's 3,000 nodes fell
- * from 2,050 HEALTHY to 850 that way). A hung curator's streams are still
- * given up within 30 s; a node's heartbeat notices sooner (its answer
- * timeout, roleserve's heartbeat.ts).
+ * own default timeout). It is the last resort against a curator that hangs
+ * (or whose machine is cut off without the connection being reset): a node
+ * notices a hung leader sooner by its heartbeat, whose answer is due within
+ * 10 s (roleserve's heartbeat.ts), and gives the leader up then with
+ * {@link CuratorConnection.leaderUnresponsive}, which ends the node's other
+ * streams on it too. So the pings only bound how long a client without a
+ * heartbeat (an operator's watch) waits on a hung curator: 50 s.
+ *
+ * Every node's pings go to the leader, the one curator its calls are open
+ * on: 5,000 nodes pinging every 10 s were 500 pings a second to answer.
+ * 5 s / 5 s was worse still: a leader busy with a cluster's nodes attaching
+ * answered pings later than that, every node whose ping waited dropped its
+ * connection, and each came back with a new TLS handshake, which loaded the
+ * leader further (the scale simulator's 3,000 nodes fell from 2,050 HEALTHY
+ * to 850 that way).
  */
 export const defaultCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
-  timeMs: 10_000,
+  timeMs: 30_000,
   timeoutMs: 20_000,
 };
 
@@ -36,6 +44,7 @@ import type {
   ChannelCredentials,
   ChannelInterface,
   ChannelOptions,
+  ClientReadableStream,
   ServiceError,
 } from "@grpc/grpc-js";
 import { Channel, connectivityState, status } from "@grpc/grpc-js";
@@ -69,8 +78,8 @@ export interface CuratorConnectionOptions {
    * connection is given up when one is not answered within `timeoutMs`.
    * A curator whose process hangs (or whose machine is cut off without the
    * connection being reset) answers no pings, so its open streams (Watch,
-   * Heartbeat) fail within ~30 s and their users find the new leader,
-   * instead of waiting on a stream that will never speak again.
+   * Heartbeat) fail within `timeMs + timeoutMs` and their users find the new
+   * leader, instead of waiting on a stream that will never speak again.
    * @default {@link defaultCuratorKeepalive}
    */
   keepalive?: { timeMs: number; timeoutMs: number };
@@ -94,7 +103,26 @@ export interface LeaderClients {
   curator: curatorProto.CuratorClient;
   management: api.ManagementClient;
   aaa: api.AAAClient;
+  /**
+   * Aborted when the connection gives this leader up (a call or stream on
+   * it failed, or it stopped answering: {@link CuratorConnection.leaderFailed},
+   * {@link CuratorConnection.leaderUnresponsive}), with the reason. A stream
+   * held open on the leader ends then, so that every user of the connection
+   * moves to the next leader together: the one that noticed has the
+   * connection look for it, and a stream still open on the old one would
+   * wait there for a keepalive to fail.
+   */
+  dropped: AbortSignal;
 }
+
+/**
+ * Why a leader was given up: `unreachable` (a call failed as unavailable;
+ * being able to connect to it again is proof enough that it is back),
+ * `unresponsive` (it held a call open without answering: connected, so only
+ * an answer proves it back), or `replaced` (it answered, but not as the
+ * leader, or the connection was closed: simply asked about again).
+ */
+type LeaderLoss = "unreachable" | "unresponsive" | "replaced";
 
 /*
  * The four errors of the curator client below deliberately do not extend
@@ -204,14 +232,21 @@ function introduce(local: curatorProto.CuratorLocalClient): void {
       },
     ),
   );
-  const done = () => {
-    stream.removeAllListeners();
-    stream.on("error", () => undefined); // the cancel's status, or a later one
-    stream.cancel();
-  };
+  const done = () => withdraw(stream);
   stream.once("data", done);
   stream.once("error", done);
   stream.once("end", done);
+}
+
+/**
+ * Withdraws a question who leads that has its answer, or is no longer
+ * wanted: nothing listens to it any more, and a status it ends with (the
+ * cancel's, or one already on its way) is dropped.
+ */
+function withdraw(stream: ClientReadableStream<curatorProto.GetCurrentLeaderResponse>): void {
+  stream.removeAllListeners();
+  stream.on("error", () => undefined);
+  stream.cancel();
 }
 
 /** The longest a connection to a curator waits between reconnects (grpc-js: 120 s). */
@@ -258,12 +293,14 @@ export class CuratorConnection {
   private readonly channelOptions: ChannelOptions;
   private readonly endpoints: CuratorAddress[];
   private current: LeaderClients | undefined;
+  /** Aborts the current leader's `dropped` signal (see dropLeader). */
+  private currentDrop: AbortController | undefined;
   /** The search for the leader under way, shared by its callers (see leaderClients). */
   private search: Promise<LeaderClients> | undefined;
   /** Aborted by close(): ends the search under way, which no caller may wait for any more. */
   private closing = new AbortController();
-  /** The leader last given up (its call failed), until another is found. */
-  private failedLeader: CuratorEndpoint | undefined;
+  /** The leader last given up (it failed, or stopped answering), and how; until another is found. */
+  private failedLeader: { endpoint: CuratorEndpoint; loss: LeaderLoss } | undefined;
   /**
    * CuratorLocal clients of the curators asked, by address: kept, so that
    * asking again reuses the connection instead of making a TLS handshake
@@ -338,7 +375,7 @@ export class CuratorConnection {
         const delay = backoff.next();
         if (!isRetryable(e)) throw e;
         if (Date.now() + delay > deadline) throw cause;
-        if (leader) this.dropLeader(leader, isGone(e));
+        if (leader) this.dropLeader(leader, isGone(e) ? "unreachable" : "replaced", e);
         await abortableSleep(delay, opts.signal);
       }
     }
@@ -355,7 +392,23 @@ export class CuratorConnection {
    * failures, or a leader already replaced, are ignored.
    */
   leaderFailed(leader: LeaderClients, error: unknown): void {
-    if (isRetryable(error)) this.dropLeader(leader, isGone(error));
+    if (isRetryable(error))
+      this.dropLeader(leader, isGone(error) ? "unreachable" : "replaced", error);
+  }
+
+  /**
+   * Tells the connection that `leader` held a call open without answering
+   * in time: a heartbeat's answer, due within the curator's own heartbeat
+   * timeout, did not come. A leader whose process hangs, or whose machine
+   * is cut off without its connections being reset, keeps them open and
+   * READY, so that nothing else notices it before the HTTP/2 keepalive
+   * (see {@link defaultCuratorKeepalive}). The connection forgets it, every
+   * stream on it ends (`dropped`), and the search for the leader waits past
+   * answers that still name it until the curators name another (once its
+   * lease has expired) or it answers a question itself (it was only slow).
+   */
+  leaderUnresponsive(leader: LeaderClients, error: unknown): void {
+    this.dropLeader(leader, "unresponsive", error);
   }
 
   /** The curators asked where the leader is. */
@@ -398,7 +451,7 @@ export class CuratorConnection {
     this.standbyTimer = undefined;
     this.closing.abort(new CuratorConnectionClosedError());
     this.closing = new AbortController();
-    if (this.current) this.dropLeader(this.current, false);
+    if (this.current) this.dropLeader(this.current, "replaced", new CuratorConnectionClosedError());
     this.failedLeader = undefined;
     for (const local of this.locals.values()) this.releaseChannel(local.getChannel());
     this.locals.clear();
@@ -436,11 +489,13 @@ export class CuratorConnection {
     const credentials = this.credentialsFor(endpoint.nodeId);
     // Errors of failed calls without grpc-js' own frames (stackless-status.ts).
     const options = { channelOverride: channel, interceptors: [stacklessStatus] };
+    this.currentDrop = new AbortController();
     this.current = {
       endpoint,
       curator: new curatorProto.CuratorClient(address, credentials, options),
       management: new api.ManagementClient(address, credentials, options),
       aaa: new api.AAAClient(address, credentials, options),
+      dropped: this.currentDrop.signal,
     };
     this.scheduleStandby();
     return this.current;
@@ -511,10 +566,11 @@ export class CuratorConnection {
   }
 
   /**
-   * Forgets `leader`, if it is still the current one. `gone`: it could not
-   * be reached, so an answer naming it again is waited past (see
-   * askLeader); otherwise (it answered, but not as the leader: still
-   * starting, or stepped down) it is simply asked about again.
+   * Forgets `leader`, if it is still the current one, and aborts its
+   * `dropped` signal with `reason`. Unless it was `replaced` (it answered,
+   * but not as the leader: still starting, or stepped down; it is simply
+   * asked about again), an answer naming it again is waited past (see
+   * askLeader).
    *
    * A leader already forgotten (or replaced) is left alone: a node's workers
    * all fail at a failover, one after the other, and the second failure
@@ -523,10 +579,12 @@ export class CuratorConnection {
    * first answer (still naming the failed leader, until its lease expires)
    * and dialled it once more.
    */
-  private dropLeader(leader: LeaderClients, gone: boolean): void {
+  private dropLeader(leader: LeaderClients, loss: LeaderLoss, reason: unknown): void {
     if (this.current !== leader) return;
     this.current = undefined;
-    this.failedLeader = gone ? leader.endpoint : undefined;
+    this.failedLeader = loss === "replaced" ? undefined : { endpoint: leader.endpoint, loss };
+    this.currentDrop?.abort(reason);
+    this.currentDrop = undefined;
     // Its three clients share one channel (closing a client would close it).
     this.releaseChannel(leader.curator.getChannel());
   }
@@ -552,7 +610,7 @@ export class CuratorConnection {
     const backoff = new Backoff(retryBackoff);
     while (Date.now() < deadline) {
       signal?.throwIfAborted();
-      const order = askingOrder(this.endpoints, this.failedLeader);
+      const order = askingOrder(this.endpoints, this.failedLeader?.endpoint);
       const round = new AbortController();
       const asking = signal ? AbortSignal.any([signal, round.signal]) : round.signal;
       try {
@@ -613,10 +671,11 @@ export class CuratorConnection {
    * Asks `curator` who leads. An answer naming the leader that just failed is
    * waited past, on the same stream, until the curator names another (it
    * does once a new leader is elected: when the failed one's lease expires,
-   * 10 s by default) or the failed leader can be reached again (it was a
-   * blip, or the same node restarted and leads again: a one-node cluster
-   * after a reboot, whose curator, asked, names itself over the connection
-   * that just answered). It was waited past for one second only: every
+   * 10 s by default) or the failed leader is back: it can be reached again
+   * (it was a blip, or the same node restarted and leads again: a one-node
+   * cluster after a reboot, whose curator, asked, names itself over the
+   * connection that just answered), or, when it was given up as
+   * unresponsive with its connection still open, it answers a question. It was waited past for one second only: every
    * node then dialled the dead leader and asked again about once a second
    * for the whole lease, and 5,000 simulated nodes asking that way kept the
    * surviving curators — the one about to lead among them — busy answering.
@@ -644,7 +703,7 @@ export class CuratorConnection {
         local.getCurrentLeader({}, { interceptors: [quietCancel, stacklessStatus] }),
       );
       let stale: CuratorEndpoint | undefined;
-      /** Ends the watch of a failed leader's connection (see untilReachable); made when one starts. */
+      /** Ends the watch of a failed leader (see untilReachable, untilAnswers); made when one starts. */
       let probing: AbortController | undefined;
       const askedAt = Date.now();
       const timeout = answerDeadline(
@@ -662,9 +721,7 @@ export class CuratorConnection {
         timeout.clear();
         timeout.signal.removeEventListener("abort", onTimeout);
         signal?.removeEventListener("abort", onAbort);
-        stream.removeAllListeners();
-        stream.on("error", () => undefined); // a status other than the cancel's, say
-        stream.cancel();
+        withdraw(stream);
         result();
       };
       stream.on("data", (res: curatorProto.GetCurrentLeaderResponse) => {
@@ -675,11 +732,15 @@ export class CuratorConnection {
           return;
         }
         const named = { nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort };
-        if (stale === undefined && failed !== undefined && sameAddress(named, failed)) {
+        if (stale === undefined && failed !== undefined && sameAddress(named, failed.endpoint)) {
           // Probably the curator does not know yet; wait for it to say otherwise.
           stale = named;
           probing = new AbortController();
-          this.untilReachable(failed, deadline, probing.signal).then(
+          const back =
+            failed.loss === "unresponsive"
+              ? this.untilAnswers(failed.endpoint, probing.signal)
+              : this.untilReachable(failed.endpoint, deadline, probing.signal);
+          back.then(
             () => finish(() => resolve(named)),
             () => undefined, // given up with the question, or the deadline: the stream says
           );
@@ -746,6 +807,36 @@ export class CuratorConnection {
         else channel.watchConnectivityState(state, deadline, check);
       };
       check();
+    });
+  }
+
+  /**
+   * Resolves once `curator` answers a question who leads, whatever it says:
+   * proof that a curator given up as unresponsive (see leaderUnresponsive)
+   * is answering again, which its connection, open and READY all along,
+   * is not. Rejects when the question fails (its connection dropped after
+   * all: the curators' answers decide) or `signal` aborts.
+   */
+  private untilAnswers(curator: CuratorEndpoint, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    const stream = withoutStackTrace(() =>
+      this.localClient(curator).getCurrentLeader(
+        {},
+        { interceptors: [quietCancel, stacklessStatus] },
+      ),
+    );
+    return new Promise<void>((resolve, reject) => {
+      const end = (error?: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        withdraw(stream);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      const onAbort = () => end(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      stream.once("data", () => end());
+      stream.once("error", (e) => end(e));
+      stream.once("end", () => end(new Error("ended the leader stream without an answer")));
     });
   }
 

@@ -400,6 +400,93 @@ describe("CuratorConnection after its leader failed", () => {
   });
 });
 
+/**
+ * A leader whose questions are answered after `answerAfterMs` (Infinity:
+ * never, as a hung process's), a follower that names it, and, `electedAfterMs`
+ * into each question, names `elected` instead (Infinity: never), and a
+ * client that knows only the follower and has found the leader through it.
+ */
+async function unresponsiveLeader(answerAfterMs: number, electedAfterMs: number) {
+  const ca = await CertificateAuthority.create();
+  const [leader, follower, elected, client] = await Promise.all([1, 2, 3, 4].map(() => node(ca)));
+  const leading = await fakeCurator(leader, leadsItself(leader), { delayMs: answerAfterMs });
+  const electedServer = await fakeCurator(elected, leadsItself(elected));
+  const naming =
+    (who: Node, port: () => number): LeaderAnswer =>
+    () => ({
+      leaderNodeId: who.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: port(),
+      thisNodeId: follower.nodeId,
+    });
+  const following = await fakeCurator(
+    follower,
+    naming(leader, () => leading.port),
+    Number.isFinite(electedAfterMs)
+      ? { then: { afterMs: electedAfterMs, leader: naming(elected, () => electedServer.port) } }
+      : {},
+  );
+  const connection = connectionAs(client, ca, [[following.port, follower]]);
+  const given = await connection.call(async (clients) => clients);
+  expect(given.endpoint.nodeId).toBe(leader.nodeId);
+  return {
+    connection,
+    given,
+    leader,
+    elected,
+    leading,
+    close: () => {
+      connection.close();
+      for (const server of [leading, electedServer, following]) server.stop();
+    },
+  };
+}
+
+describe("CuratorConnection after its leader stopped answering", () => {
+  it("waits past a leader given up as unresponsive, its connection open, until a curator names another", async () => {
+    const cluster = await unresponsiveLeader(Infinity, 500);
+    try {
+      const why = new Error("no heartbeat answer");
+      cluster.connection.leaderUnresponsive(cluster.given, why);
+      // Its users are told (their streams on it end: roleserve's openStream).
+      expect(cluster.given.dropped.aborted).toBe(true);
+      expect(cluster.given.dropped.reason).toBe(why);
+      expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.elected.nodeId);
+      // It was asked, as the proof that it answers again, and never answered.
+      expect(cluster.leading.calls.count).toBe(1);
+    } finally {
+      cluster.close();
+    }
+  });
+
+  it("control: a leader given up as unreachable is taken back as soon as it can be connected to", async () => {
+    // The same hung leader, whose port still completes TLS: for a failed
+    // call, being reachable again is proof enough, and it is dialled again.
+    const cluster = await unresponsiveLeader(Infinity, 500);
+    try {
+      const broke = Object.assign(new Error("stream broke"), { code: status.UNAVAILABLE });
+      cluster.connection.leaderFailed(cluster.given, broke);
+      expect(cluster.given.dropped.reason).toBe(broke);
+      expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.leader.nodeId);
+    } finally {
+      cluster.close();
+    }
+  });
+
+  it("goes back to a leader given up as unresponsive once it answers a question (it was only slow)", async () => {
+    // No curator ever names another leader: only its answer ends the wait
+    // (the search's deadline, a minute, is past the test's timeout).
+    const cluster = await unresponsiveLeader(300, Infinity);
+    try {
+      cluster.connection.leaderUnresponsive(cluster.given, new Error("no heartbeat answer"));
+      expect((await cluster.connection.leader(60_000)).nodeId).toBe(cluster.leader.nodeId);
+      expect(cluster.leading.calls.count).toBe(1);
+    } finally {
+      cluster.close();
+    }
+  });
+});
+
 describe("CuratorConnection searches for the leader once for all its callers", () => {
   it("asks one curator once when five callers start at once, and they share the leader's clients", async () => {
     const ca = await CertificateAuthority.create();

@@ -14,7 +14,7 @@ import type { ClientDuplexStream, ClientReadableStream } from "@grpc/grpc-js";
 import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
 import { abortable, answerDeadline, withoutStackTrace } from "@metropolis/supervisor";
-import { CuratorStreamError } from "./errors";
+import { CuratorStreamError, LeaderGivenUpError } from "./errors";
 
 /**
  * `connection.call(fn)` for a worker: ends with the abort reason when
@@ -135,14 +135,17 @@ export class CuratorStream<Res, C extends ReadableCall<Res> = ReadableCall<Res>>
     });
   }
 
-  /** Ends the call (the server sees the client cancel it). Idempotent. */
-  cancel(): void {
+  /**
+   * Ends the call (the server sees the client cancel it); the stream fails
+   * with `why`. Idempotent.
+   */
+  cancel(why?: Error): void {
     if (this.cancelled) return;
     this.cancelled = true;
     this.call.cancel();
     this.fail(
       withoutStackTrace(
-        () => new CuratorStreamError(this.method, new Error("cancelled by the client")),
+        () => new CuratorStreamError(this.method, why ?? new Error("cancelled by the client")),
       ),
     );
   }
@@ -156,9 +159,14 @@ export const defaultFirstMessageTimeoutMs = 30_000;
  * leader that goes away before it answers is found again and the stream
  * reopened (CuratorConnection.call); other failures reject. A leader that
  * keeps the stream open but sends nothing within `firstMessageTimeoutMs`
- * fails it (CuratorStreamError): a live connection to a handler that is
- * stuck would otherwise hold the worker forever (the scale simulator saw
- * nodes stay unhealthy for minutes after a failover that way).
+ * fails it (CuratorStreamError) and is given up as unresponsive
+ * (CuratorConnection.leaderUnresponsive): a live connection to a handler
+ * that is stuck would otherwise hold the worker forever (the scale
+ * simulator saw nodes stay unhealthy for minutes after a failover that way).
+ *
+ * The stream ends (cancelled, failing with why) when the connection gives
+ * its leader up, whoever noticed: one worker's finding that the leader
+ * failed or stopped answering moves every worker of the node.
  */
 export function openStream<Res, C extends ReadableCall<Res>>(
   connection: CuratorConnection,
@@ -166,7 +174,7 @@ export function openStream<Res, C extends ReadableCall<Res>>(
   open: (leader: LeaderClients) => C,
   signal: AbortSignal,
   firstMessageTimeoutMs = defaultFirstMessageTimeoutMs,
-): Promise<{ stream: CuratorStream<Res, C>; first: Res }> {
+): Promise<{ stream: CuratorStream<Res, C>; first: Res; leader: LeaderClients }> {
   return callCurator(
     connection,
     async (leader) => {
@@ -182,8 +190,14 @@ export function openStream<Res, C extends ReadableCall<Res>>(
       );
       // However late the stream breaks, the connection hears of it (a
       // failed leader breaks them all), and the worker's next call goes to
-      // the next leader.
-      stream.ended.catch((e: CuratorStreamError) => connection.leaderFailed(leader, e));
+      // the next leader; and the other way round.
+      const onDropped = () =>
+        stream.cancel(new LeaderGivenUpError(leader.endpoint.nodeId, leader.dropped.reason));
+      leader.dropped.addEventListener("abort", onDropped, { once: true });
+      stream.ended.catch((e: CuratorStreamError) => {
+        leader.dropped.removeEventListener("abort", onDropped);
+        connection.leaderFailed(leader, e);
+      });
       const deadline = answerDeadline(
         firstMessageTimeoutMs,
         () =>
@@ -194,10 +208,13 @@ export function openStream<Res, C extends ReadableCall<Res>>(
         signal,
       );
       try {
-        return { stream, first: await stream.next(deadline.signal) };
+        return { stream, first: await stream.next(deadline.signal), leader };
       } catch (e) {
         stream.cancel();
-        if (deadline.signal.aborted && !signal.aborted) throw deadline.signal.reason;
+        if (deadline.signal.aborted && !signal.aborted) {
+          connection.leaderUnresponsive(leader, deadline.signal.reason);
+          throw deadline.signal.reason;
+        }
         throw e;
       } finally {
         deadline.clear();
@@ -218,7 +235,7 @@ export function openWatch(
   connection: CuratorConnection,
   kind: curator.WatchRequest["kind"],
   signal: AbortSignal,
-): Promise<{ stream: WatchStream; first: curator.WatchResponse }> {
+): Promise<{ stream: WatchStream; first: curator.WatchResponse; leader: LeaderClients }> {
   return openStream(
     connection,
     "Curator.Watch",

@@ -106,7 +106,27 @@ export class InvalidWorkloadError extends RoleserveError {
  */
 export class HeartbeatTimeoutError extends RoleserveError {
   constructor(readonly timeoutMs: number) {
-    super(`Curator.Heartbeat: no answer from the curator for ${timeoutMs} ms; reconnecting`);
+    super(
+      `Curator.Heartbeat: no answer from the curator for ${timeoutMs} ms; giving the leader up`,
+    );
+  }
+}
+
+/**
+ * Why a stream on the curator leader was ended by this node: its
+ * CuratorConnection gave that leader up (a worker found it failed or
+ * unresponsive: `cause`), and the node's streams move to the next leader.
+ */
+export class LeaderGivenUpError extends RoleserveError {
+  constructor(
+    /** The leader given up. */
+    readonly leaderNodeId: string,
+    cause: unknown,
+  ) {
+    super(
+      `leader ${leaderNodeId} given up: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
   }
 }
 

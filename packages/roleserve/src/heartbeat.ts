@@ -9,6 +9,15 @@
  * fails the worker, and the supervisor restarts it, by which time
  * CuratorConnection finds the leader again (a new one after a failover).
  *
+ * It is also how the node notices a leader that hangs: a hung process (or
+ * a machine cut off without its connections being reset) leaves the
+ * connection open, and only a deadline on an answer notices. A heartbeat
+ * not answered in time gives the leader up
+ * (CuratorConnection.leaderUnresponsive), which ends the node's other
+ * streams on it too, and the node looks for the new leader at once — after
+ * the heartbeat's reply timeout (10 s), where the HTTP/2 keepalive alone
+ * took up to 50 s (curator's `defaultCuratorKeepalive`).
+ *
  * Its beats are spread in time on purpose. A node's beats keep the phase of
  * the moment its stream opened, and a cluster's nodes open their streams
  * together (after a failover, at a cold start), so that they would beat
@@ -28,6 +37,7 @@ import {
   type Runnable,
 } from "@metropolis/supervisor";
 import { waitFor } from "@metropolis/event";
+import type { CuratorConnection, LeaderClients } from "@metropolis/curator";
 import type { curator } from "@metropolis/proto";
 import { defaultFirstMessageTimeoutMs, openStream, type CuratorStream } from "./curator-calls";
 import { HeartbeatTimeoutError } from "./errors";
@@ -62,8 +72,9 @@ export interface HeartbeatOptions {
   jitter?: number;
   /**
    * How long to wait for the answer to a heartbeat before giving the leader
-   * up; default twice the interval (the curator's timeout). A leader that
-   * hangs keeps its connection open, so only a deadline notices it.
+   * up (CuratorConnection.leaderUnresponsive); default twice the interval
+   * (the curator's timeout). A leader that hangs keeps its connection open,
+   * so only a deadline notices it.
    */
   replyTimeoutMs?: number;
   /**
@@ -136,10 +147,12 @@ export function heartbeatWorker(
   const pause = () => intervalMs * (1 + jitter * (2 * Math.random() - 1));
   return async (ctx) => {
     let stream: CuratorStream<curator.HeartbeatResponse, HeartbeatCall> | undefined;
+    /** The connection and the leader its stream is on, once opened. */
+    let on: { connection: CuratorConnection; leader: LeaderClients } | undefined;
     try {
       const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
       let sentAt = Date.now();
-      ({ stream } = await openStream<curator.HeartbeatResponse, HeartbeatCall>(
+      const opened = await openStream<curator.HeartbeatResponse, HeartbeatCall>(
         connection,
         "Curator.Heartbeat",
         (leader) => {
@@ -158,7 +171,9 @@ export function heartbeatWorker(
         // failover. A leader that hangs is still noticed: by this deadline,
         // and by the connection's keepalive.
         firstReplyTimeoutMs,
-      ));
+      );
+      stream = opened.stream;
+      on = { connection, leader: opened.leader };
       ctx.healthy();
       ctx.logger.info("heartbeats answered by the curator");
       // A random phase for this node's beats (see the top of this file).
@@ -177,6 +192,7 @@ export function heartbeatWorker(
     } catch (e) {
       // Stopping is not a failure; whatever it interrupted is moot.
       if (ctx.signal.aborted) return;
+      if (e instanceof HeartbeatTimeoutError) on?.connection.leaderUnresponsive(on.leader, e);
       throw e;
     } finally {
       stream?.cancel();

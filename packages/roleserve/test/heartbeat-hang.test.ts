@@ -4,7 +4,7 @@
  * over real mTLS that stops answering after the first heartbeat, as a
  * frozen leader process would.
  */
-import { Server, type ServerDuplexStream } from "@grpc/grpc-js";
+import { Server, type ServerDuplexStream, type ServerWritableStream } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import {
   CuratorConnection,
@@ -16,7 +16,8 @@ import { CertificateAuthority, generateKeyPair, nodeIdFromPublicKey } from "@met
 import { common, curator } from "@metropolis/proto";
 import { MockContext } from "@metropolis/supervisor/testing";
 import winston from "winston";
-import { CuratorStreamError, HeartbeatTimeoutError } from "../src/errors";
+import { openWatch } from "../src/curator-calls";
+import { CuratorStreamError, HeartbeatTimeoutError, LeaderGivenUpError } from "../src/errors";
 import { heartbeatWorker } from "../src/heartbeat";
 import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
 import { RoleserveValues } from "../src/values";
@@ -34,7 +35,7 @@ async function credentialsFrom(ca: CertificateAuthority, host: string): Promise<
 /**
  * A curator leader (real gRPC, real mTLS) that answers the first `answered`
  * heartbeats of a stream and then hangs with the stream open, and a node's
- * connection to it.
+ * connection to it. A Watch on it gets its first message and nothing more.
  */
 async function hangingLeader(answered: number) {
   const host = "127.0.0.1";
@@ -61,6 +62,9 @@ async function hangingLeader(answered: number) {
         if (heartbeats.received <= answered) call.write({ health: common.NodeHealth.HEALTHY });
       });
     },
+    watch: (call: ServerWritableStream<curator.WatchRequest, curator.WatchResponse>) => {
+      call.write(curator.WatchResponse.fromPartial({}));
+    },
   };
   server.addService(curator.CuratorService, hanging as curator.CuratorServer);
   await new Promise<void>((resolve, reject) =>
@@ -81,6 +85,8 @@ async function hangingLeader(answered: number) {
   values.curatorConnection.set({ credentials: node, connection });
   return {
     values,
+    connection,
+    serverNodeId: serverIdentity.nodeId,
     heartbeats,
     close: () => {
       connection.close();
@@ -111,6 +117,35 @@ describe("heartbeatWorker", () => {
       expect(ctx.state).toBe("healthy");
       expect(leader.heartbeats.received).toBe(2);
     } finally {
+      leader.close();
+    }
+  });
+
+  it("gives the leader up with the node's other streams on it, whose users look for the next", async () => {
+    const leader = await hangingLeader(1);
+    const stop = new AbortController();
+    try {
+      // Another worker's stream on the same leader, open and answered.
+      const { stream: watch, leader: watched } = await openWatch(
+        leader.connection,
+        { $case: "nodeInCluster", nodeInCluster: { nodeId: "node-x" } },
+        stop.signal,
+      );
+      let ended: unknown = "still open";
+      watch.ended.catch((e: unknown) => (ended = e));
+      const heartbeatFailure = await failure(leader.values, new MockContext("root.heartbeat"));
+      expect(heartbeatFailure).toBeInstanceOf(HeartbeatTimeoutError);
+      // Given up, as unresponsive: the connection's users are told...
+      expect(watched.dropped.aborted).toBe(true);
+      expect(watched.dropped.reason).toBe(heartbeatFailure);
+      // ...and the Watch ended with it, in the same turn, saying why,
+      // where only the connection's keepalive (tens of seconds) ended it.
+      expect(ended).toBeInstanceOf(CuratorStreamError);
+      const why = ended instanceof CuratorStreamError ? ended.cause : undefined;
+      expect(why).toBeInstanceOf(LeaderGivenUpError);
+      expect(why).toMatchObject({ leaderNodeId: leader.serverNodeId, cause: heartbeatFailure });
+    } finally {
+      stop.abort();
       leader.close();
     }
   });
