@@ -33,7 +33,9 @@
  *    10 watchers (p99);
  * 5. failover: SIGKILL of the leader's process (the lease is the production
  *    10 s) until the new leader reports every node HEALTHY again; the killed
- *    curator is restarted (same node, same address) afterwards;
+ *    curator is restarted (same node, same address) afterwards. With
+ *    `--freeze`, SIGSTOP instead (a hung leader, its connections open),
+ *    and SIGKILL once every node is back;
  * 6. the same with 10 owner clients listing every node once a second (in
  *    a process of their own, scale/owner-host.ts); for both failovers, who
  *    had the CPUs meanwhile (scale/cpu-shares.ts).
@@ -188,11 +190,13 @@ class Curators {
   }
 
   /**
-   * SIGKILLs `victim`; once `recovered` resolves, restarts it on the same
+   * SIGKILLs `victim` (or, `freeze`, SIGSTOPs it, and SIGKILLs it once
+   * `recovered` resolves); once `recovered` resolves, restarts it on the same
    * address (so that every node's and owner's list of curators stays true)
    * and waits until it follows the leader, so that three curators serve again.
    */
   async killAndRespawn<T>(
+    fault: ScaleConfig["leaderFault"],
     victim: CuratorProcess,
     recovered: () => Promise<T>,
     hostPids: readonly number[],
@@ -215,8 +219,10 @@ class Curators {
       ...owners,
       ...etcd,
     ]);
-    victim.kill("SIGKILL");
-    await victim.exited;
+    if (fault === "kill") {
+      victim.kill("SIGKILL");
+      await victim.exited;
+    } else victim.kill("SIGSTOP");
     const result = await recovered();
     const successor = await this.leader(60_000, victim);
     const followers = survivors.filter((c) => c !== successor).map((c) => c.pid);
@@ -239,12 +245,19 @@ class Curators {
         `    new leader ${successor.nodeId.slice(0, 20)}…'s CPU profile: ${await successor.profile()}`,
       );
     }
+    if (fault === "freeze") {
+      victim.kill("SIGKILL");
+      await victim.exited;
+    }
     const respawned = victim.respawn(this.ctx);
     this.all = this.all.map((c) => (c === victim ? respawned : c));
     await respawned.following();
     return { result, cpu };
   }
 }
+
+/** The signal that ends the leader in the failovers. */
+const faultName = (scale: ScaleConfig) => (scale.leaderFault === "kill" ? "SIGKILL" : "SIGSTOP");
 
 /** How a wait for every node HEALTHY ended, for progress lines. */
 function outcome(r: Recovery): string {
@@ -440,11 +453,12 @@ async function measureSize(
     ),
   );
 
-  progress(`(5) SIGKILL of the leader ${leader.nodeId.slice(0, 20)}…`);
+  progress(`(5) ${faultName(scale)} of the leader ${leader.nodeId.slice(0, 20)}…`);
   await sims.startProfile();
   await sims.startLoopDelay();
   let failoverHostLoopDelay: LoopDelay | undefined;
   const { result: failover, cpu: failoverCpu } = await curators.killAndRespawn(
+    scale.leaderFault,
     leader,
     async () => {
       const recovery = await untilAllHealthy(
@@ -487,6 +501,7 @@ async function measureSize(
     // Let the listings run for a few seconds first: the leader is loaded when it dies.
     await new Promise((r) => setTimeout(r, 3000));
     ({ result: failoverWithOwners, cpu: failoverWithOwnersCpu } = await curators.killAndRespawn(
+      scale.leaderFault,
       leader,
       () => untilAllHealthy(owner, ids, scale.healthyTimeoutMs, progress, describe),
       sims.pids,
@@ -686,7 +701,7 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       ...target("< 100", r.fanoutP99Ms < 100),
     },
     {
-      measure: `[${n}] leader SIGKILL → all HEALTHY (lease ${scale.leaderTtlSeconds} s)${gaveUp("failover")}`,
+      measure: `[${n}] leader ${faultName(scale)} → all HEALTHY (lease ${scale.leaderTtlSeconds} s)${gaveUp("failover")}`,
       value: r.failoverMs / 1000,
       unit: "s",
       ...target("< 30", r.failoverMs < 30_000 && r.incomplete.failover === undefined),

@@ -7,7 +7,8 @@
  * processes; `--attach-wave W` starts the new nodes' workers W at a time,
  * each wave once the one before is HEALTHY (0: all at once); `--observer`
  * also opens `metroctl observe`'s cluster view in Chromium at each size
- * (scale/observer-view.ts).
+ * (scale/observer-view.ts); `--freeze` makes the failovers a leader that
+ * hangs instead of one that dies.
  */
 import { defaultHeartbeatIntervalMs } from "@metropolis/roleserve";
 
@@ -57,13 +58,21 @@ export interface ScaleConfig {
    * @default false
    */
   readonly observer: boolean;
+  /**
+   * How the failovers end the leader: `kill` (SIGKILL: its connections are
+   * reset at once) or `freeze` (SIGSTOP, as a hung process or a machine cut
+   * off: its connections stay open, and only deadlines notice; it is killed
+   * once every node is back, and restarted).
+   * @default "kill"
+   */
+  readonly leaderFault: "kill" | "freeze";
 }
 
 /** Bad command line. */
 export class ScaleUsageError extends Error {
   constructor(message: string) {
     super(
-      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] [--attach-wave W] [--observer] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes; --attach-wave: nodes started at once, default 1000, 0 all; --observer: measure metroctl observe's page in Chromium too)`,
+      `${message}\nusage: npm run bench:scale -- [--nodes N] [--no-ladder] [--hosts K] [--attach-wave W] [--observer] [--freeze] (default 1000; --no-ladder: N only; --hosts: processes the nodes run in, default one per 1,250 nodes; --attach-wave: nodes started at once, default 1000, 0 all; --observer: measure metroctl observe's page in Chromium too; --freeze: stop the leader in the failovers instead of killing it)`,
     );
     this.name = new.target.name;
   }
@@ -94,10 +103,12 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
   let ladder = true;
   let attachWave = 1000;
   let observer = false;
+  let leaderFault: ScaleConfig["leaderFault"] = "kill";
   for (let i = 0; i < argv.length;) {
-    if (argv[i] === "--no-ladder" || argv[i] === "--observer") {
+    if (argv[i] === "--no-ladder" || argv[i] === "--observer" || argv[i] === "--freeze") {
       if (argv[i] === "--no-ladder") ladder = false;
-      else observer = true;
+      else if (argv[i] === "--observer") observer = true;
+      else leaderFault = "freeze";
       i++;
       continue;
     }
@@ -130,5 +141,6 @@ export function scaleConfig(argv: readonly string[]): ScaleConfig {
     hosts: hosts ?? Math.ceil(nodes / 1250),
     attachWave,
     observer,
+    leaderFault,
   };
 }

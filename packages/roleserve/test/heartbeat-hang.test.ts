@@ -14,7 +14,7 @@ import {
 import { MemoryValue } from "@metropolis/event";
 import { CertificateAuthority, generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 import { common, curator } from "@metropolis/proto";
-import { MockContext } from "@metropolis/supervisor/testing";
+import { eventually, MockContext } from "@metropolis/supervisor/testing";
 import winston from "winston";
 import { openWatch } from "../src/curator-calls";
 import { CuratorStreamError, HeartbeatTimeoutError, LeaderGivenUpError } from "../src/errors";
@@ -35,15 +35,17 @@ async function credentialsFrom(ca: CertificateAuthority, host: string): Promise<
 /**
  * A curator leader (real gRPC, real mTLS) that answers the first `answered`
  * heartbeats of a stream and then hangs with the stream open, and a node's
- * connection to it. A Watch on it gets its first message and nothing more.
+ * connection to it. A Watch on it gets its first message and nothing more
+ * (with `watchAnswered` false, not even that).
  */
-async function hangingLeader(answered: number) {
+async function hangingLeader(answered: number, watchAnswered = true) {
   const host = "127.0.0.1";
   const port = await freePort(host);
   const ca = await CertificateAuthority.create();
   const serverIdentity = await credentialsFrom(ca, host);
   const stop = new AbortController();
   const heartbeats = { received: 0 };
+  const watches = { opened: 0 };
   const server = new Server();
   server.addService(
     curator.CuratorLocalService,
@@ -63,7 +65,8 @@ async function hangingLeader(answered: number) {
       });
     },
     watch: (call: ServerWritableStream<curator.WatchRequest, curator.WatchResponse>) => {
-      call.write(curator.WatchResponse.fromPartial({}));
+      watches.opened++;
+      if (watchAnswered) call.write(curator.WatchResponse.fromPartial({}));
     },
   };
   server.addService(curator.CuratorService, hanging as curator.CuratorServer);
@@ -88,6 +91,7 @@ async function hangingLeader(answered: number) {
     connection,
     serverNodeId: serverIdentity.nodeId,
     heartbeats,
+    watches,
     close: () => {
       connection.close();
       stop.abort();
@@ -146,6 +150,26 @@ describe("heartbeatWorker", () => {
       expect(why).toMatchObject({ leaderNodeId: leader.serverNodeId, cause: heartbeatFailure });
     } finally {
       stop.abort();
+      leader.close();
+    }
+  });
+
+  it("opens a stream again, rather than failing, when its leader is given up before it answered", async () => {
+    // The curator here names itself and answers that question: the search
+    // after the drop finds it again (it was only slow), and the Watch is
+    // opened there once more.
+    const leader = await hangingLeader(1, false);
+    const stop = new AbortController();
+    const kind = { $case: "nodeInCluster" as const, nodeInCluster: { nodeId: "node-x" } };
+    const opening = openWatch(leader.connection, kind, stop.signal).catch((e: unknown) => e);
+    try {
+      await eventually(() => leader.watches.opened === 1, "the watch opened");
+      const given = await leader.connection.call(async (clients) => clients);
+      leader.connection.leaderUnresponsive(given, new Error("another worker's heartbeat"));
+      await eventually(() => leader.watches.opened === 2, "the watch opened again");
+    } finally {
+      stop.abort();
+      await opening;
       leader.close();
     }
   });
