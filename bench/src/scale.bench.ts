@@ -68,7 +68,12 @@ import { worstLoopDelay, type LoopDelay } from "./loop-delay";
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
-import { ownerConnection, untilAllHealthy, type Recovery } from "./scale/owner-view";
+import {
+  instrumentKeepalive,
+  ownerConnection,
+  untilAllHealthy,
+  type Recovery,
+} from "./scale/owner-view";
 import { OwnerHost, type OwnerHostResult } from "./scale/owner-host";
 import { scaleConfig, type ScaleConfig } from "./scale/scale-config";
 import { NodeHosts } from "./scale/node-hosts";
@@ -908,7 +913,7 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
       await Promise.all(members.sockets.map((s) => CuratorProcess.start(ctx, s))),
     );
     await curators.leader();
-    owner = ownerConnection(cluster.caPem, cluster.owner, curators.addresses);
+    owner = ownerConnection(cluster.caPem, cluster.owner, curators.addresses, instrumentKeepalive);
     progress(`starting ${scale.hosts} node host processes`);
     sims = new NodeHosts(
       {

@@ -14,16 +14,28 @@ import {
 } from "@metropolis/curator";
 import { common, type api } from "@metropolis/proto";
 
-/** An owner's connection to the cluster's leader. */
+/**
+ * The keepalive of the connection through which the benchmark watches the
+ * nodes come back (see {@link untilAllHealthy}): a ping every second, 2 s to
+ * answer. It is the instrument: with an operator's keepalive (a ping every
+ * 10 s, 20 s to answer) a leader that hangs (`--freeze`) held its listings
+ * for up to 30 s, and the benchmark then measured its own connection, not
+ * the nodes (which give a hung leader up after 10 s).
+ */
+export const instrumentKeepalive = { timeMs: 1000, timeoutMs: 2000 };
+
+/** An owner's connection to the cluster's leader, with an operator's keepalive unless given. */
 export function ownerConnection(
   caPem: string,
   owner: TlsPem,
   curators: readonly CuratorAddress[],
+  keepalive?: { timeMs: number; timeoutMs: number },
 ): CuratorConnection {
   return new CuratorConnection({
     endpoints: curators,
     ca: caPem,
     identity: { cert: owner.cert, key: owner.key },
+    keepalive,
   });
 }
 

@@ -23,15 +23,12 @@
  * (scale/node-hosts.ts), each with its share of the nodes.
  */
 import { join } from "node:path";
-import {
-  CuratorConnection,
-  defaultCuratorKeepalive,
-  type CuratorAddress,
-} from "@metropolis/curator";
+import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
 import {
   nodeCuratorConnection,
+  nodeCuratorKeepalive,
   heartbeatRestartBackoff,
   heartbeatWorker,
   roleFetchWorker,
@@ -102,8 +99,8 @@ class CountingLogger implements Logger {
  * amid the redials before), so the leader answers a ping well within
  * either timeout.
  */
-export const simulatedKeepalive: typeof defaultCuratorKeepalive = {
-  timeMs: defaultCuratorKeepalive.timeMs,
+export const simulatedKeepalive: typeof nodeCuratorKeepalive = {
+  timeMs: nodeCuratorKeepalive.timeMs,
   timeoutMs: 60_000,
 };
 

@@ -1,24 +1,19 @@
 /**
- * A CuratorConnection's HTTP/2 keepalive: a ping every 30 s while calls are
+ * A CuratorConnection's HTTP/2 keepalive: a ping every 10 s while calls are
  * open, the connection given up when one is not answered within 20 s (gRPC's
- * own default timeout). It is the last resort against a curator that hangs
- * (or whose machine is cut off without the connection being reset): a node
- * notices a hung leader sooner by its heartbeat, whose answer is due within
- * 10 s (roleserve's heartbeat.ts), and gives the leader up then with
- * {@link CuratorConnection.leaderUnresponsive}, which ends the node's other
- * streams on it too. So the pings only bound how long a client without a
- * heartbeat (an operator's watch) waits on a hung curator: 50 s.
- *
- * Every node's pings go to the leader, the one curator its calls are open
- * on: 5,000 nodes pinging every 10 s were 500 pings a second to answer.
- * 5 s / 5 s was worse still: a leader busy with a cluster's nodes attaching
- * answered pings later than that, every node whose ping waited dropped its
+ * own default timeout). A curator whose process hangs (or whose machine is
+ * cut off without the connection being reset) keeps the connection open, and
+ * this is how a client without a heartbeat (an operator's) notices it: its
+ * calls and streams there fail within 30 s. A node notices sooner, by its
+ * heartbeat, and pings less often (roleserve's `nodeCuratorKeepalive`). It
+ * was 5 s / 5 s: a leader busy with a cluster's nodes attaching answered
+ * pings later than that, every node whose ping waited dropped its
  * connection, and each came back with a new TLS handshake, which loaded the
  * leader further (the scale simulator's 3,000 nodes fell from 2,050 HEALTHY
  * to 850 that way).
  */
 export const defaultCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
-  timeMs: 30_000,
+  timeMs: 10_000,
   timeoutMs: 20_000,
 };
 
@@ -374,8 +369,14 @@ export class CuratorConnection {
         if (cause === undefined || !isCauseless(e)) cause = e;
         const delay = backoff.next();
         if (!isRetryable(e)) throw e;
-        if (Date.now() + delay > deadline) throw cause;
+        // Forgotten whether or not this call has time left to retry: the next
+        // call must not go to it again. It was forgotten only before a retry,
+        // and a leader that hangs (its port accepting connections, its TLS
+        // never answering) fails each call only after the call's deadline:
+        // every later call went to it again (an owner's client polling every
+        // 5 s stayed on a frozen leader for minutes in the scale simulator).
         if (leader) this.dropLeader(leader, isGone(e) ? "unreachable" : "replaced", e);
+        if (Date.now() + delay > deadline) throw cause;
         await abortableSleep(delay, opts.signal);
       }
     }

@@ -435,6 +435,7 @@ async function unresponsiveLeader(answerAfterMs: number, electedAfterMs: number)
     leader,
     elected,
     leading,
+    following,
     close: () => {
       connection.close();
       for (const server of [leading, electedServer, following]) server.stop();
@@ -468,6 +469,29 @@ describe("CuratorConnection after its leader stopped answering", () => {
       cluster.connection.leaderFailed(cluster.given, broke);
       expect(cluster.given.dropped.reason).toBe(broke);
       expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.leader.nodeId);
+    } finally {
+      cluster.close();
+    }
+  });
+
+  it("forgets a leader whose call failed as unavailable once the call's time was up, too", async () => {
+    // A hung leader fails a call only after the call's deadline (its
+    // connection times out): the next call must look for the leader again.
+    const cluster = await unresponsiveLeader(Infinity, Infinity);
+    try {
+      const unavailable = Object.assign(new Error("connection timed out"), {
+        code: status.UNAVAILABLE,
+      });
+      const failing = cluster.connection.call(
+        async () => {
+          throw unavailable;
+        },
+        { timeoutMs: 0 },
+      );
+      await expect(failing).rejects.toBe(unavailable);
+      expect(cluster.following.calls.count).toBe(1);
+      await cluster.connection.leader(20_000);
+      expect(cluster.following.calls.count).toBe(2);
     } finally {
       cluster.close();
     }

@@ -24,6 +24,7 @@ export {
   credentialsPem,
   loadCredentials,
   nodeCuratorConnection,
+  nodeCuratorKeepalive,
   saveCredentials,
   standbySpreadMs,
   type NodeCredentials,

@@ -98,11 +98,27 @@ export async function loadCredentials(dir: CredentialsDirectory): Promise<NodeCr
 export const standbySpreadMs = 30_000;
 
 /**
+ * A node's HTTP/2 keepalive on its curator connection: a ping every 30 s
+ * while calls are open (an operator's client: 10 s, curator's
+ * `defaultCuratorKeepalive`), 20 s to answer. A node does not need the
+ * pings to notice a hung leader: its heartbeat does, within its reply
+ * timeout (10 s), and gives the leader up (heartbeat.ts). The pings go to
+ * the leader, where a node's calls are open: 5,000 nodes pinging every 10 s
+ * are 500 pings a second for the leader to answer, on top of 1,000
+ * heartbeats.
+ */
+export const nodeCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+  timeMs: 30_000,
+  timeoutMs: 20_000,
+};
+
+/**
  * The node's connection to its cluster's curators, as `credentials` and the
  * curators `endpoints` name: with standby connections to every curator (see
  * CuratorConnectionOptions.standby), so that a failover costs the new leader
- * no TLS handshake per node. `opts.keepalive` is for the scale simulator,
- * whose node hosts' event loops run late (see CuratorConnectionOptions).
+ * no TLS handshake per node, and {@link nodeCuratorKeepalive}.
+ * `opts.keepalive` is for the scale simulator, whose node hosts' event loops
+ * run late (see CuratorConnectionOptions).
  */
 export function nodeCuratorConnection(
   endpoints: readonly CuratorAddress[],
@@ -115,6 +131,6 @@ export function nodeCuratorConnection(
     ca: tls.ca,
     identity: tls,
     standby: { spreadMs: standbySpreadMs },
-    keepalive: opts.keepalive,
+    keepalive: opts.keepalive ?? nodeCuratorKeepalive,
   });
 }
