@@ -366,6 +366,10 @@ export class CuratorConnection {
         // with "No connection established" and no cause; the attempt that
         // broke it said why (a refused certificate, say), and that is what
         // the caller is told when the call gives up.
+        // Likewise a search that found no other leader in the time left after
+        // the leader's call failed: the call failed for the leader's reason
+        // (the curators' "still that one" is no news).
+        if (e instanceof NoLeaderError && cause !== undefined) throw cause;
         if (cause === undefined || !isCauseless(e)) cause = e;
         const delay = backoff.next();
         if (!isRetryable(e)) throw e;
@@ -711,9 +715,18 @@ export class CuratorConnection {
         deadline - askedAt,
         () => new UnansweredLeaderQuestionError(curator, Date.now() - askedAt),
       );
+      // Waiting past the failed leader, the curator never named another,
+      // and it did not come back: not an answer to dial. It was one (this
+      // curator's last word), and a leader that hangs, its port accepting
+      // connections whose TLS handshake never ends (grpc-js sets no timeout
+      // on it), then held every call made there without a deadline for good.
+      const stillFailed = (named: CuratorEndpoint) =>
+        new UnusableLeaderAnswerError(
+          curator,
+          `still names leader ${named.nodeId}, given up as ${failed?.loss ?? "failed"} and not back`,
+        );
       const onTimeout = () =>
-        // Waiting past the failed leader, it is what this curator still names.
-        finish(() => (stale ? resolve(stale) : reject(timeout.signal.reason)));
+        finish(() => reject(stale ? stillFailed(stale) : timeout.signal.reason));
       timeout.signal.addEventListener("abort", onTimeout, { once: true });
       const onAbort = () => finish(() => reject(signal?.reason));
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -760,14 +773,14 @@ export class CuratorConnection {
           );
         });
       });
-      stream.once("error", (e) => finish(() => (stale ? resolve(stale) : reject(e))));
+      stream.once("error", (e) => finish(() => reject(stale ? stillFailed(stale) : e)));
       stream.once("end", () =>
         finish(() =>
-          stale
-            ? resolve(stale)
-            : reject(
-                new UnusableLeaderAnswerError(curator, "ended the leader stream without an answer"),
-              ),
+          reject(
+            stale
+              ? stillFailed(stale)
+              : new UnusableLeaderAnswerError(curator, "ended the leader stream without an answer"),
+          ),
         ),
       );
     });

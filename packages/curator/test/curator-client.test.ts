@@ -6,6 +6,7 @@
  * role, serving "the leader is me") is refused, whatever it answers.
  */
 import { Server, status, type ServerWritableStream } from "@grpc/grpc-js";
+import { createServer, type Socket } from "node:net";
 import { eventually, runLate } from "@metropolis/supervisor/testing";
 import { freePort } from "@metropolis/consensus/testing";
 import {
@@ -494,6 +495,45 @@ describe("CuratorConnection after its leader stopped answering", () => {
       expect(cluster.following.calls.count).toBe(2);
     } finally {
       cluster.close();
+    }
+  });
+
+  it("does not take back a failed leader that a curator still names when the search's time runs out", async () => {
+    // A frozen leader: its port accepts connections (the kernel does), but
+    // no TLS handshake ever ends there.
+    const ca = await CertificateAuthority.create();
+    const [frozen, follower, client] = await Promise.all([1, 2, 3].map(() => node(ca)));
+    const sockets: Socket[] = [];
+    const listener = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+    const address = listener.address();
+    const frozenPort = typeof address === "object" && address !== null ? address.port : 0;
+    const following = await fakeCurator(follower, () => ({
+      leaderNodeId: frozen.nodeId,
+      leaderHost: "127.0.0.1",
+      leaderPort: frozenPort,
+      thisNodeId: follower.nodeId,
+    }));
+    const connection = connectionAs(client, ca, [[following.port, follower]]);
+    try {
+      const given = await connection.call(async (clients) => clients);
+      connection.leaderFailed(
+        given,
+        Object.assign(new Error("reset"), { code: status.UNAVAILABLE }),
+      );
+      // It used to be given back at the deadline, as the curator's last word,
+      // and a call without a deadline of its own then waited on its TLS for good.
+      const search = connection.leader(1_500).then(
+        () => "the frozen leader",
+        (e: unknown) => e,
+      );
+      const error = await search;
+      expect(error).toBeInstanceOf(NoLeaderError);
+    } finally {
+      connection.close();
+      following.stop();
+      for (const socket of sockets) socket.destroy();
+      listener.close();
     }
   });
 
