@@ -680,10 +680,12 @@ export class CuratorConnection {
    * (it was a blip, or the same node restarted and leads again: a one-node
    * cluster after a reboot, whose curator, asked, names itself over the
    * connection that just answered), or, when it was given up as
-   * unresponsive with its connection still open, it answers a question. It was waited past for one second only: every
-   * node then dialled the dead leader and asked again about once a second
-   * for the whole lease, and 5,000 simulated nodes asking that way kept the
-   * surviving curators — the one about to lead among them — busy answering.
+   * unresponsive with its connection still open, it answers a question.
+   * It was waited past for one second only: every node then dialled the
+   * dead leader and asked again about once a second for the whole lease,
+   * and 5,000 simulated nodes asking that way kept the surviving curators —
+   * the one about to lead among them — busy answering. When the deadline
+   * comes first, the question fails: the failed leader is not an answer.
    */
   private askLeader(
     curator: CuratorAddress,
@@ -716,10 +718,11 @@ export class CuratorConnection {
         () => new UnansweredLeaderQuestionError(curator, Date.now() - askedAt),
       );
       // Waiting past the failed leader, the curator never named another,
-      // and it did not come back: not an answer to dial. It was one (this
-      // curator's last word), and a leader that hangs, its port accepting
-      // connections whose TLS handshake never ends (grpc-js sets no timeout
-      // on it), then held every call made there without a deadline for good.
+      // and the failed one did not come back: nothing to dial. It used to be
+      // taken as this curator's last word, and a leader that hangs (its port
+      // accepting connections whose TLS handshake never ends: grpc-js sets
+      // no timeout on it) then held every call made there without a
+      // deadline of its own for good.
       const stillFailed = (named: CuratorEndpoint) =>
         new UnusableLeaderAnswerError(
           curator,

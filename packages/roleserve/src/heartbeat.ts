@@ -14,10 +14,10 @@
  * connection open, and only a deadline on an answer notices. A heartbeat
  * not answered in time gives the leader up
  * (CuratorConnection.leaderUnresponsive), which ends the node's other
- * streams on it too, and the node looks for the new leader at once — after
+ * streams on it too, and the node looks for the new leader at once: after
  * the heartbeat's reply timeout (10 s), where the HTTP/2 keepalive alone
- * took up to 30 s (a ping every 10 s, 20 s to answer), and the node can
- * ping less often (node-credentials.ts' `nodeCuratorKeepalive`: up to 50 s).
+ * took up to 30 s. So a node pings its leader only every 30 s
+ * (node-credentials.ts' `nodeCuratorKeepalive`).
  *
  * Its beats are spread in time on purpose. A node's beats keep the phase of
  * the moment its stream opened, and a cluster's nodes open their streams
