@@ -77,6 +77,16 @@ function connectionAs(
 
 type LeaderAnswer = (port: number) => curator.GetCurrentLeaderResponse;
 
+/** The answer of curator `self`: `leader` leads, serving on the port `port()` gives. */
+const naming =
+  (self: Node, leader: Node, port: () => number): LeaderAnswer =>
+  () => ({
+    leaderNodeId: leader.nodeId,
+    leaderHost: "127.0.0.1",
+    leaderPort: port(),
+    thisNodeId: self.nodeId,
+  });
+
 /** The answer of a curator that leads itself, serving on `port`. */
 const leadsItself =
   (self: Node): LeaderAnswer =>
@@ -412,19 +422,16 @@ async function unresponsiveLeader(answerAfterMs: number, electedAfterMs: number)
   const [leader, follower, elected, client] = await Promise.all([1, 2, 3, 4].map(() => node(ca)));
   const leading = await fakeCurator(leader, leadsItself(leader), { delayMs: answerAfterMs });
   const electedServer = await fakeCurator(elected, leadsItself(elected));
-  const naming =
-    (who: Node, port: () => number): LeaderAnswer =>
-    () => ({
-      leaderNodeId: who.nodeId,
-      leaderHost: "127.0.0.1",
-      leaderPort: port(),
-      thisNodeId: follower.nodeId,
-    });
   const following = await fakeCurator(
     follower,
-    naming(leader, () => leading.port),
+    naming(follower, leader, () => leading.port),
     Number.isFinite(electedAfterMs)
-      ? { then: { afterMs: electedAfterMs, leader: naming(elected, () => electedServer.port) } }
+      ? {
+          then: {
+            afterMs: electedAfterMs,
+            leader: naming(follower, elected, () => electedServer.port),
+          },
+        }
       : {},
   );
   const connection = connectionAs(client, ca, [[following.port, follower]]);
@@ -508,12 +515,10 @@ describe("CuratorConnection after its leader stopped answering", () => {
     await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
     const address = listener.address();
     const frozenPort = typeof address === "object" && address !== null ? address.port : 0;
-    const following = await fakeCurator(follower, () => ({
-      leaderNodeId: frozen.nodeId,
-      leaderHost: "127.0.0.1",
-      leaderPort: frozenPort,
-      thisNodeId: follower.nodeId,
-    }));
+    const following = await fakeCurator(
+      follower,
+      naming(follower, frozen, () => frozenPort),
+    );
     const connection = connectionAs(client, ca, [[following.port, follower]]);
     try {
       const given = await connection.call(async (clients) => clients);
