@@ -10,6 +10,7 @@ import {
   CuratorConnection,
   unaryCall,
   type CuratorAddress,
+  type CuratorKeepalive,
   type TlsPem,
 } from "@metropolis/curator";
 import { common, type api } from "@metropolis/proto";
@@ -29,7 +30,7 @@ export function ownerConnection(
   caPem: string,
   owner: TlsPem,
   curators: readonly CuratorAddress[],
-  keepalive?: { timeMs: number; timeoutMs: number },
+  keepalive?: CuratorKeepalive,
 ): CuratorConnection {
   return new CuratorConnection({
     endpoints: curators,

@@ -23,7 +23,7 @@
  * (scale/node-hosts.ts), each with its share of the nodes.
  */
 import { join } from "node:path";
-import { CuratorConnection, type CuratorAddress } from "@metropolis/curator";
+import { CuratorConnection, type CuratorAddress, type CuratorKeepalive } from "@metropolis/curator";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
 import { common } from "@metropolis/proto";
 import {
@@ -99,7 +99,7 @@ class CountingLogger implements Logger {
  * amid the redials before), so the leader answers a ping well within
  * either timeout.
  */
-export const simulatedKeepalive: typeof nodeCuratorKeepalive = {
+export const simulatedKeepalive: CuratorKeepalive = {
   timeMs: nodeCuratorKeepalive.timeMs,
   timeoutMs: 60_000,
 };

@@ -12,7 +12,7 @@
  * leader further (the scale simulator's 3,000 nodes fell from 2,050 HEALTHY
  * to 850 that way).
  */
-export const defaultCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+export const defaultCuratorKeepalive: CuratorKeepalive = {
   timeMs: 10_000,
   timeoutMs: 20_000,
 };
@@ -61,6 +61,9 @@ import type { CuratorEndpoint } from "./leadership";
 import { quietCancel } from "./quiet-cancel";
 import { stacklessStatus } from "./stackless-status";
 
+/** HTTP/2 keepalive of a CuratorConnection: a ping every `timeMs` while calls are open, `timeoutMs` to answer it. */
+export type CuratorKeepalive = Readonly<{ timeMs: number; timeoutMs: number }>;
+
 export interface CuratorConnectionOptions {
   /** Curators to ask where the leader is. */
   endpoints: readonly CuratorAddress[];
@@ -77,7 +80,7 @@ export interface CuratorConnectionOptions {
    * leader, instead of waiting on a stream that will never speak again.
    * @default {@link defaultCuratorKeepalive}
    */
-  keepalive?: { timeMs: number; timeoutMs: number };
+  keepalive?: CuratorKeepalive;
   /**
    * Keep a connection open to every curator known by node ID, not only to the
    * leader, so that after a failover the new leader is one this client is
@@ -218,19 +221,27 @@ const introductionTimeoutMs = 10_000;
  * (TLS and HTTP/2) does not.
  */
 function introduce(local: curatorProto.CuratorLocalClient): void {
-  const stream = withoutStackTrace(() =>
-    local.getCurrentLeader(
-      {},
-      {
-        deadline: Date.now() + introductionTimeoutMs,
-        interceptors: [quietCancel, stacklessStatus],
-      },
-    ),
-  );
+  const stream = question(local, Date.now() + introductionTimeoutMs);
   const done = () => withdraw(stream);
   stream.once("data", done);
   stream.once("error", done);
   stream.once("end", done);
+}
+
+/**
+ * Asks `local` who leads: a GetCurrentLeader stream, made without the
+ * caller's stack that grpc-js keeps for an error status (a question is
+ * withdrawn whenever another answer comes first, and grpc-js would format
+ * that stack for nobody), and withdrawn quietly (quiet-cancel.ts). A grpc-js
+ * `deadline` only where a late answer is of no use (see askLeader).
+ */
+function question(
+  local: curatorProto.CuratorLocalClient,
+  deadline?: number,
+): ClientReadableStream<curatorProto.GetCurrentLeaderResponse> {
+  return withoutStackTrace(() =>
+    local.getCurrentLeader({}, { deadline, interceptors: [quietCancel, stacklessStatus] }),
+  );
 }
 
 /**
@@ -697,18 +708,12 @@ export class CuratorConnection {
     const local = this.localClient(curator);
     const failed = this.failedLeader;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
-      // Without the caller's stack that grpc-js keeps for an error status:
-      // the question is withdrawn (cancelled) whenever another curator
-      // answers first, and grpc-js then formats that stack for nobody.
-      // Withdrawn once answered: quietly (quiet-cancel.ts), nobody listens any more.
       // No grpc-js deadline: its timer fires before this process reads the
       // answers that reached it meanwhile (see answerDeadline), and in the
       // scale simulator hundreds of nodes, whose hosts ran seconds late
       // after a failover, lost questions answered seconds before their
       // deadline that way, then started their search over from the back.
-      const stream = withoutStackTrace(() =>
-        local.getCurrentLeader({}, { interceptors: [quietCancel, stacklessStatus] }),
-      );
+      const stream = question(local);
       let stale: CuratorEndpoint | undefined;
       /** Ends the watch of a failed leader (see untilReachable, untilAnswers); made when one starts. */
       let probing: AbortController | undefined;
@@ -836,12 +841,7 @@ export class CuratorConnection {
    */
   private untilAnswers(curator: CuratorEndpoint, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(signal.reason);
-    const stream = withoutStackTrace(() =>
-      this.localClient(curator).getCurrentLeader(
-        {},
-        { interceptors: [quietCancel, stacklessStatus] },
-      ),
-    );
+    const stream = question(this.localClient(curator));
     return new Promise<void>((resolve, reject) => {
       const end = (error?: unknown) => {
         signal.removeEventListener("abort", onAbort);

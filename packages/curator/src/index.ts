@@ -19,6 +19,7 @@ export {
   CuratorConnection,
   CuratorConnectionClosedError,
   defaultCuratorKeepalive,
+  type CuratorKeepalive,
   NoLeaderError,
   unaryCall,
   UnansweredLeaderQuestionError,

@@ -7,6 +7,7 @@ import {
   CuratorConnection,
   type CuratorAddress,
   type CuratorConnectionOptions,
+  type CuratorKeepalive,
   type TlsPem,
 } from "@metropolis/curator";
 import { FileCorruptedError, type NodeRoot } from "@metropolis/localstorage";
@@ -107,7 +108,7 @@ export const standbySpreadMs = 30_000;
  * are 500 pings a second for the leader to answer, on top of 1,000
  * heartbeats.
  */
-export const nodeCuratorKeepalive: Readonly<{ timeMs: number; timeoutMs: number }> = {
+export const nodeCuratorKeepalive: CuratorKeepalive = {
   timeMs: 30_000,
   timeoutMs: 20_000,
 };
