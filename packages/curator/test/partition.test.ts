@@ -5,7 +5,11 @@
  * member is paused (SIGSTOP) or killed (SIGKILL), the old leader keeps
  * trying guarded writes: none may ever commit — neither while cut off, nor
  * late, once its member is back and delivers what it had queued — while
- * exactly one of the other two takes over within TTL + 1 s and commits.
+ * exactly one of the other two takes over and commits.
+ *
+ * How fast the takeover comes is not asserted: it is the lease TTL plus an
+ * etcd election (when the cut-off member led raft) plus etcd's lease-expiry
+ * sweep, which on a busy shared machine runs well past TTL + 1 s.
  */
 import { noop } from "cockatiel";
 import { type Etcd3, type Namespace } from "etcd3";
@@ -21,6 +25,12 @@ const ttlSeconds = 1;
 const attemptTimeoutMs = 250;
 /** Deadline for the cluster to settle after the member is back (reconnects, queued requests). */
 const recoveryMs = 15_000;
+/**
+ * Deadline for one of the others to take over: far past the lease TTL, so
+ * that only a takeover that never comes (a lease kept alive, a candidate
+ * that misses the deletion of the leader's key) fails the test, not a slow machine.
+ */
+const takeoverMs = 10_000;
 
 const valueKey = "/partition/value";
 /** Each committed write also leaves a key of its own, so that every commit can be counted. */
@@ -130,7 +140,6 @@ async function leaderCutOff(fault: Fault): Promise<void> {
   expect(await guardedWrite(oldLeadership, old.kv, "old-before")).toBe("committed");
 
   await fault.cut(old.member);
-  const cutAt = Date.now();
 
   // The old leader keeps writing, each attempt given up on (but not cancelled) after a while.
   const late: Promise<Outcome>[] = [];
@@ -147,8 +156,7 @@ async function leaderCutOff(fault: Fault): Promise<void> {
     }
   })();
 
-  // Exactly one of the others takes over within TTL + 1 s, and both agree which.
-  const deadlineMs = ttlSeconds * 1000 + 1000;
+  // Exactly one of the others takes over once the lease expires, and both agree which.
   const successor = await eventually(
     async () => {
       for (const o of others) {
@@ -158,10 +166,8 @@ async function leaderCutOff(fault: Fault): Promise<void> {
       return undefined;
     },
     "a new leader",
-    { timeoutMs: deadlineMs, intervalMs: 20 },
+    { timeoutMs: takeoverMs, intervalMs: 20 },
   );
-  const tookOver = Date.now() - cutAt;
-  expect(tookOver).toBeLessThan(deadlineMs);
   const otherViews = await Promise.all(others.map((o) => o.candidacy.leader()));
   expect(otherViews.filter((v) => v.leading)).toHaveLength(1);
   expect(new Set(otherViews.map((v) => v.nodeId))).toEqual(
