@@ -93,6 +93,21 @@ export interface CuratorConnectionOptions {
    * them; a command-line tool has no use for them. Default: off.
    */
   standby?: { spreadMs: number };
+  /**
+   * Give the leader up as unresponsive when a call on it runs out of time
+   * (DEADLINE_EXCEEDED), as {@link CuratorConnection.leaderUnresponsive}
+   * does: the next call asks the curators again, and takes it back only
+   * when another is not named and it answers a question itself. A leader
+   * whose process hangs keeps its connections open and READY, so that a
+   * client without a heartbeat (an operator's) otherwise went to it with
+   * every call until the HTTP/2 keepalive failed, up to 30 s later (an
+   * owner's client polling every second in the scale simulator). A node
+   * turns it off: its heartbeat is its liveness check, with the curator's
+   * own timeout, and every unary call of a node that ran out of time under
+   * a loaded leader would otherwise end the node's streams there.
+   * @default true
+   */
+  giveUpOnDeadline?: boolean;
 }
 
 /** gRPC clients of the current leader. */
@@ -258,17 +273,22 @@ function withdraw(stream: ClientReadableStream<curatorProto.GetCurrentLeaderResp
 /** The longest a connection to a curator waits between reconnects (grpc-js: 120 s). */
 const maxReconnectBackoffMs = 5000;
 
+/** The gRPC status code a failure carries, if any. */
+const codeOf = (e: unknown): unknown =>
+  typeof e === "object" && e !== null && "code" in e ? e.code : undefined;
+
+/** Whether `e` failed with one of `codes`. */
+const failedWith = (e: unknown, ...codes: status[]) => codes.some((code) => code === codeOf(e));
+
+// UNIMPLEMENTED: a follower answered a leader-only method — the leader moved (or its key is stale).
 const isRetryable = (e: unknown) =>
-  typeof e === "object" &&
-  e !== null &&
-  // UNIMPLEMENTED: a follower answered a leader-only method — the leader moved (or its key is stale).
-  [status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED].includes((e as ServiceError).code);
+  failedWith(e, status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED);
 
 /** A failure that says the leader could not be reached (not: it answered, but not as the leader). */
-const isGone = (e: unknown) =>
-  typeof e === "object" &&
-  e !== null &&
-  [status.UNAVAILABLE, status.CANCELLED].includes((e as ServiceError).code);
+const isGone = (e: unknown) => failedWith(e, status.UNAVAILABLE, status.CANCELLED);
+
+/** A call that ran out of time: the leader held it open without answering. */
+const isUnanswered = (e: unknown) => failedWith(e, status.DEADLINE_EXCEEDED);
 
 /**
  * A grpc-js failure that names no cause: the connection was still waiting
@@ -316,6 +336,7 @@ export class CuratorConnection {
   /** Channels by address and expected node, with how many clients use each (see acquireChannel). */
   private readonly channels = new Map<string, { channel: ChannelInterface; users: number }>();
   private readonly standby: { spreadMs: number } | undefined;
+  private readonly giveUpOnDeadline: boolean;
   /** Standby channels followed by keepConnected. */
   private readonly kept = new WeakSet<ChannelInterface>();
   /** When the standby connections are opened next (see `standby`). */
@@ -326,6 +347,7 @@ export class CuratorConnection {
       throw new RangeError("CuratorConnection needs at least one curator endpoint");
     this.endpoints = [...opts.endpoints];
     this.standby = opts.standby;
+    this.giveUpOnDeadline = opts.giveUpOnDeadline ?? true;
     this.ca = opts.ca;
     this.identity = opts.identity;
     const keepalive = opts.keepalive ?? defaultCuratorKeepalive;
@@ -383,7 +405,11 @@ export class CuratorConnection {
         if (e instanceof NoLeaderError && cause !== undefined) throw cause;
         if (cause === undefined || !isCauseless(e)) cause = e;
         const delay = backoff.next();
-        if (!isRetryable(e)) throw e;
+        if (!isRetryable(e)) {
+          if (leader && this.giveUpOnDeadline && isUnanswered(e))
+            this.dropLeader(leader, "unresponsive", e);
+          throw e;
+        }
         // Forgotten whether or not this call has time left to retry: the next
         // call must not go to it again. It was forgotten only before a retry,
         // and a leader that hangs (its port accepting connections, its TLS

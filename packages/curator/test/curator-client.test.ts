@@ -19,6 +19,7 @@ import { api, curator } from "@metropolis/proto";
 import {
   CuratorConnection,
   CuratorConnectionClosedError,
+  type CuratorConnectionOptions,
   NoLeaderError,
   unaryCall,
   UnansweredLeaderQuestionError,
@@ -67,11 +68,13 @@ function connectionAs(
   client: Node,
   ca: CertificateAuthority,
   curators: readonly (readonly [port: number, node: Node])[],
+  options: Pick<CuratorConnectionOptions, "giveUpOnDeadline"> = {},
 ): CuratorConnection {
   return new CuratorConnection({
     endpoints: curators.map(([port, node]) => ({ host: "127.0.0.1", port, nodeId: node.nodeId })),
     ca: ca.certificate.toPem(),
     identity: client.tls,
+    ...options,
   });
 }
 
@@ -415,9 +418,14 @@ describe("CuratorConnection after its leader failed", () => {
  * A leader whose questions are answered after `answerAfterMs` (Infinity:
  * never, as a hung process's), a follower that names it, and, `electedAfterMs`
  * into each question, names `elected` instead (Infinity: never), and a
- * client that knows only the follower and has found the leader through it.
+ * client (with `options`) that knows only the follower and has found the
+ * leader through it.
  */
-async function unresponsiveLeader(answerAfterMs: number, electedAfterMs: number) {
+async function unresponsiveLeader(
+  answerAfterMs: number,
+  electedAfterMs: number,
+  options: Pick<CuratorConnectionOptions, "giveUpOnDeadline"> = {},
+) {
   const ca = await CertificateAuthority.create();
   const [leader, follower, elected, client] = await Promise.all([1, 2, 3, 4].map(() => node(ca)));
   const leading = await fakeCurator(leader, leadsItself(leader), { delayMs: answerAfterMs });
@@ -434,7 +442,7 @@ async function unresponsiveLeader(answerAfterMs: number, electedAfterMs: number)
         }
       : {},
   );
-  const connection = connectionAs(client, ca, [[following.port, follower]]);
+  const connection = connectionAs(client, ca, [[following.port, follower]], options);
   const given = await connection.call(async (clients) => clients);
   expect(given.endpoint.nodeId).toBe(leader.nodeId);
   return {
@@ -477,6 +485,46 @@ describe("CuratorConnection after its leader stopped answering", () => {
       cluster.connection.leaderFailed(cluster.given, broke);
       expect(cluster.given.dropped.reason).toBe(broke);
       expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.leader.nodeId);
+    } finally {
+      cluster.close();
+    }
+  });
+
+  /** A call on the leader that it held open past its deadline, as a hung process does. */
+  const ranOutOfTime = (connection: CuratorConnection) => {
+    const unanswered = Object.assign(new Error("Deadline exceeded after 5.000s"), {
+      code: status.DEADLINE_EXCEEDED,
+    });
+    const call = connection.call(async () => {
+      throw unanswered;
+    });
+    return { call, unanswered };
+  };
+
+  it("gives a leader up as unresponsive when a call on it ran out of time (an operator's client)", async () => {
+    const cluster = await unresponsiveLeader(Infinity, 500);
+    try {
+      const { call, unanswered } = ranOutOfTime(cluster.connection);
+      // The call fails as it did (no retry: its time is up), and the leader is given up.
+      await expect(call).rejects.toBe(unanswered);
+      expect(cluster.given.dropped.reason).toBe(unanswered);
+      expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.elected.nodeId);
+      // Asked, as the proof that it answers again, and never answered.
+      expect(cluster.leading.calls.count).toBe(1);
+    } finally {
+      cluster.close();
+    }
+  });
+
+  it("control: a node's connection (giveUpOnDeadline off) keeps its leader after a call ran out of time", async () => {
+    const cluster = await unresponsiveLeader(Infinity, 500, { giveUpOnDeadline: false });
+    try {
+      const { call, unanswered } = ranOutOfTime(cluster.connection);
+      await expect(call).rejects.toBe(unanswered);
+      expect(cluster.given.dropped.aborted).toBe(false);
+      expect((await cluster.connection.leader(20_000)).nodeId).toBe(cluster.leader.nodeId);
+      // Not asked again: the follower answered only the first search.
+      expect(cluster.following.calls.count).toBe(1);
     } finally {
       cluster.close();
     }

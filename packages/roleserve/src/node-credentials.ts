@@ -117,7 +117,9 @@ export const nodeCuratorKeepalive: CuratorKeepalive = {
  * The node's connection to its cluster's curators, as `credentials` and the
  * curators `endpoints` name: with standby connections to every curator (see
  * CuratorConnectionOptions.standby), so that a failover costs the new leader
- * no TLS handshake per node, and {@link nodeCuratorKeepalive}.
+ * no TLS handshake per node, and {@link nodeCuratorKeepalive}. A call
+ * that runs out of time does not give the leader up (`giveUpOnDeadline`):
+ * the heartbeat is the node's liveness check of its leader.
  * `opts.keepalive` is for the scale simulator, whose node hosts' event loops
  * run late (see CuratorConnectionOptions).
  */
@@ -133,5 +135,6 @@ export function nodeCuratorConnection(
     identity: tls,
     standby: { spreadMs: standbySpreadMs },
     keepalive: opts.keepalive ?? nodeCuratorKeepalive,
+    giveUpOnDeadline: false,
   });
 }
