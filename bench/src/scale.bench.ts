@@ -56,7 +56,11 @@ import {
   memberClient,
 } from "@metropolis/consensus";
 import type { TestMemberMode } from "@metropolis/consensus/testing";
-import type { CuratorAddress, CuratorConnection } from "@metropolis/curator";
+import {
+  silenceIpServerNameWarning,
+  type CuratorAddress,
+  type CuratorConnection,
+} from "@metropolis/curator";
 import { logLogPlot, type Rgb } from "./png";
 import { median, percentile, printTable, writeReport, type Row } from "./report";
 import { loopbackHosts, progressReporter, type BenchContext } from "./curator/bench-context";
@@ -949,6 +953,8 @@ async function run(processes: CuratorProcesses, scale: ScaleConfig): Promise<voi
   });
 }
 
+// The benchmark's own owner connection dials curators by IP, as metroctl does.
+silenceIpServerNameWarning();
 const processes = new CuratorProcesses();
 run(processes, scaleConfig(process.argv.slice(2))).then(
   () => process.exit(0),
