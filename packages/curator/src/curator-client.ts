@@ -96,15 +96,16 @@ export interface CuratorConnectionOptions {
   /**
    * Give the leader up as unresponsive when a call on it runs out of time
    * (DEADLINE_EXCEEDED), as {@link CuratorConnection.leaderUnresponsive}
-   * does: the next call asks the curators again, and takes it back only
-   * when another is not named and it answers a question itself. A leader
+   * does: the next call asks the curators again, and takes it back once it
+   * answers a question itself, unless they name another first. A leader
    * whose process hangs keeps its connections open and READY, so that a
-   * client without a heartbeat (an operator's) otherwise went to it with
-   * every call until the HTTP/2 keepalive failed, up to 30 s later (an
-   * owner's client polling every second in the scale simulator). A node
-   * turns it off: its heartbeat is its liveness check, with the curator's
-   * own timeout, and every unary call of a node that ran out of time under
-   * a loaded leader would otherwise end the node's streams there.
+   * client without a heartbeat (an operator's) otherwise sent it every
+   * call, each running to its deadline, until the HTTP/2 keepalive failed,
+   * up to 30 s later. A call that ran out of time only because the search
+   * before it took most of its time costs one question to a leader that
+   * answers. A node turns it off: its heartbeat is its liveness check, with
+   * the curator's own timeout, and a unary call of a node that ran out of
+   * time under a loaded leader would otherwise end the node's streams there.
    * @default true
    */
   giveUpOnDeadline?: boolean;
