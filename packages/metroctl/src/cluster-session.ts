@@ -12,9 +12,10 @@ import {
 } from "@grpc/grpc-js";
 import { CuratorConnection, type LeaderClients } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
+import { answerDeadline } from "@metropolis/supervisor";
 import type { CommandContext } from "./command-context";
 import { formatEndpoint } from "./endpoints";
-import { ConfigFileError, NodeNotFoundError } from "./errors";
+import { ConfigFileError, NodeNotFoundError, StreamNotAcceptedError } from "./errors";
 import { configFiles } from "./config-dir";
 import { withProgress } from "./spinner";
 
@@ -122,6 +123,7 @@ export class ClusterSession {
     signal: AbortSignal,
   ): Promise<{ leaderId: string; stream: ClientReadableStream<api.WatchNodesResponse> }> {
     return this.openStream(
+      "Management.WatchNodes",
       (leader) => leader.management.watchNodes(req, new Metadata(), {}),
       signal,
     );
@@ -135,6 +137,7 @@ export class ClusterSession {
     stream: ClientReadableStream<api.WatchClusterConsensusResponse>;
   }> {
     return this.openStream(
+      "Management.WatchClusterConsensus",
       (leader) => leader.management.watchClusterConsensus({}, new Metadata(), {}),
       signal,
     );
@@ -147,11 +150,19 @@ export class ClusterSession {
    * The stream has no deadline: it runs until `signal` aborts (cancelling
    * it), the leader ends it (it stopped leading), or it fails; the caller
    * reads it and watches again.
+   *
+   * Being accepted has one, the dial timeout: a leader whose process hangs
+   * keeps its connection open (and a new one's TLS handshake never ends),
+   * so the stream waited for good. Then the stream is cancelled, the leader
+   * given up as unresponsive (the next attempt asks the curators who
+   * leads), and it fails with {@link StreamNotAcceptedError}.
    */
   private async openStream<T>(
+    method: string,
     open: (leader: LeaderClients) => ClientReadableStream<T>,
     signal: AbortSignal,
   ): Promise<{ leaderId: string; stream: ClientReadableStream<T> }> {
+    const timeoutMs = this.ctx.dialTimeoutMs;
     return this.connection.call(
       async (leader) => {
         await this.ctx.rememberEndpoints();
@@ -159,23 +170,39 @@ export class ClusterSession {
         const cancel = () => stream.cancel();
         signal.addEventListener("abort", cancel, { once: true });
         stream.once("close", () => signal.removeEventListener("abort", cancel));
-        // A refusal (or a follower's UNIMPLEMENTED) comes as an error without
-        // headers: the connection then decides whether to find the leader again.
-        await new Promise<void>((resolve, reject) => {
-          const accepted = () => {
-            stream.removeListener("error", refused);
-            resolve();
-          };
-          const refused = (e: ServiceError) => {
-            stream.removeListener("metadata", accepted);
-            reject(e);
-          };
-          stream.once("metadata", accepted);
-          stream.once("error", refused);
-        });
+        const notAccepted = answerDeadline(
+          timeoutMs,
+          () => new StreamNotAcceptedError(method, leader.endpoint.nodeId, timeoutMs),
+        );
+        try {
+          // A refusal (or a follower's UNIMPLEMENTED) comes as an error without
+          // headers: the connection then decides whether to find the leader again.
+          await new Promise<void>((resolve, reject) => {
+            const accepted = () => {
+              stream.removeListener("error", refused);
+              resolve();
+            };
+            const refused = (e: ServiceError) => {
+              stream.removeListener("metadata", accepted);
+              reject(e);
+            };
+            stream.once("metadata", accepted);
+            stream.once("error", refused);
+            notAccepted.signal.addEventListener("abort", () => reject(notAccepted.signal.reason));
+          });
+        } catch (e) {
+          if (e instanceof StreamNotAcceptedError) {
+            // Its CANCELLED error is the one `refused` above still listens for.
+            stream.cancel();
+            this.connection.leaderUnresponsive(leader, e);
+          }
+          throw e;
+        } finally {
+          notAccepted.clear();
+        }
         return { leaderId: leader.endpoint.nodeId, stream };
       },
-      { timeoutMs: this.ctx.dialTimeoutMs, signal },
+      { timeoutMs, signal },
     );
   }
 

@@ -55,6 +55,25 @@ export class NodeNotFoundError extends MetroctlError {
 /** What the cluster answered cannot be trusted or used (e.g. a CA that does not match). */
 export class TrustError extends MetroctlError {}
 
+/**
+ * The curator leader did not accept a stream (its answer's headers did not
+ * come) within the dial timeout: it is hung, or cut off with its connection
+ * still open. The session gives it up, so the next attempt asks the curators
+ * who leads.
+ */
+export class StreamNotAcceptedError extends MetroctlError {
+  constructor(
+    /** The RPC, e.g. "Management.WatchNodes". */
+    readonly method: string,
+    readonly leaderNodeId: string,
+    timeoutMs: number,
+  ) {
+    super(
+      `${method}: the curator leader ${leaderNodeId} did not accept the stream within ${timeoutMs} ms`,
+    );
+  }
+}
+
 /** A `wait` did not see its condition before its deadline. */
 export class WaitTimeoutError extends MetroctlError {}
 

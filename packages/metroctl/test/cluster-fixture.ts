@@ -87,6 +87,8 @@ export async function metroctl(
 
 export interface MetroctlCluster {
   leader: LeaderFixture;
+  /** How many times a client asked the leader's CuratorLocal who leads. */
+  readonly leaderQuestions: number;
   /** The leader's address, for --endpoints. */
   endpoint: string;
   /**
@@ -98,19 +100,29 @@ export interface MetroctlCluster {
   stop(): Promise<void>;
 }
 
-/** Starts a leader serving Management, AAA and CuratorLocal. */
-export async function startCluster(): Promise<MetroctlCluster> {
+/**
+ * Starts a leader serving Management, AAA and CuratorLocal. `management`
+ * may replace methods of the leader's Management service (a stream that
+ * never answers, say).
+ */
+export async function startCluster(
+  opts: { management?: (real: api.ManagementServer) => api.ManagementServer } = {},
+): Promise<MetroctlCluster> {
   const stopLocal = new AbortController();
   // CuratorLocal needs the CA's PEM, which exists only once the fixture bootstrapped; calls
   // arrive only after startLeader returns, so the implementation is filled in then.
   const local: { server?: curatorProto.CuratorLocalServer } = {};
+  let leaderQuestions = 0;
   const lazyLocal: curatorProto.CuratorLocalServer = {
-    getCurrentLeader: (call) => local.server!.getCurrentLeader(call),
+    getCurrentLeader: (call) => {
+      leaderQuestions++;
+      return local.server!.getCurrentLeader(call);
+    },
     getCaCertificate: (call, callback) => local.server!.getCaCertificate(call, callback),
   };
   const leader = await startLeader({
     services: (ctx) => [
-      [managementService, managementServer(ctx)],
+      [managementService, (opts.management ?? ((real) => real))(managementServer(ctx))],
       [api.AAAService, aaaServer(ctx)],
       [curatorProto.CuratorLocalService, lazyLocal],
     ],
@@ -124,6 +136,9 @@ export async function startCluster(): Promise<MetroctlCluster> {
   });
   return {
     leader,
+    get leaderQuestions() {
+      return leaderQuestions;
+    },
     endpoint: leader.address,
     ownerConfig: async () => {
       const dir = await tempDir("config");
