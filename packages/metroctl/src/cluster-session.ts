@@ -152,10 +152,12 @@ export class ClusterSession {
    * reads it and watches again.
    *
    * Being accepted has one, the dial timeout: a leader whose process hangs
-   * keeps its connection open (and a new one's TLS handshake never ends),
-   * so the stream waited for good. Then the stream is cancelled, the leader
-   * given up as unresponsive (the next attempt asks the curators who
-   * leads), and it fails with {@link StreamNotAcceptedError}.
+   * keeps its connection open, and the stream waited there until the HTTP/2
+   * keepalive failed (up to 30 s), or for good on a connection dialled to it
+   * afterwards (grpc-js puts no timeout on the TLS handshake). Then the
+   * stream is cancelled, the leader given up as unresponsive (the next
+   * attempt asks the curators who leads), and it fails with
+   * {@link StreamNotAcceptedError}.
    */
   private async openStream<T>(
     method: string,
