@@ -190,7 +190,9 @@ export class ClusterSession {
             };
             stream.once("metadata", accepted);
             stream.once("error", refused);
-            notAccepted.signal.addEventListener("abort", () => reject(notAccepted.signal.reason));
+            notAccepted.signal.addEventListener("abort", () => reject(notAccepted.signal.reason), {
+              once: true,
+            });
           });
         } catch (e) {
           if (e instanceof StreamNotAcceptedError) {
