@@ -68,7 +68,7 @@ import { startCluster } from "./curator/cluster";
 import { benchConfig } from "./curator/config";
 import { CuratorProcess, CuratorProcesses } from "./curator/curator-processes";
 import { measureRegistration, type RegisteredNode } from "./curator/registration";
-import { worstLoopDelay, type LoopDelay } from "./loop-delay";
+import { gcRows, worstLoopDelay, type LoopDelay } from "./loop-delay";
 import { measureWatchBacklog } from "./curator/watch-backlog";
 import { measureChangeFanout } from "./scale/change-fanout";
 import { addMembers } from "./scale/more-members";
@@ -645,6 +645,7 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       value: r.loopDelay.leader?.maxMs ?? NaN,
       unit: "ms",
     },
+    ...gcRows(`[${n}] steady state: the leader's`, r.loopDelay.leader),
     {
       measure: `[${n}] steady state: the node hosts' event loop delay, p99 (worst host)`,
       value: r.loopDelay.hosts?.p99Ms ?? NaN,
@@ -655,6 +656,7 @@ function rowsOf(r: SizeResult, scale: ScaleConfig): Row[] {
       value: r.loopDelay.hosts?.maxMs ?? NaN,
       unit: "ms",
     },
+    ...gcRows(`[${n}] steady state: that host's`, r.loopDelay.hosts),
     {
       measure: `[${n}] steady state: the machine busy (all CPUs)`,
       value: r.steadyCpu.machine.busyMsPerSecond,

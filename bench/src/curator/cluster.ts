@@ -22,6 +22,12 @@ import {
 
 /** The etcd member, the cluster CA (with its key) and the identities the benchmark acts as. */
 export interface Cluster {
+  /**
+   * The first node's ID: the cluster's one node that is an etcd member (with
+   * the consensus member role). Members a benchmark adds beside it are not
+   * nodes of the cluster.
+   */
+  memberNodeId: string;
   authority: CertificateAuthority;
   caPem: string;
   /** The etcd member's client socket, for curators in other processes. */
@@ -79,6 +85,7 @@ export async function startCluster(
 
   const ownerCertificate = await authority.issueUserCertificate(ownerCommonName, owner.publicKey);
   return {
+    memberNodeId: node.nodeId,
     authority,
     caPem: authority.certificate.toPem(),
     socketPath: join(node.storage.ephemeral.consensus.fullPath, "client.sock:0"),

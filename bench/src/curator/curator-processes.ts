@@ -101,6 +101,7 @@ export class CuratorProcess {
       host: id.host,
       port: id.port,
       leaderTtlSeconds: ctx.config.leaderTtlSeconds,
+      memberNodeIds: [ctx.cluster.memberNodeId],
     });
     ctx.processes.add(p);
     return p;
