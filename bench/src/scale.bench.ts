@@ -150,6 +150,7 @@ interface SizeResult {
   steadyCpu: Pick<FailoverCpu, "hosts" | "machine"> & {
     processes: { leader: number; followers: number; etcd: number; hosts: number; bench: number };
   };
+  /** The steady state's leader's RSS at the end of that window. */
   leaderRssBytes: number;
   etcdDbBytes: number;
   etcdRevisionsPerSecond: number;
@@ -408,6 +409,9 @@ async function measureSize(
   const { latencies, sentAt, loopDelays } = await sims.stopRecording();
   await reportProfiles(progress, "the steady state", sims.stopProfile("heartbeats"));
   const leaderLoopDelay = await leader.stopLoopDelay();
+  // Read now, of the steady state's leader: by the end of this size two
+  // failovers have put another leader in its place.
+  const leaderRssBytes = leader.rssBytes();
   const seconds = (performance.now() - started) / 1000;
   const leaderCpuMsPerSecond = (leader.cpuMs() - cpuBefore) / seconds;
   const steadyCpu: SizeResult["steadyCpu"] = {
@@ -545,7 +549,7 @@ async function measureSize(
     },
     leaderCpuMsPerSecond,
     steadyCpu,
-    leaderRssBytes: (await curators.leader()).rssBytes(),
+    leaderRssBytes,
     etcdDbBytes: Number(after.dbSize),
     etcdRevisionsPerSecond:
       (Number(after.header.revision) - Number(before.header.revision)) / seconds,
