@@ -50,6 +50,19 @@ export const catchUpMs = 2000;
 /** How long after a failed start (or watch) the copy is not tried again. */
 export const restartAfterMs = 1000;
 
+/** Options of a {@link NodeRecordMirror}. */
+export interface MirrorOptions {
+  /**
+   * How long the first read's records are decoded before the event loop is
+   * let run (the decoding goes on in its next turn). A new leader decodes
+   * every record at once otherwise: 400–535 ms at 5,000 nodes, in which it
+   * renewed no lease and answered no heartbeat. 0 lets it run after every
+   * record.
+   * @default 10
+   */
+  decodeSliceMs?: number;
+}
+
 /** A reader waiting for the copy to reach `revision`. */
 interface Waiter {
   revision: bigint;
@@ -123,11 +136,16 @@ export class NodeRecordMirror {
     return this.closing.signal.aborted;
   }
 
+  private readonly decodeSliceMs: number;
+
   constructor(
     private readonly kv: Namespace,
     private readonly leadership: Pick<Leadership, "lastWriteRevision">,
     private readonly logger: Logger,
-  ) {}
+    opts: MirrorOptions = {},
+  ) {
+    this.decodeSliceMs = opts.decodeSliceMs ?? 10;
+  }
 
   /**
    * Every node record in key order, at least as new as this leader's last
@@ -217,7 +235,16 @@ export class NodeRecordMirror {
     };
     try {
       const res = await this.kv.getAll().prefix(nodesPrefix).exec();
-      for (const entry of res.kvs) this.put(copy, entry);
+      // In slices (see MirrorOptions.decodeSliceMs). Nothing else sees the
+      // copy before it is done, and the watch starts from the read's revision:
+      // no change is missed meanwhile.
+      let sliceStart = performance.now();
+      for (const entry of res.kvs) {
+        this.put(copy, entry);
+        if (performance.now() - sliceStart < this.decodeSliceMs) continue;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
       copy.revision = BigInt(res.header.revision);
       // Every key of the namespace: see the module comment.
       const watcher = await openWatch(

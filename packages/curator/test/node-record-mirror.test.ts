@@ -9,6 +9,7 @@
 import { status } from "@grpc/grpc-js";
 import type { IKeyValue } from "etcd3";
 import winston from "winston";
+import { priv } from "@metropolis/proto";
 import { startLeader, type LeaderFixture } from "@metropolis/curator/testing";
 import { eventually } from "@metropolis/supervisor/testing";
 import { CuratorError } from "../src/errors";
@@ -64,6 +65,39 @@ describe("NodeRecordMirror", () => {
       expect(reads).toHaveBeenCalledTimes(1);
     } finally {
       reads.mockRestore();
+      await mirror.close();
+    }
+  });
+
+  it("decodes its first read in slices, letting the event loop run between them", async () => {
+    for (let i = 0; i < 3; i++) await leader.addNode();
+    const mirror = new NodeRecordMirror(leader.ctx.kv, { lastWriteRevision: 0n }, logger, {
+      decodeSliceMs: 0,
+    });
+    // Counts the turns of the event loop (its check phase), and notes the
+    // turn in which each record is decoded.
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    const decodedIn: number[] = [];
+    const original = priv.Node.decode;
+    const decode = jest.spyOn(priv.Node, "decode").mockImplementation((input, length) => {
+      decodedIn.push(turn);
+      return original(input, length);
+    });
+    try {
+      setImmediate(tick);
+      const listed = await mirror.list();
+      expect(listed.length).toBeGreaterThanOrEqual(3);
+      expect(decodedIn.length).toBe(listed.length);
+      // One turn of the loop per record: with no slicing, all in one turn.
+      expect(new Set(decodedIn).size).toBe(decodedIn.length);
+    } finally {
+      ticking = false;
+      decode.mockRestore();
       await mirror.close();
     }
   });
