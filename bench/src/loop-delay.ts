@@ -13,6 +13,7 @@ import {
   performance,
   PerformanceObserver,
   type IntervalHistogram,
+  type PerformanceEntry,
 } from "node:perf_hooks";
 import type { Row } from "./report";
 
@@ -50,8 +51,21 @@ export interface PauseTally {
 /** Tallies the collector's pauses while observing. */
 class GcRecorder {
   readonly pauses: GcPauses = { major: tally(), minor: tally(), other: tally() };
-  private readonly observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
+  private readonly observer = new PerformanceObserver((list) => this.add(list.getEntries()));
+
+  constructor() {
+    this.observer.observe({ entryTypes: ["gc"] });
+  }
+
+  stop(): GcPauses {
+    // Entries are handed to the callback in batches, later: take those not handed yet.
+    this.add(this.observer.takeRecords());
+    this.observer.disconnect();
+    return this.pauses;
+  }
+
+  private add(entries: readonly PerformanceEntry[]): void {
+    for (const entry of entries) {
       // A gc entry's detail (its kind) is not in @types/node's PerformanceEntry.
       const json: { detail?: { kind?: number } } = entry.toJSON();
       const kind = json.detail?.kind;
@@ -65,15 +79,6 @@ class GcRecorder {
       t.totalMs += entry.duration;
       t.maxMs = Math.max(t.maxMs, entry.duration);
     }
-  });
-
-  constructor() {
-    this.observer.observe({ entryTypes: ["gc"] });
-  }
-
-  stop(): GcPauses {
-    this.observer.disconnect();
-    return this.pauses;
   }
 }
 

@@ -9,7 +9,10 @@
  * at the election, say (curator README, "Cost model"). `--stalls MS` lists
  * the stretches in which the thread never went idle for longer than MS,
  * longest first, each with where its time went: an event loop's stall, to
- * be looked into with `--from`/`--to`.
+ * be looked into with `--from`/`--to`. Two cautions: a busy stretch is not
+ * one task (a loaded loop runs task after task without going idle), and a
+ * sample stands for the time since the one before it, so a thread that
+ * waited for a CPU shows that wait as busy in whatever it ran then.
  *
  *   node bench/dist/profile-summary.js reports/profiles/host-*.cpuprofile [--top 40] [--from 0] [--to 12] [--stalls 500]
  */
