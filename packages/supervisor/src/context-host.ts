@@ -38,4 +38,6 @@ export interface ContextHost {
   signalHealthy(node: TreeNode, incarnation: number): void;
   /** `done()`. */
   signalDone(node: TreeNode, incarnation: number): void;
+  /** `status(text)`: ignored unless `incarnation` is the run still running. */
+  setStatus(node: TreeNode, incarnation: number, text: string): void;
 }

@@ -48,6 +48,10 @@ export class RunContextImpl implements RunContext {
     this.tree.signalDone(this.node, this.incarnation);
   }
 
+  status(text: string): void {
+    this.tree.setStatus(this.node, this.incarnation, text);
+  }
+
   subLogger(name: string): Logger {
     return this.tree.subLogger(this.node, this.incarnation, name);
   }

@@ -58,4 +58,5 @@ export { abortable } from "./abortable";
 export { answerDeadline, type AnswerDeadline } from "./answer-deadline";
 export { withoutStackTrace } from "./without-stack-trace";
 export { isRunnableName, runnableNamePattern } from "./names";
+export { maxStatusLength } from "./status-text";
 export * from "./errors";

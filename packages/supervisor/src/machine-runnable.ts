@@ -9,7 +9,11 @@
  * - The machine reaching a final state → `done()`, and the runnable returns.
  * - The machine erroring → the runnable fails; the restart creates a fresh actor.
  * - Abort → `actor.stop()`, and the runnable ends as cancelled.
- * - Every change of state value is logged at debug level at the DN.
+ * - Every change of state value is logged at debug level at the DN, and
+ *   published as the runnable's status (`ctx.status`, the value as a dotted
+ *   path: state-value-text.ts), so that `metroctl tree` and the observer show
+ *   an operator what the machine is doing ("leading.leaseUnconfirmed"), not
+ *   only that its runnable is healthy.
  */
 import {
   createActor,
@@ -18,6 +22,7 @@ import {
   type InputFrom,
   type SnapshotFrom,
 } from "xstate";
+import { stateValueText } from "./state-value-text";
 import type { RunContext, Runnable } from "./types";
 
 /** What every supervised machine gets as (part of) its input. */
@@ -45,7 +50,10 @@ export interface MachineRunnableOptions<TMachine extends AnyStateMachine> {
  * Runs `machine` (XState v5) as a supervised runnable: a fresh actor per run,
  * with the RunContext in `input.ctx`; healthy once a state is tagged
  * `healthy` (or `opts.healthy` says so), done at a final state, failed when
- * the actor errors, stopped when the run is aborted.
+ * the actor errors, stopped when the run is aborted. Its state value is the
+ * runnable's status in the tree (`ctx.status`), as a dotted path
+ * (`leading.leaseUnconfirmed`; parallel regions joined by ", "), updated on
+ * every change and cleared by the tree when the run ends.
  */
 export function machineRunnable<TMachine extends AnyStateMachine>(
   machine: TMachine,
@@ -61,6 +69,7 @@ export function machineRunnable<TMachine extends AnyStateMachine>(
       const actor = createActor(machine as AnyStateMachine, { input: { ...opts.input, ctx } });
       let healthy = false;
       let lastValue: string | undefined;
+      let lastStatus: string | undefined;
       const finish = () => {
         ctx.signal.removeEventListener("abort", onAbort);
         subscription.unsubscribe();
@@ -77,6 +86,9 @@ export function machineRunnable<TMachine extends AnyStateMachine>(
             if (value !== lastValue) ctx.logger.debug(`state ${value}`);
             lastValue = value;
           }
+          const status = stateValueText(snapshot.value);
+          if (status !== lastStatus) ctx.status(status);
+          lastStatus = status;
           const isDone = snapshot.status === "done";
           if (!healthy && (isDone || isHealthy(snapshot))) {
             healthy = true;

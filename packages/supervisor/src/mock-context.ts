@@ -2,7 +2,8 @@
  * MockContext: a RunContext test double for unit-testing a single runnable
  * without a supervisor. It enforces the same rules as the real tree (names,
  * children only before healthy(), signal order) and records what the
- * runnable did, so a test can assert on it.
+ * runnable did (children, signals, log lines, status texts), so a test can
+ * assert on it.
  */
 import winston from "winston";
 import Transport from "winston-transport";
@@ -10,6 +11,7 @@ import { abortableSleep } from "./abortable-sleep";
 import { ChildStartError, DuplicateNameError, SignalMisuseError } from "./errors";
 import { validateName } from "./names";
 import { abortRunSignal, createRunSignal } from "./run-signal";
+import { statusText } from "./status-text";
 import type { ChildOptions, LogEntry, Logger, RunContext, Runnable } from "./types";
 
 /** A child that the runnable under test started. */
@@ -51,6 +53,16 @@ export class MockContext implements RunContext {
   doneCalls = 0;
   /** Where the runnable is in its lifecycle, as the real tree would see it. */
   state: "new" | "healthy" | "done" = "new";
+  /**
+   * Every `status()` call, in order, as the tree keeps the text (one line, cut
+   * to `maxStatusLength`; "" for a call that cleared it).
+   */
+  readonly statuses: string[] = [];
+  /**
+   * The status the tree would show now, as `NodeStatus.status`: the last one
+   * published, undefined when none is or it was cleared.
+   */
+  currentStatus: string | undefined;
 
   /** The same kind of signal the tree gives a run (run-signal.ts). */
   private readonly runSignal = createRunSignal();
@@ -96,6 +108,12 @@ export class MockContext implements RunContext {
       return this.misuse(new SignalMisuseError(this.dn, "done", this.state));
     this.doneCalls++;
     this.state = "done";
+  }
+
+  status(text: string): void {
+    const line = statusText(text);
+    this.statuses.push(line);
+    this.currentStatus = line === "" ? undefined : line;
   }
 
   subLogger(name: string): Logger {

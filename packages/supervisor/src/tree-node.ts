@@ -25,9 +25,10 @@ import type { ChildOptions, Logger, NodeState, Runnable } from "./types";
 const sinceEpoch = Date.now();
 
 /**
- * What most nodes never need: set on failures, restarts, sub-loggers and
- * logging. Kept out of TreeNode so that an idle or finished node carries one
- * pointer for all of it (bytes per node: every field costs 8 on every node).
+ * What most nodes never need: set on failures, restarts, sub-loggers,
+ * logging and status texts. Kept out of TreeNode so that an idle or
+ * finished node carries one pointer for all of it (bytes per node: every
+ * field costs 8 on every node).
  */
 class ColdState {
   reservedNames: Set<string> | undefined;
@@ -38,6 +39,7 @@ class ColdState {
   restartTimer: NodeJS.Timeout | undefined;
   restartAt: number | undefined;
   logger: Logger | undefined;
+  status: string | undefined;
 }
 
 export class TreeNode {
@@ -125,6 +127,17 @@ export class TreeNode {
   }
   set logger(v: Logger | undefined) {
     if (v !== undefined || this.cold) this.coldState().logger = v;
+  }
+  /**
+   * What the current run says it is doing (`RunContext.status`, already cut
+   * to one short line); undefined when it said nothing, and again once the
+   * run has ended. Cold: most runnables never publish one.
+   */
+  get status(): string | undefined {
+    return this.cold?.status;
+  }
+  set status(v: string | undefined) {
+    if (v !== undefined || this.cold) this.coldState().status = v;
   }
 
   constructor(

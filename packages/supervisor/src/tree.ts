@@ -38,6 +38,7 @@ import { joinDn, validateName } from "./names";
 import { Group, TreeNode } from "./tree-node";
 import { ReportHub } from "./reports";
 import { RestartWindow } from "./restart-window";
+import { statusText } from "./status-text";
 import { TickClock } from "./tick-clock";
 import { TreeWatch } from "./tree-watch";
 import type { ReportsOptions, RestartCount, SupervisorReport } from "./report-types";
@@ -141,6 +142,8 @@ export class Tree implements Supervisor, ContextHost {
       if (n.lastError) s.lastError = n.lastError.message;
       if (n.restartAt !== undefined) s.nextRestartInMs = Math.max(0, n.restartAt - now);
       if (n.givenUp) s.givenUp = true;
+      const status = n.status;
+      if (status !== undefined) s.status = status;
       out.push(s);
       n.children?.forEach(visit);
     };
@@ -280,6 +283,16 @@ export class Tree implements Supervisor, ContextHost {
     this.setState(node, "done");
   }
 
+  setStatus(node: TreeNode, incarnation: number, text: string): void {
+    // A run that has ended says nothing about the next one: it starts bare.
+    if (incarnation !== node.incarnation || !node.running) return;
+    const line = statusText(text);
+    const status = line === "" ? undefined : line;
+    if (status === node.status) return;
+    node.status = status;
+    if (this.hub.watched) this.hub.changed();
+  }
+
   // ── Lifecycle ─────────────────────────────────────────────────────────
 
   private start(node: TreeNode): void {
@@ -313,6 +326,12 @@ export class Tree implements Supervisor, ContextHost {
     node.running = false;
     for (let n: TreeNode | undefined = node; n; n = n.parent)
       if (--n.live === 0 && n.group) n.group.live--;
+    if (node.status !== undefined) {
+      // What the run said it was doing ended with it. Watchers are told even
+      // when no transition follows (a done runnable that returns).
+      node.status = undefined;
+      if (this.hub.watched) this.hub.changed();
+    }
     if (node.state === "dead") {
       // Already failed while running (misuse, escalation); this is just the run ending.
     } else if (ok && node.state === "done") {

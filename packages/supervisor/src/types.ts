@@ -73,6 +73,18 @@ export interface RunContext {
   done(): void;
   /** A logger at `<dn>.<name>`. Reserves `name`: no child can take it afterwards. */
   subLogger(name: string): Logger;
+  /**
+   * Publishes a short text saying what this run is doing ("leading", "lease
+   * unconfirmed") on its node of the tree: `NodeStatus.status`, drawn by
+   * `metroctl tree` and the observer. Each call replaces the last; "" clears
+   * it. Kept as one line of at most 120 characters (`maxStatusLength`):
+   * line breaks and other control characters become spaces, and a longer text
+   * is cut, ending in "…". Tree watchers (`watchTree`) see a change like any
+   * other. Cleared when the run ends: a restarted run starts without one. A
+   * call from a run that has ended is ignored. `machineRunnable` sets it to
+   * the machine's state on every change.
+   */
+  status(text: string): void;
   /** Resolves after `ms`, or rejects with the abort reason when `signal` aborts. */
   sleep(ms: number): Promise<void>;
   /**
@@ -235,6 +247,12 @@ export interface NodeStatus {
   nextRestartInMs?: number;
   /** True when the node failed too often and will not be restarted. */
   givenUp?: boolean;
+  /**
+   * What its current run said it is doing (`RunContext.status`): one line of
+   * at most 120 characters. Unset when the run published none, and between
+   * runs.
+   */
+  status?: string;
 }
 
 /** One line of the log tree. */

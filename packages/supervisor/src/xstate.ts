@@ -26,3 +26,4 @@ export {
   type MachineRunnableOptions,
   type SupervisedInput,
 } from "./machine-runnable";
+export { stateValueText } from "./state-value-text";

@@ -3,6 +3,7 @@ import {
   DuplicateNameError,
   InvalidNameError,
   SignalMisuseError,
+  maxStatusLength,
   type RunContext,
 } from "@metropolis/supervisor";
 import {
@@ -56,6 +57,23 @@ describe("MockContext", () => {
     const late = new MockContext();
     late.healthy();
     expect(() => late.run("x", serve)).toThrow(ChildStartError);
+  });
+
+  it("records status texts as the tree keeps them, and the one it would show now", () => {
+    const ctx = new MockContext("root.curator");
+    expect(ctx.currentStatus).toBeUndefined();
+    ctx.status("following");
+    ctx.status("leading\nlease unconfirmed");
+    ctx.status("y".repeat(maxStatusLength + 1));
+    expect(ctx.currentStatus).toBe(`${"y".repeat(maxStatusLength - 1)}…`);
+    ctx.status("");
+    expect(ctx.statuses).toEqual([
+      "following",
+      "leading lease unconfirmed",
+      `${"y".repeat(maxStatusLength - 1)}…`,
+      "",
+    ]);
+    expect(ctx.currentStatus).toBeUndefined();
   });
 
   it("runs a recorded child one level down, with the abort passed on", async () => {
