@@ -46,6 +46,7 @@ export type Expected =
   | "PERMISSION_DENIED"
   | "NOT_FOUND"
   | "UNIMPLEMENTED"
+  | "UNAVAILABLE"
   | "FAILED_PRECONDITION"
   | "INVALID_ARGUMENT";
 

@@ -11,7 +11,11 @@
  * as long as the listener, and each of its methods is a dispatcher:
  *
  *   call ──▶ dispatcher(path) ──▶ handler of the run serving now
- *                  │            ──▶ UNIMPLEMENTED: that run does not serve it
+ *                  │            ──▶ refused: the run's `admit` says no (a
+ *                  │                leader whose lease deadline passed)
+ *                  │            ──▶ the run's `notServed` answer: that run does
+ *                  │                not serve it (a follower: UNAVAILABLE, "not
+ *                  │                the leader", with the leader's address)
  *                  └─ no run serving (between two) ──▶ held for the next run
  *
  * When a run ends, its calls get {@link endGraceMs} to finish (a unary call
@@ -23,6 +27,7 @@
 import type { EventEmitter } from "node:events";
 import {
   status,
+  type Metadata,
   type sendUnaryData,
   type Server,
   type ServiceDefinition,
@@ -32,6 +37,35 @@ import {
 
 /** A service definition with its implementation: what a run serves. */
 export type ServiceEntry = readonly [ServiceDefinition, UntypedServiceImplementation];
+
+/** A gRPC status a call is ended with, with trailing metadata if any. */
+export interface CallRefusal {
+  code: status;
+  details: string;
+  metadata?: Metadata;
+}
+
+/** How a run answers the calls it does not serve; see {@link CallRouter.serve}. */
+export interface RunPolicy {
+  /**
+   * Services this run does not serve whose calls it answers with
+   * `notServed` all the same (a follower: the leader's services), so that a
+   * client hears why, not that the method does not exist.
+   * @default none
+   */
+  unserved?: readonly ServiceDefinition[];
+  /**
+   * The answer to a call of a method this run does not serve.
+   * @default UNIMPLEMENTED, as grpc-js answers
+   */
+  notServed?: (path: string) => CallRefusal;
+  /**
+   * Asked as each call arrives: a refusal ends the call with it instead of
+   * dispatching it (a leader whose lease deadline passed, before the run ends).
+   * @default every call admitted
+   */
+  admit?: (path: string) => CallRefusal | undefined;
+}
 
 /** Time a run's calls get to finish when the run ends. */
 export const endGraceMs = 500;
@@ -60,6 +94,7 @@ interface RoutedCall {
 /** A run's services, by method path, and its calls still running. */
 class Run {
   readonly handlers = new Map<string, Handler>();
+  constructor(readonly policy: RunPolicy) {}
   readonly calls = new Set<RoutedCall>();
   /** Called when the last of `calls` ends, while the run is ending. */
   onEmpty: (() => void) | undefined;
@@ -74,7 +109,7 @@ class Run {
 const unavailable = (details: string) => ({ code: status.UNAVAILABLE, details });
 
 /** Ends `routed` with `error` (a gRPC status), however it answers. */
-function endWith(routed: RoutedCall, error: { code: status; details: string }): void {
+function endWith(routed: RoutedCall, error: CallRefusal): void {
   if (routed.ended) return;
   routed.ended = true;
   if (routed.callback) routed.callback(error);
@@ -97,9 +132,11 @@ export class CallRouter {
    * Serves `services` from now until the returned function is called (which
    * ends the run: see the module comment; it resolves once the run's calls
    * have ended). Calls held since the previous run are dispatched now.
+   * `policy` says how the run answers what it does not serve.
    */
-  serve(services: readonly ServiceEntry[]): () => Promise<void> {
-    const run = new Run();
+  serve(services: readonly ServiceEntry[], policy: RunPolicy = {}): () => Promise<void> {
+    const run = new Run(policy);
+    for (const definition of policy.unserved ?? []) this.route(definition);
     for (const [definition, implementation] of services) {
       this.route(definition);
       for (const [name, method] of Object.entries(definition)) {
@@ -154,12 +191,17 @@ export class CallRouter {
   private dispatch(run: Run, routed: RoutedCall): void {
     const handler = run.handlers.get(routed.path);
     if (!handler) {
-      // What grpc-js answers for a method its server does not implement.
-      return endWith(routed, {
-        code: status.UNIMPLEMENTED,
-        details: `The server does not implement the method ${routed.path}`,
-      });
+      return endWith(
+        routed,
+        run.policy.notServed?.(routed.path) ?? {
+          // What grpc-js answers for a method its server does not implement.
+          code: status.UNIMPLEMENTED,
+          details: `The server does not implement the method ${routed.path}`,
+        },
+      );
     }
+    const refusal = run.policy.admit?.(routed.path);
+    if (refusal) return endWith(routed, refusal);
     run.calls.add(routed);
     const done = () => run.done(routed);
     if (routed.callback) {

@@ -22,7 +22,7 @@
  * server takes over the same listening socket once the follower's server has
  * shut down (connections arriving in between wait for it: listener.ts).
  */
-import type { ServerCredentials } from "@grpc/grpc-js";
+import type { ServerCredentials, ServiceDefinition } from "@grpc/grpc-js";
 import { memberClient } from "@metropolis/consensus";
 import { MemoryValue } from "@metropolis/event";
 import { decodePem } from "@metropolis/pki";
@@ -42,6 +42,7 @@ import type { ServiceEntry } from "./call-router";
 import { Listener } from "./listener";
 import { managementServer, managementService } from "./management-service";
 import { NodeRecordMirror } from "./node-record-mirror";
+import { notTheLeader } from "./not-the-leader";
 import { readConfiguration } from "./management-configuration";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
 import { followStoredRevocations, Revocations } from "./revocations";
@@ -67,9 +68,22 @@ export interface CuratorConfig {
   heartbeatTimeoutMs?: number;
   /** The services the leader serves besides CuratorLocal. Default: {@link clusterServices}. */
   leaderServices?: (ctx: LeaderContext) => ServiceEntry[];
+  /**
+   * The definitions of `leaderServices`' services: a follower answers their
+   * calls "not the leader" (UNAVAILABLE, naming the leader).
+   * @default {@link clusterServiceDefinitions} when `leaderServices` is not set, else none
+   */
+  leaderServiceDefinitions?: readonly ServiceDefinition[];
   /** Interval of the leader's etcd membership reconciliation. Default 5000 ms. */
   reconcileIntervalMs?: number;
 }
+
+/** The definitions of {@link clusterServices}' services. */
+export const clusterServiceDefinitions: readonly ServiceDefinition[] = [
+  curatorProto.CuratorService,
+  managementService,
+  api.AAAService,
+];
 
 /** The services a leading curator serves besides CuratorLocal: Curator, Management and AAA. */
 export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
@@ -79,6 +93,11 @@ export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
     [api.AAAService, aaaServer(ctx)],
   ];
 }
+
+/** The methods of CuratorLocal: served by every curator, whether it leads or not. */
+const localPaths: ReadonlySet<string> = new Set<string>(
+  Object.values(curatorProto.CuratorLocalService).map((method) => method.path),
+);
 
 /** One run of a curator: one candidacy and one listener; see the module comment. */
 interface Run {
@@ -91,6 +110,8 @@ interface Run {
 export class Curator {
   /** The leader as this curator sees it; undefined while campaigning. */
   readonly leader = new MemoryValue<CuratorEndpoint | undefined>(undefined);
+  /** What `leader` was last set to: the hint of a "not the leader" answer. */
+  private knownLeader: CuratorEndpoint | undefined;
   private readonly self: CuratorEndpoint;
   private readonly credentials: ServerCredentials;
   /** Its callers' classifications, across its runs and leaderships (identity.ts). */
@@ -112,7 +133,7 @@ export class Curator {
    * its candidacy ends under it.
    */
   readonly run: Runnable = async (ctx) => {
-    this.leader.set(undefined);
+    this.setLeader(undefined);
     // The election lease is renewed over a connection of its own: on the
     // shared one its keepalives queued behind the leader's own traffic while
     // thousands of nodes came back after a failover, and a busy new leader
@@ -147,16 +168,21 @@ export class Curator {
       ctx.healthy();
       // A leader announces itself once it serves (lead), not before.
       if (!leading) {
-        this.leader.set(leader);
+        this.setLeader(leader);
         if (!(await this.follow(run))) return;
       }
       await this.lead(run);
     } finally {
-      this.leader.set(undefined);
+      this.setLeader(undefined);
       await Promise.all([candidacy.resign(), listener.close()]);
       election.close();
     }
   };
+
+  private setLeader(leader: CuratorEndpoint | undefined): void {
+    this.knownLeader = leader;
+    this.leader.set(leader);
+  }
 
   private get kv() {
     return this.config.consensus.client.sub("curator").kv;
@@ -178,8 +204,20 @@ export class Curator {
   private async follow({ ctx, candidacy, listener }: Run): Promise<boolean> {
     const following = new AbortController();
     const signal = AbortSignal.any([ctx.signal, following.signal]);
-    const serving = listener.serve([this.localService(ctx, signal)], signal, "follower");
-    const leading = candidacy.followUntilLeading(signal, (leader) => this.leader.set(leader));
+    const unserved =
+      this.config.leaderServiceDefinitions ??
+      (this.config.leaderServices ? [] : clusterServiceDefinitions);
+    const serving = listener.serve(
+      [this.localService(ctx, signal)],
+      signal,
+      "follower",
+      undefined,
+      {
+        unserved,
+        notServed: (path) => notTheLeader(path, "this curator follows", this.knownLeader),
+      },
+    );
+    const leading = candidacy.followUntilLeading(signal, (leader) => this.setLeader(leader));
     try {
       const outcome = await Promise.race([
         leading.then(() => "leads" as const),
@@ -212,6 +250,8 @@ export class Curator {
     let lost: Error | undefined;
     void candidacy.lost.then((why) => {
       lost = why;
+      // At once, before the listener winds down: no one is told it leads any more.
+      this.setLeader(undefined);
       leading.abort();
     });
     const caDer = decodePem(this.config.tls.ca, "CERTIFICATE");
@@ -252,12 +292,19 @@ export class Curator {
         signal,
         "leader",
         () => {
-          this.leader.set(this.self);
+          this.setLeader(this.self);
           logProgress(ctx.logger, "serving the cluster's APIs as the leader", {
             event: "curator.leading",
             nodeId: this.self.nodeId,
             address: `${this.self.host}:${this.self.port}`,
           });
+        },
+        {
+          // Checked as each call arrives: the deadline may pass before its timer runs.
+          admit: (path) =>
+            leadership.serving || localPaths.has(path)
+              ? undefined
+              : notTheLeader(path, "this curator's election lease is unconfirmed", undefined),
         },
       );
     } catch (e) {

@@ -33,6 +33,24 @@ export class LostLeadershipError extends CuratorError {
 }
 
 /**
+ * This curator was the leader, but the renewal of its election lease has not
+ * been confirmed in time (lease-deadline.ts): etcd may let another curator
+ * lead now, so it serves nothing as the leader. Answered as UNAVAILABLE, so
+ * clients ask again for the current leader.
+ */
+export class LeaseUnconfirmedError extends CuratorError {
+  constructor(
+    readonly sinceProvenMs: number,
+    readonly ttlMs: number,
+  ) {
+    super(
+      status.UNAVAILABLE,
+      `not the leader: this curator's election lease was last proven held ${Math.round(sinceProvenMs)} ms ago (TTL ${ttlMs / 1000} s, less a safety margin); ask for the current leader`,
+    );
+  }
+}
+
+/**
  * The leader handed its leadership over rather than take the consensus
  * role from its own node (see management-roles.ts). Answered as
  * UNAVAILABLE, so clients retry with the new leader, which can.

@@ -8,12 +8,24 @@
  * expired (the leader was partitioned, or stopped) the key is gone, the
  * comparison fails, and the write is refused — so two leaders can never both
  * commit, whatever the clocks say.
+ *
+ * Reads and liveness need more than that guard: a leader cut off from the
+ * etcd majority must stop answering before the majority can elect another,
+ * or it serves reads from its memory that miss the new leader's writes. So
+ * a candidacy keeps its own deadline (lease-deadline.ts: the monotonic time
+ * of the last renewal etcd confirmed, plus the TTL, less a safety margin):
+ * every call a leader serves checks it (`Leadership.assertServing`), and when
+ * it passes without a newer confirmation the candidacy counts as lost at
+ * once (`Candidacy.lost`), long before etcd3 itself would say so (twice the
+ * TTL without renewal). Only a new campaign leads again.
  */
+import { performance } from "node:perf_hooks";
 import type { Etcd3, Lease, Namespace } from "etcd3";
 import { openWatch } from "@metropolis/consensus";
 import { priv } from "@metropolis/proto";
-import { LostLeadershipError } from "./errors";
+import { LeaseUnconfirmedError, LostLeadershipError } from "./errors";
 import { leaderPrefix } from "./keys";
+import { LeaseDeadline, type MonotonicClock } from "./lease-deadline";
 
 /** Where a curator serves. */
 export interface CuratorEndpoint {
@@ -40,7 +52,29 @@ export class Leadership {
     readonly self: CuratorEndpoint,
     /** Told when a write finds the leadership gone, so the curator campaigns again. */
     private readonly onLost: () => void = () => undefined,
+    /** Until when the election lease is provably held; none: only the write guard fences. */
+    readonly deadline?: LeaseDeadline,
   ) {}
+
+  /**
+   * Whether this leader may serve now: its lease is provably held (see the
+   * module comment). Always true for a leadership without a deadline.
+   */
+  get serving(): boolean {
+    return this.deadline?.valid() ?? true;
+  }
+
+  /**
+   * Throws unless this leader may serve now: every read a leader answers
+   * from what it holds in memory calls this at the moment it reads.
+   *
+   * @throws LeaseUnconfirmedError (UNAVAILABLE) once the lease deadline has passed.
+   */
+  assertServing(): void {
+    if (this.deadline && !this.deadline.valid()) {
+      throw new LeaseUnconfirmedError(this.deadline.sinceProvenMs(), this.deadline.ttlMs);
+    }
+  }
 
   /** A transaction guarded by this leadership; add further comparisons with `.and(…)`. */
   txn(): Txn {
@@ -107,12 +141,14 @@ export type RenewalTrouble =
 /** A curator's standing in the election, from `campaign()` until its lease is lost or revoked. */
 export class Candidacy {
   /**
-   * Resolves, with why, when the lease is lost (expired at etcd, revoked, or
-   * unrenewed for twice its TTL because etcd was unreachable), or when a
-   * guarded write found the election key gone.
+   * Resolves, with why, when the lease is lost (expired at etcd, revoked,
+   * or unrenewed for twice its TTL because etcd was unreachable), when its
+   * deadline passed without a confirmed renewal (LeaseUnconfirmedError),
+   * or when a guarded write found the election key gone.
    */
   readonly lost: Promise<Error>;
   private markLost: (why: Error) => void = () => undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly kv: Namespace,
@@ -121,11 +157,34 @@ export class Candidacy {
     readonly createRevision: string,
     readonly self: CuratorEndpoint,
     private readonly ttlSeconds: number,
+    /** Until when the lease is provably held (lease-deadline.ts). */
+    readonly deadline: LeaseDeadline,
   ) {
     this.lost = new Promise((resolve) => {
       this.markLost = resolve;
       lease.once("lost", (e: Error) => resolve(e));
     });
+    lease.on("keepaliveFired", () => deadline.renewalSent());
+    lease.on("keepaliveSucceeded", (res: { TTL: string }) =>
+      deadline.renewalConfirmed(Number(res.TTL) * 1000),
+    );
+    lease.on("keepaliveFailed", () => deadline.renewalsLost());
+    lease.on("keepaliveEstablished", () => deadline.renewalsLost());
+    this.watchDeadline();
+    void this.lost.then(() => clearTimeout(this.deadlineTimer));
+  }
+
+  /**
+   * Checks the deadline when it is due, and again at the new one while
+   * renewals move it on; once it has passed, the candidacy is lost.
+   */
+  private watchDeadline(): void {
+    const remaining = this.deadline.remainingMs();
+    if (remaining <= 0) {
+      this.markLost(new LeaseUnconfirmedError(this.deadline.sinceProvenMs(), this.deadline.ttlMs));
+      return;
+    }
+    this.deadlineTimer = setTimeout(() => this.watchDeadline(), Math.ceil(remaining));
   }
 
   /**
@@ -135,11 +194,11 @@ export class Candidacy {
    */
   onRenewalTrouble(report: (trouble: RenewalTrouble) => void): void {
     const slowMs = (this.ttlSeconds * 1000) / 10;
-    let renewedAt = Date.now();
+    let renewedAt = performance.now();
     let firedAt: number | undefined;
-    this.lease.on("keepaliveFired", () => (firedAt ??= Date.now()));
+    this.lease.on("keepaliveFired", () => (firedAt ??= performance.now()));
     this.lease.on("keepaliveSucceeded", () => {
-      renewedAt = Date.now();
+      renewedAt = performance.now();
       const tookMs = firedAt === undefined ? 0 : renewedAt - firedAt;
       firedAt = undefined;
       if (tookMs > slowMs) report({ kind: "slow", tookMs });
@@ -148,7 +207,7 @@ export class Candidacy {
     this.lease.on("keepaliveFailed", (failure: unknown) => {
       firedAt = undefined;
       const error = failure instanceof Error ? failure : new Error(String(failure));
-      report({ kind: "failed", error, sinceRenewedMs: Date.now() - renewedAt });
+      report({ kind: "failed", error, sinceRenewedMs: performance.now() - renewedAt });
     });
   }
 
@@ -173,8 +232,13 @@ export class Candidacy {
 
   /** This candidacy's leadership; only meaningful once `leader()` says it leads. */
   leadership(): Leadership {
-    return new Leadership(this.kv, this.key, this.createRevision, this.self, () =>
-      this.markLost(new LostLeadershipError()),
+    return new Leadership(
+      this.kv,
+      this.key,
+      this.createRevision,
+      this.self,
+      () => this.markLost(new LostLeadershipError()),
+      this.deadline,
     );
   }
 
@@ -226,11 +290,13 @@ export class Candidacy {
    * with the lease, as when this curator's process dies. Failover tests use it.
    */
   abandon(): void {
+    clearTimeout(this.deadlineTimer);
     this.lease.release();
   }
 
   /** Gives up: revokes the lease, which deletes the election key. */
   async resign(): Promise<void> {
+    clearTimeout(this.deadlineTimer);
     await this.lease.revoke().catch(() => undefined);
   }
 }
@@ -245,6 +311,16 @@ export interface CampaignOptions {
    * @default kv
    */
   leaseKv?: Namespace;
+  /**
+   * Subtracted from every proven lease expiry (lease-deadline.ts).
+   * @default a fifth of the TTL
+   */
+  safetyMarginMs?: number;
+  /**
+   * The monotonic clock the lease deadline is kept on.
+   * @default performance.now
+   */
+  now?: MonotonicClock;
 }
 
 /**
@@ -268,6 +344,13 @@ export async function campaign(
     }
     if (owner === self.nodeId) await kv.delete().key(entry.key.toString()).exec();
   }
+  const now = options.now ?? (() => performance.now());
+  // Taken before the grant is sent: the lease is held at least until then + TTL.
+  const deadline = new LeaseDeadline(now(), {
+    ttlMs: ttlSeconds * 1000,
+    safetyMarginMs: options.safetyMarginMs,
+    now,
+  });
   const lease = (options.leaseKv ?? kv).lease(ttlSeconds);
   const id = await lease.grant();
   const key = `${leaderPrefix}${id}`;
@@ -280,7 +363,7 @@ export async function campaign(
   await lease.put(key).value(Buffer.from(value)).exec();
   const res = await kv.get(key).exec();
   if (res.kvs.length !== 1) throw new LostLeadershipError();
-  return new Candidacy(kv, lease, key, res.kvs[0].create_revision, self, ttlSeconds);
+  return new Candidacy(kv, lease, key, res.kvs[0].create_revision, self, ttlSeconds, deadline);
 }
 
 /** For tests and tools: the election keys currently in etcd, by create revision. */

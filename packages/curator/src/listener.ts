@@ -23,7 +23,7 @@
 import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { Server, type ConnectionInjector, type ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "@metropolis/supervisor";
-import { CallRouter, type ServiceEntry } from "./call-router";
+import { CallRouter, type RunPolicy, type ServiceEntry } from "./call-router";
 import { ConnectionAdmission } from "./connection-admission";
 import { serverLimits } from "./server-limits";
 
@@ -67,16 +67,18 @@ export class Listener {
   /**
    * Serves `services` until `signal` aborts, then ends their calls (see
    * call-router.ts); resolves once they have ended. `onServing` is called
-   * once the services take calls. The port is opened by the first call and
-   * stays open until {@link close}.
+   * once the services take calls; `policy` says how calls of what they do
+   * not serve are answered (call-router.ts). The port is opened by the
+   * first call and stays open until {@link close}.
    */
   serve(
     services: readonly ServiceEntry[],
     signal: AbortSignal,
     role: string,
     onServing: () => void = () => undefined,
+    policy: RunPolicy = {},
   ): Promise<void> {
-    const run = this.previous.then(() => this.run(services, signal, role, onServing));
+    const run = this.previous.then(() => this.run(services, signal, role, onServing, policy));
     this.previous = run.catch(() => undefined);
     return run;
   }
@@ -119,10 +121,11 @@ export class Listener {
     signal: AbortSignal,
     role: string,
     onServing: () => void,
+    policy: RunPolicy,
   ): Promise<void> {
     if (signal.aborted) return;
     const { router } = await this.listen();
-    const end = router.serve(services);
+    const end = router.serve(services, policy);
     this.logger.info(`serving as ${role} on ${this.address}`);
     onServing();
     await new Promise<void>((resolve) => {

@@ -35,6 +35,7 @@
  * and the role checks read etcd themselves.
  */
 import { EventEmitter } from "node:events";
+import { performance } from "node:perf_hooks";
 import type { IKeyValue, Namespace, Watcher } from "etcd3";
 import { openWatch } from "@metropolis/consensus";
 import type { Logger } from "@metropolis/supervisor";
@@ -141,7 +142,8 @@ export class NodeRecordMirror {
 
   constructor(
     private readonly kv: Namespace,
-    private readonly leadership: Pick<Leadership, "lastWriteRevision">,
+    private readonly leadership: Pick<Leadership, "lastWriteRevision"> &
+      Partial<Pick<Leadership, "assertServing">>,
     private readonly logger: Logger,
     opts: MirrorOptions = {},
   ) {
@@ -208,19 +210,28 @@ export class NodeRecordMirror {
     await this.starting;
   }
 
-  /** The copy, once it holds the leader's last write; undefined when etcd must be read instead. */
+  /**
+   * The copy, once it holds the leader's last write; undefined when etcd
+   * must be read instead.
+   *
+   * @throws LeaseUnconfirmedError when the leader's lease deadline has
+   *   passed: the copy is current only while no other curator can lead
+   *   (lease-deadline.ts), so it is checked at the moment of each read.
+   */
   private async current(): Promise<Copy | undefined> {
     if (this.closed) return undefined;
     let copy = this.copy;
     if (!copy) {
-      if (Date.now() - this.failedAt < restartAfterMs) return undefined;
+      if (performance.now() - this.failedAt < restartAfterMs) return undefined;
       this.starting ??= this.start().finally(() => (this.starting = undefined));
       copy = await this.starting;
       if (!copy) return undefined;
     }
     const wanted = this.leadership.lastWriteRevision;
-    if (copy.revision >= wanted) return copy;
-    return (await this.until(wanted)) && copy.live ? copy : undefined;
+    const current = copy.revision >= wanted || ((await this.until(wanted)) && copy.live);
+    if (!current) return undefined;
+    this.leadership.assertServing?.();
+    return copy;
   }
 
   /** Reads every record and starts watching after the read; undefined when either failed. */
@@ -342,7 +353,7 @@ export class NodeRecordMirror {
 
   /** Gives `copy` up: readers read etcd until a later start succeeds. */
   private fail(copy: Copy): void {
-    this.failedAt = Date.now();
+    this.failedAt = performance.now();
     void this.drop(copy);
     for (const w of this.waiters) w.done(false);
     this.waiters.clear();
