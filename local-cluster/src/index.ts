@@ -5,6 +5,9 @@
  *
  *   LocalCluster ──metroctl (in-process)──▶ curator leader
  *        └─ NodeProcess × N ──spawn──▶ metropolis-node ──▶ etcd, workloads
+ *
+ * In hosts mode each node runs in a network namespace of its own on a
+ * bridge (Testbed), and Network breaks the network between them.
  */
 export {
   defaultAddress,
@@ -55,3 +58,20 @@ export {
   type EtcdMemberView,
 } from "./cluster-view";
 export { randomLoopbackNet } from "./loopback-net";
+export {
+  Testbed,
+  TestbedBusyError,
+  TestbedError,
+  TestbedUnavailableError,
+  type TestbedOptions,
+} from "./testbed";
+export type { TestbedAvailability } from "./testbed-availability";
+export {
+  describeFault,
+  faultChain,
+  Network,
+  NetworkFaultError,
+  type FaultRecord,
+  type NetworkFault,
+} from "./network";
+export { HostCommandError, type CommandOutput } from "./host-command";

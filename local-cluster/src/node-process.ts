@@ -31,6 +31,7 @@ import {
   readProgressEvent,
 } from "@metropolis/supervisor/node-progress";
 import { LocalClusterError } from "./errors";
+import { tool } from "./host-command";
 
 /** Default number of output lines a NodeProcess keeps. */
 export const defaultBufferLines = 20_000;
@@ -167,6 +168,15 @@ export interface NodeProcessOptions {
   env?: Record<string, string>;
   /** A file every output line is appended to, as written (JSON log lines stay JSON). */
   logFile?: string;
+  /**
+   * The network namespace (its name under /run/netns, e.g. a testbed host's
+   * `Testbed.namespace(i)`) to run the node in: it is spawned as
+   * `nsenter --net=/run/netns/NETNS -- node …`, which switches only the
+   * network namespace (its tmpfs mounts and unix sockets stay the host's)
+   * and execs node, so `pid` is still the node's and its process group the
+   * node's own. Default: the launcher's network namespace.
+   */
+  netns?: string;
 }
 
 /** A pending wait, offered every new line. */
@@ -201,13 +211,17 @@ export class NodeProcess {
     const args = [binary, "--root", opts.root, "--address", opts.address];
     if (opts.parametersPath) args.push("--parameters", opts.parametersPath);
     if (opts.configPath) args.push("--config", opts.configPath);
-    this.child = spawn(process.execPath, args, {
+    // nsenter execs node after switching the network namespace: the PID stays the node's.
+    const [command, commandArgs] = opts.netns
+      ? [tool("nsenter"), [`--net=/run/netns/${opts.netns}`, "--", process.execPath, ...args]]
+      : [process.execPath, args];
+    this.child = spawn(command, commandArgs, {
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
       env: { ...process.env, ...opts.env },
     });
     if (this.child.pid === undefined) {
-      throw new NodeProcessError(`${opts.name}: could not start ${process.execPath} ${binary}`);
+      throw new NodeProcessError(`${opts.name}: could not start ${command} ${binary}`);
     }
     this.pid = this.child.pid;
     this.logFile = opts.logFile ? createWriteStream(opts.logFile, { flags: "a" }) : undefined;
@@ -242,6 +256,11 @@ export class NodeProcess {
 
   get root(): string {
     return this.opts.root;
+  }
+
+  /** The network namespace it runs in (`NodeProcessOptions.netns`), if not the launcher's. */
+  get netns(): string | undefined {
+    return this.opts.netns;
   }
 
   /** Whether the node process is still running. */
