@@ -69,5 +69,11 @@ export interface SupervisionTreeNode {
   nextRestartInMs: number | null;
   /** True when it failed too often and will not be restarted. */
   givenUp: boolean;
+  /**
+   * What its current run says it is doing (`RunContext.status`; for a state
+   * machine's runnable, the machine's state, e.g. `leading.leaseUnconfirmed`),
+   * if it published anything.
+   */
+  status: string | null;
   children: SupervisionTreeNode[];
 }

@@ -1,8 +1,9 @@
 /**
  * A node's supervision tree, from the flat list the Debug service sends
  * (parents before children, DNs like `root.consensus.etcd`) to a tree, drawn
- * with its states, restart counts and last errors — the first place to look
- * when a node does not come up.
+ * with its states, restart counts, last errors and what each runnable says
+ * it is doing (a state machine's current state) — the first place to look
+ * when a node does not come up, or does not do what it should.
  */
 import { api } from "@metropolis/proto";
 import type { SupervisionTreeNode } from "./node-fields";
@@ -34,6 +35,7 @@ export function buildSupervisionTree(nodes: readonly api.SupervisionNode[]): Sup
       lastError: n.lastError === "" ? null : n.lastError,
       nextRestartInMs: n.nextRestartInMs ?? null,
       givenUp: n.givenUp,
+      status: n.status === "" ? null : n.status,
       children: [],
     };
     byDn.set(n.dn, node);
@@ -59,8 +61,14 @@ function flatten(nodes: readonly SupervisionTreeNode[], prefix: string, rows: Ro
   });
 }
 
+/**
+ * The DETAIL cell: first what the runnable says it is doing (its machine's
+ * state), which an operator reads on every line, then what went wrong.
+ */
 function detail(node: SupervisionTreeNode): string {
   const parts: string[] = [];
+  // A node of this version sends one line; one of another need not.
+  if (node.status !== null) parts.push(`state: ${node.status.split("\n")[0]}`);
   if (node.givenUp) parts.push("gave up");
   else if (node.nextRestartInMs !== null)
     parts.push(`restart in ${(node.nextRestartInMs / 1000).toFixed(1)}s`);

@@ -135,7 +135,14 @@ describe("logs", () => {
 describe("tree", () => {
   const snapshot: api.GetSupervisionTreeResponse = {
     nodes: [
-      { dn: "root", state: api.RunnableState.HEALTHY, restarts: 0, lastError: "", givenUp: false },
+      {
+        dn: "root",
+        state: api.RunnableState.HEALTHY,
+        restarts: 0,
+        lastError: "",
+        givenUp: false,
+        status: "",
+      },
       {
         dn: "root.network",
         state: api.RunnableState.DEAD,
@@ -143,6 +150,7 @@ describe("tree", () => {
         lastError: "no link",
         nextRestartInMs: 800,
         givenUp: false,
+        status: "",
       },
       {
         dn: "root.role",
@@ -150,18 +158,21 @@ describe("tree", () => {
         restarts: 0,
         lastError: "",
         givenUp: false,
+        status: "",
       },
       {
         dn: "root.role.curator",
-        state: api.RunnableState.NEW,
+        state: api.RunnableState.HEALTHY,
         restarts: 0,
         lastError: "",
         givenUp: false,
+        // A state machine's runnable: its machine's state (RunContext.status).
+        status: "leading.leaseUnconfirmed",
       },
     ],
   };
 
-  it("draws the node's supervision tree", async () => {
+  it("draws the node's supervision tree, a runnable's state first in DETAIL", async () => {
     const id = cluster.leader.firstNode.nodeId;
     const server = await serveDebug(id, { tree: () => snapshot });
     const res = await metroctl(config, ["tree", id, "--debug-port", String(server.port)]);
@@ -171,7 +182,7 @@ describe("tree", () => {
       "root           HEALTHY  0",
       "├─ network     DEAD     2         restart in 0.8s; last error: no link",
       "└─ role        HEALTHY  0",
-      "   └─ curator  NEW      0",
+      "   └─ curator  HEALTHY  0         state: leading.leaseUnconfirmed",
       "",
     ]);
     expect(server.callers).toEqual(["owner"]);
@@ -199,6 +210,7 @@ describe("tree", () => {
         lastError: null,
         nextRestartInMs: null,
         givenUp: false,
+        status: null,
         children: [
           expect.objectContaining({
             name: "network",
@@ -208,7 +220,13 @@ describe("tree", () => {
           }),
           expect.objectContaining({
             name: "role",
-            children: [expect.objectContaining({ dn: "root.role.curator", name: "curator" })],
+            children: [
+              expect.objectContaining({
+                dn: "root.role.curator",
+                name: "curator",
+                status: "leading.leaseUnconfirmed",
+              }),
+            ],
           }),
         ],
       },
@@ -223,6 +241,7 @@ describe("tree --watch", () => {
     restarts,
     lastError: "",
     givenUp: false,
+    status: "",
   });
 
   it("draws the tree, then again after each change, until interrupted (exit 0)", async () => {

@@ -243,6 +243,7 @@ describe("supervision tree drawing", () => {
       since: at,
       lastError: "",
       givenUp: false,
+      status: "",
     },
     {
       dn: "root.consensus",
@@ -250,6 +251,8 @@ describe("supervision tree drawing", () => {
       restarts: 0,
       lastError: "",
       givenUp: false,
+      // Its machine's state; a node of another version might send more than one line.
+      status: "running.voter\n(joined)",
     },
     {
       dn: "root.consensus.etcd",
@@ -258,6 +261,7 @@ describe("supervision tree drawing", () => {
       lastError: "exit code 1\n  at somewhere",
       nextRestartInMs: 1500,
       givenUp: false,
+      status: "",
     },
     {
       dn: "root.curator",
@@ -265,15 +269,16 @@ describe("supervision tree drawing", () => {
       restarts: 1,
       lastError: "boom",
       givenUp: true,
+      status: "",
     },
   ];
 
-  it("nests runnables under their parents, with states, restarts and last errors", () => {
+  it("nests runnables under their parents, with states, restarts, statuses and last errors", () => {
     const lines = renderSupervisionTree(buildSupervisionTree(nodes)).split("\n");
     expect(lines).toEqual([
       "RUNNABLE      STATE    RESTARTS  DETAIL",
       "root          HEALTHY  0",
-      "├─ consensus  HEALTHY  0",
+      "├─ consensus  HEALTHY  0         state: running.voter",
       "│  └─ etcd    DEAD     3         restart in 1.5s; last error: exit code 1",
       "└─ curator    NEW      1         gave up; last error: boom",
     ]);
@@ -291,8 +296,13 @@ describe("supervision tree drawing", () => {
     expect(buildSupervisionTree(nodes)[0]).toMatchObject({
       name: "root",
       since: "2024-05-01T12:00:00.000Z",
+      status: null,
       children: [
-        { name: "consensus", children: [{ name: "etcd", restarts: 3, nextRestartInMs: 1500 }] },
+        {
+          name: "consensus",
+          status: "running.voter\n(joined)",
+          children: [{ name: "etcd", restarts: 3, nextRestartInMs: 1500 }],
+        },
         { name: "curator", givenUp: true, lastError: "boom" },
       ],
     });

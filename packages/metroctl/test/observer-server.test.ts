@@ -375,6 +375,7 @@ describe("live feeds", () => {
       lastError: null,
       nextRestartInMs: null,
       givenUp: false,
+      status: "leading.leaseUnconfirmed",
       children: [],
     };
     backend.trees.push({ roots: [runnable], receivedAt: 1 });

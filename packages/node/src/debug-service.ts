@@ -166,6 +166,7 @@ export function toSupervisionNode(n: NodeStatus): api.SupervisionNode {
     lastError: n.lastError ?? "",
     nextRestartInMs: n.nextRestartInMs,
     givenUp: n.givenUp ?? false,
+    status: n.status ?? "",
   };
 }
 

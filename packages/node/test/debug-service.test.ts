@@ -296,6 +296,7 @@ beforeEach(async () => {
         c.run("curator", async (cc) => {
           loggers.curator = cc.logger;
           cc.logger.info("curator 1", { port: 7835 });
+          cc.status("leading.leaseConfirmed");
           await serve(cc);
         });
         c.logger.info("role 2");
@@ -526,7 +527,7 @@ describe("GetLogs bounds", () => {
 });
 
 describe("GetSupervisionTree", () => {
-  it("reports every DN with its state, restarts, last error and pending restart", async () => {
+  it("reports every DN with its state, restarts, last error, pending restart and status", async () => {
     await h.waitFor("root.flaky", "healthy");
     await h.waitFor("root.oneshot", "done");
     const restarted = h.nextTransition(
@@ -554,7 +555,10 @@ describe("GetSupervisionTree", () => {
       lastError: "",
       nextRestartInMs: undefined,
       givenUp: false,
+      status: "leading.leaseConfirmed",
     });
+    // A runnable that published no status: empty, as the wire says "none".
+    expect(byDn.get("root.role")?.status).toBe("");
     expect(byDn.get("root.flaky")).toMatchObject({
       state: api.RunnableState.HEALTHY,
       restarts: 1,

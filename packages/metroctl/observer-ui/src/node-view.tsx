@@ -1,6 +1,7 @@
 /**
  * A node's view: what the cluster says about it, its supervision tree
- * (state colours, restarts, last error, a countdown to a pending restart),
+ * (state colours, restarts, what each runnable says it is doing — a state
+ * machine's state —, last error, a countdown to a pending restart),
  * the runnables restarted most, its supervisor reports as a timeline, and
  * its logs (DN, minimum level, follow). Each part is its own live stream of
  * the node's Debug or NodeManagement service, through the observer.
@@ -81,6 +82,11 @@ function SupervisionTree(props: { id: string }) {
                 </td>
                 <td class={r.restarts > 0 ? "restarts" : ""}>{r.restarts}</td>
                 <td class="detail">
+                  {r.status !== null && (
+                    <span class="status" data-testid="runnable-status" title={r.status}>
+                      state: {r.status.split("\n")[0]}{" "}
+                    </span>
+                  )}
                   {r.givenUp && <b>gave up </b>}
                   {left !== null && <b class="countdown">restart in {left.toFixed(1)} s </b>}
                   {r.lastError !== null && (

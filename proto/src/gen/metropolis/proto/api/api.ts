@@ -787,6 +787,13 @@ export interface SupervisionNode {
     | undefined;
   /** True when it failed too often and will not be restarted. */
   givenUp: boolean;
+  /**
+   * What its current run says it is doing, in one line of at most 120
+   * characters (RunContext.status; a state machine's runnable: the
+   * machine's state, e.g. `leading.leaseUnconfirmed`); empty when the run
+   * published none, and between runs.
+   */
+  status: string;
 }
 
 /** WatchSupervisionTreeRequest has no fields. */
@@ -4857,7 +4864,16 @@ export const GetSupervisionTreeResponse: MessageFns<GetSupervisionTreeResponse> 
 };
 
 function createBaseSupervisionNode(): SupervisionNode {
-  return { dn: "", state: 0, restarts: 0, since: undefined, lastError: "", nextRestartInMs: undefined, givenUp: false };
+  return {
+    dn: "",
+    state: 0,
+    restarts: 0,
+    since: undefined,
+    lastError: "",
+    nextRestartInMs: undefined,
+    givenUp: false,
+    status: "",
+  };
 }
 
 export const SupervisionNode: MessageFns<SupervisionNode> = {
@@ -4882,6 +4898,9 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
     }
     if (message.givenUp !== false) {
       writer.uint32(56).bool(message.givenUp);
+    }
+    if (message.status !== "") {
+      writer.uint32(66).string(message.status);
     }
     return writer;
   },
@@ -4955,6 +4974,14 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
             message.givenUp = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4988,6 +5015,7 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
         : isSet(object.given_up)
         ? globalThis.Boolean(object.given_up)
         : false,
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
     };
   },
 
@@ -5014,6 +5042,9 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
     if (message.givenUp !== false) {
       obj.givenUp = message.givenUp;
     }
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
     return obj;
   },
 
@@ -5029,6 +5060,7 @@ export const SupervisionNode: MessageFns<SupervisionNode> = {
     message.lastError = object.lastError ?? "";
     message.nextRestartInMs = object.nextRestartInMs ?? undefined;
     message.givenUp = object.givenUp ?? false;
+    message.status = object.status ?? "";
     return message;
   },
 };
