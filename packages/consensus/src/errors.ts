@@ -62,6 +62,12 @@ export class MembershipRefusedError extends MembershipError {
 }
 
 /**
+ * The member's raft status could not be read (its etcd did not answer in
+ * time, or answered something that is not a status): nothing is known.
+ */
+export class RaftStatusError extends ConsensusError {}
+
+/**
  * etcd reported that its cluster removed this member (see etcd-log.ts): its
  * data directory will never serve again and may be deleted.
  */

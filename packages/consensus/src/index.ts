@@ -42,7 +42,9 @@ export {
   KeyringNotLoadedError,
   RotationError,
   GuardLostError,
+  RaftStatusError,
 } from "./errors";
+export { hexMemberId, raftStatusTimeoutMs, readRaftStatus, type RaftStatus } from "./raft-status";
 export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";
 export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";

@@ -71,6 +71,7 @@ import {
 import { keyringFollower } from "./keyring-follower";
 import { bootstrapKeyring, dropMemberCopy, wrapForMember } from "./keyring-membership";
 import { addLearner, promoteStartedLearners, removeMember } from "./membership";
+import { readRaftStatus } from "./raft-status";
 import { rotateSecretsKey } from "./rotation";
 import {
   loadPeerCrl,
@@ -483,6 +484,7 @@ export class ConsensusService {
       },
       members: async () => (await client.cluster.memberList({})).members,
       confirmMember: (timeoutMs = 5_000) => this.confirmMember(client, timeoutMs),
+      raftStatus: (timeoutMs) => readRaftStatus(client, this.socketPath, timeoutMs),
       removeNode: async (nodeId, address, signal) => {
         const removed = await removeMember(client, nodeId, address && this.peerUrlOf(address), {
           signal: signal ?? ctx.signal,

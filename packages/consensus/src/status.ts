@@ -6,6 +6,7 @@ import type { IMember } from "etcd3";
 import type { ConsensusClient } from "./consensus-client";
 import type { EtcdPeer } from "./etcd-flags";
 import type { WriteGuard } from "./guarded-write";
+import type { RaftStatus } from "./raft-status";
 import type { RotationResult } from "./rotation";
 
 /** What a new member needs to join the cluster: returned by `addNode()`, given to its consensus service. */
@@ -75,6 +76,13 @@ export type ConsensusStatus =
        * 5 s): then nothing is known, and nothing should be concluded.
        */
       confirmMember(timeoutMs?: number): Promise<boolean>;
+      /**
+       * The raft state as this member sees it (raft-status.ts): the raft
+       * leader's member ID and the term, and the peers this member has a raft
+       * connection with. Rejects with RaftStatusError when the member does not
+       * answer within `timeoutMs` (default 2 s).
+       */
+      raftStatus(timeoutMs?: number): Promise<RaftStatus>;
       /**
        * Removes the node's member, if it has one, and its copy of the keyring.
        * Give the node's peer `address` to also remove a learner that was

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "@metropolis/event";
 import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
-import { testHarness, type TestHarness } from "@metropolis/supervisor/testing";
+import { eventually, testHarness, type TestHarness } from "@metropolis/supervisor/testing";
 import { localTimings } from "./etcd-flags";
 import { ConsensusService, type ConsensusConfig } from "./service";
 import type { ConsensusStatus } from "./status";
@@ -197,6 +197,27 @@ export class TestMembers {
     opts: { expectEtcdDeath?: boolean } = {},
   ): Promise<TestMember> {
     return this.keep(await runTestMember(node, mode, opts));
+  }
+
+  /**
+   * Joins `node` to the cluster `via` runs in, as a node given the consensus
+   * role does: `via.status.addNode()` adds it as a learner, its member starts
+   * with what that returned, and this waits until every member of the cluster
+   * is a started voter (the autopromoter promoted it). Stopped at cleanup.
+   */
+  async join(
+    via: Pick<TestMember, "status">,
+    node: TestNode,
+    opts: { expectEtcdDeath?: boolean } = {},
+  ): Promise<TestMember> {
+    const join = await via.status.addNode(node.nodeId, node.publicKey, node.peer);
+    const member = await this.run(node, { join }, opts);
+    await eventually(
+      async () => (await via.status.members()).every((m) => !m.isLearner && m.name !== ""),
+      `${node.nodeId} joined and every learner promoted`,
+      { timeoutMs: 30_000 },
+    );
+    return member;
   }
 
   /** {@link startTestMember}, stopped at cleanup. */

@@ -1,6 +1,8 @@
 /**
  * Management.GetClusterConsensus and WatchClusterConsensus: the etcd
- * membership and the curator leader with its term, for the owner (nodes ask
+ * membership (which member leads raft, which ones the leader's own etcd
+ * member reaches), the raft leader and term, the curator leader with its
+ * term, and the consensus's fault tolerance, for the owner (nodes ask
  * Curator.GetConsensusStatus).
  *
  * etcd has no watch of its membership, so a watch is the leader reading it:
@@ -10,7 +12,7 @@
  * with the leadership (the server they belong to stops); a client watches
  * again on the new leader, whose first message has a larger term.
  *
- *   etcd MemberList + members' node records ──(every refreshMs, while watched)──▶ ConsensusFeed
+ *   etcd MemberList + raft status + members' node records ──(every refreshMs, while watched)──▶ ConsensusFeed
  *        ──▶ stream 1 (first the current consensus, then each change)
  *        ──▶ stream 2 …
  */
@@ -18,7 +20,8 @@ import type { ServerWritableStream } from "@grpc/grpc-js";
 import { MemoryValue } from "@metropolis/event";
 import { api } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
-import { consensusMembers } from "./consensus-members";
+import { readConsensus } from "./consensus-members";
+import { faultTolerance } from "./fault-tolerance";
 import type { LeaderContext } from "./leader-context";
 
 /**
@@ -32,8 +35,9 @@ export async function getClusterConsensus(
   ctx: LeaderContext,
 ): Promise<api.GetClusterConsensusResponse> {
   const { self, createRevision } = ctx.leadership;
+  const { members, raft } = await readConsensus(ctx);
   return {
-    members: await consensusMembers(ctx),
+    members,
     leader: {
       nodeId: self.nodeId,
       host: self.host,
@@ -41,6 +45,8 @@ export async function getClusterConsensus(
       // The election key's create revision: a later leader's key was created later.
       term: Number(createRevision),
     },
+    raft: raft && { leaderMemberId: raft.leaderId ?? "", term: raft.raftTerm },
+    faultTolerance: faultTolerance(members),
   };
 }
 

@@ -113,8 +113,9 @@ describe("GetClusterInfo", () => {
 
 describe("GetClusterConsensus", () => {
   const Status = common.ConsensusMember_Status;
+  const Reachability = common.ConsensusMember_Reachability;
 
-  it("reports the etcd voter and learners, whose curators run, and the leader with its term", async () => {
+  it("reports the etcd voter and learners, whose curators run, the raft and curator leaders with their terms, and the fault tolerance", async () => {
     await leader.updateNode(leader.firstNode.nodeId, (n) => ({
       ...n,
       status: {
@@ -131,8 +132,21 @@ describe("GetClusterConsensus", () => {
         memberId: expect.stringMatching(/^[0-9a-f]+$/),
         status: Status.VOTER,
         curatorRunning: true,
+        raftLeader: true,
+        reachability: Reachability.REACHABLE,
       },
     ]);
+    // The one member leads raft: its ID in hex, as etcdctl prints it.
+    const own = await leader.ctx.consensus.raftStatus();
+    expect(before.raft).toEqual({ leaderMemberId: own.memberId, term: own.raftTerm });
+    expect(before.members[0].memberId).toBe(own.memberId);
+    expect(before.faultTolerance).toEqual({
+      voters: 1,
+      learners: 0,
+      quorum: 1,
+      tolerates: 0,
+      unreachableVoters: 0,
+    });
     const self = leader.ctx.self;
     expect(before.leader).toEqual({
       nodeId: leader.firstNode.nodeId,
@@ -158,8 +172,20 @@ describe("GetClusterConsensus", () => {
         memberId: expect.stringMatching(/^[0-9a-f]+$/),
         status: Status.LEARNER,
         curatorRunning: false,
+        raftLeader: false,
+        // Never started: the leader's member has no raft stream with it.
+        reachability: Reachability.UNREACHABLE,
       });
       expect(after.leader).toEqual(before.leader);
+      expect(after.raft).toEqual(before.raft);
+      // A learner does not vote: one voter is still not fault tolerant.
+      expect(after.faultTolerance).toEqual({
+        voters: 1,
+        learners: 1,
+        quorum: 1,
+        tolerates: 0,
+        unreachableVoters: 0,
+      });
     } finally {
       await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: false });
     }

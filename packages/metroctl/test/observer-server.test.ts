@@ -292,10 +292,25 @@ describe("live feeds", () => {
 
   test("a GetClusterConsensus answer becomes the consensus view's snapshot", () => {
     const Status = common.ConsensusMember_Status;
+    const Reachability = common.ConsensusMember_Reachability;
     const res: api.GetClusterConsensusResponse = {
       members: [
-        { nodeId: "", memberId: "f0", status: Status.LEARNER, curatorRunning: false },
-        { nodeId: fakeNodeId(1), memberId: "0a", status: Status.VOTER, curatorRunning: true },
+        {
+          nodeId: "",
+          memberId: "f0",
+          status: Status.LEARNER,
+          curatorRunning: false,
+          raftLeader: false,
+          reachability: Reachability.UNREACHABLE,
+        },
+        {
+          nodeId: fakeNodeId(1),
+          memberId: "0a",
+          status: Status.VOTER,
+          curatorRunning: true,
+          raftLeader: true,
+          reachability: Reachability.REACHABLE,
+        },
       ],
       leader: { nodeId: fakeNodeId(1), host: "10.0.0.2", port: 7835, term: 7 },
     };

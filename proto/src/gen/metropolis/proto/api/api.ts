@@ -459,7 +459,15 @@ export interface GetClusterConsensusResponse {
   /** The etcd members, in no particular order. */
   members: ConsensusMember[];
   /** The curator leader. */
-  leader?: GetClusterConsensusResponse_Leader | undefined;
+  leader?:
+    | GetClusterConsensusResponse_Leader
+    | undefined;
+  /** The etcd raft leader and term. */
+  raft?:
+    | GetClusterConsensusResponse_Raft
+    | undefined;
+  /** Whether, and how far, the consensus is fault tolerant. */
+  faultTolerance?: GetClusterConsensusResponse_FaultTolerance | undefined;
 }
 
 /** The curator leader: the one answering. */
@@ -476,6 +484,41 @@ export interface GetClusterConsensusResponse_Leader {
    * later), so a client seeing a larger term knows a failover happened.
    */
   term: number;
+}
+
+/** The etcd raft state, as the curator leader's own etcd member sees it. */
+export interface GetClusterConsensusResponse_Raft {
+  /**
+   * etcd's member ID (hex) of the raft leader; empty while the member
+   * knows of no leader (an election, no quorum).
+   */
+  leaderMemberId: string;
+  /** The raft term: it grows with every etcd election. */
+  term: number;
+}
+
+/** How many failures the consensus survives, from its members. */
+export interface GetClusterConsensusResponse_FaultTolerance {
+  /** Voting members. */
+  voters: number;
+  /**
+   * Learners: they receive the log but do not vote, and count for nothing
+   * here until they are promoted.
+   */
+  learners: number;
+  /** How many voters must be up for etcd to commit: voters / 2 + 1. */
+  quorum: number;
+  /**
+   * How many voters may fail with the cluster still committing: voters -
+   * quorum. 0 means the cluster is not fault tolerant.
+   */
+  tolerates: number;
+  /**
+   * Voters the curator leader's etcd member does not reach right now
+   * (ConsensusMember.reachability UNREACHABLE): failures already under
+   * way, to be taken off tolerates.
+   */
+  unreachableVoters: number;
 }
 
 /** WatchNodesRequest starts a WatchNodes stream of every node. */
@@ -2466,7 +2509,7 @@ export const WatchClusterConsensusResponse: MessageFns<WatchClusterConsensusResp
 };
 
 function createBaseGetClusterConsensusResponse(): GetClusterConsensusResponse {
-  return { members: [], leader: undefined };
+  return { members: [], leader: undefined, raft: undefined, faultTolerance: undefined };
 }
 
 export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse> = {
@@ -2476,6 +2519,12 @@ export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse
     }
     if (message.leader !== undefined) {
       GetClusterConsensusResponse_Leader.encode(message.leader, writer.uint32(18).fork()).join();
+    }
+    if (message.raft !== undefined) {
+      GetClusterConsensusResponse_Raft.encode(message.raft, writer.uint32(26).fork()).join();
+    }
+    if (message.faultTolerance !== undefined) {
+      GetClusterConsensusResponse_FaultTolerance.encode(message.faultTolerance, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -2509,6 +2558,22 @@ export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse
             message.leader = GetClusterConsensusResponse_Leader.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.raft = GetClusterConsensusResponse_Raft.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.faultTolerance = GetClusterConsensusResponse_FaultTolerance.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2527,6 +2592,12 @@ export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse
         ? object.members.map((e: any) => ConsensusMember.fromJSON(e))
         : [],
       leader: isSet(object.leader) ? GetClusterConsensusResponse_Leader.fromJSON(object.leader) : undefined,
+      raft: isSet(object.raft) ? GetClusterConsensusResponse_Raft.fromJSON(object.raft) : undefined,
+      faultTolerance: isSet(object.faultTolerance)
+        ? GetClusterConsensusResponse_FaultTolerance.fromJSON(object.faultTolerance)
+        : isSet(object.fault_tolerance)
+        ? GetClusterConsensusResponse_FaultTolerance.fromJSON(object.fault_tolerance)
+        : undefined,
     };
   },
 
@@ -2537,6 +2608,12 @@ export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse
     }
     if (message.leader !== undefined) {
       obj.leader = GetClusterConsensusResponse_Leader.toJSON(message.leader);
+    }
+    if (message.raft !== undefined) {
+      obj.raft = GetClusterConsensusResponse_Raft.toJSON(message.raft);
+    }
+    if (message.faultTolerance !== undefined) {
+      obj.faultTolerance = GetClusterConsensusResponse_FaultTolerance.toJSON(message.faultTolerance);
     }
     return obj;
   },
@@ -2549,6 +2626,12 @@ export const GetClusterConsensusResponse: MessageFns<GetClusterConsensusResponse
     message.members = object.members?.map((e) => ConsensusMember.fromPartial(e)) || [];
     message.leader = (object.leader !== undefined && object.leader !== null)
       ? GetClusterConsensusResponse_Leader.fromPartial(object.leader)
+      : undefined;
+    message.raft = (object.raft !== undefined && object.raft !== null)
+      ? GetClusterConsensusResponse_Raft.fromPartial(object.raft)
+      : undefined;
+    message.faultTolerance = (object.faultTolerance !== undefined && object.faultTolerance !== null)
+      ? GetClusterConsensusResponse_FaultTolerance.fromPartial(object.faultTolerance)
       : undefined;
     return message;
   },
@@ -2675,6 +2758,240 @@ export const GetClusterConsensusResponse_Leader: MessageFns<GetClusterConsensusR
     message.host = object.host ?? "";
     message.port = object.port ?? 0;
     message.term = object.term ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetClusterConsensusResponse_Raft(): GetClusterConsensusResponse_Raft {
+  return { leaderMemberId: "", term: 0 };
+}
+
+export const GetClusterConsensusResponse_Raft: MessageFns<GetClusterConsensusResponse_Raft> = {
+  encode(message: GetClusterConsensusResponse_Raft, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.leaderMemberId !== "") {
+      writer.uint32(10).string(message.leaderMemberId);
+    }
+    if (message.term !== 0) {
+      writer.uint32(16).int64(message.term);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetClusterConsensusResponse_Raft {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetClusterConsensusResponse_Raft();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.leaderMemberId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.term = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetClusterConsensusResponse_Raft {
+    return {
+      leaderMemberId: isSet(object.leaderMemberId)
+        ? globalThis.String(object.leaderMemberId)
+        : isSet(object.leader_member_id)
+        ? globalThis.String(object.leader_member_id)
+        : "",
+      term: isSet(object.term) ? globalThis.Number(object.term) : 0,
+    };
+  },
+
+  toJSON(message: GetClusterConsensusResponse_Raft): unknown {
+    const obj: any = {};
+    if (message.leaderMemberId !== "") {
+      obj.leaderMemberId = message.leaderMemberId;
+    }
+    if (message.term !== 0) {
+      obj.term = Math.round(message.term);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetClusterConsensusResponse_Raft>, I>>(
+    base?: I,
+  ): GetClusterConsensusResponse_Raft {
+    return GetClusterConsensusResponse_Raft.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetClusterConsensusResponse_Raft>, I>>(
+    object: I,
+  ): GetClusterConsensusResponse_Raft {
+    const message = createBaseGetClusterConsensusResponse_Raft();
+    message.leaderMemberId = object.leaderMemberId ?? "";
+    message.term = object.term ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetClusterConsensusResponse_FaultTolerance(): GetClusterConsensusResponse_FaultTolerance {
+  return { voters: 0, learners: 0, quorum: 0, tolerates: 0, unreachableVoters: 0 };
+}
+
+export const GetClusterConsensusResponse_FaultTolerance: MessageFns<GetClusterConsensusResponse_FaultTolerance> = {
+  encode(message: GetClusterConsensusResponse_FaultTolerance, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.voters !== 0) {
+      writer.uint32(8).uint32(message.voters);
+    }
+    if (message.learners !== 0) {
+      writer.uint32(16).uint32(message.learners);
+    }
+    if (message.quorum !== 0) {
+      writer.uint32(24).uint32(message.quorum);
+    }
+    if (message.tolerates !== 0) {
+      writer.uint32(32).uint32(message.tolerates);
+    }
+    if (message.unreachableVoters !== 0) {
+      writer.uint32(40).uint32(message.unreachableVoters);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetClusterConsensusResponse_FaultTolerance {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetClusterConsensusResponse_FaultTolerance();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.voters = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.learners = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.quorum = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.tolerates = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.unreachableVoters = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetClusterConsensusResponse_FaultTolerance {
+    return {
+      voters: isSet(object.voters) ? globalThis.Number(object.voters) : 0,
+      learners: isSet(object.learners) ? globalThis.Number(object.learners) : 0,
+      quorum: isSet(object.quorum) ? globalThis.Number(object.quorum) : 0,
+      tolerates: isSet(object.tolerates) ? globalThis.Number(object.tolerates) : 0,
+      unreachableVoters: isSet(object.unreachableVoters)
+        ? globalThis.Number(object.unreachableVoters)
+        : isSet(object.unreachable_voters)
+        ? globalThis.Number(object.unreachable_voters)
+        : 0,
+    };
+  },
+
+  toJSON(message: GetClusterConsensusResponse_FaultTolerance): unknown {
+    const obj: any = {};
+    if (message.voters !== 0) {
+      obj.voters = Math.round(message.voters);
+    }
+    if (message.learners !== 0) {
+      obj.learners = Math.round(message.learners);
+    }
+    if (message.quorum !== 0) {
+      obj.quorum = Math.round(message.quorum);
+    }
+    if (message.tolerates !== 0) {
+      obj.tolerates = Math.round(message.tolerates);
+    }
+    if (message.unreachableVoters !== 0) {
+      obj.unreachableVoters = Math.round(message.unreachableVoters);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetClusterConsensusResponse_FaultTolerance>, I>>(
+    base?: I,
+  ): GetClusterConsensusResponse_FaultTolerance {
+    return GetClusterConsensusResponse_FaultTolerance.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetClusterConsensusResponse_FaultTolerance>, I>>(
+    object: I,
+  ): GetClusterConsensusResponse_FaultTolerance {
+    const message = createBaseGetClusterConsensusResponse_FaultTolerance();
+    message.voters = object.voters ?? 0;
+    message.learners = object.learners ?? 0;
+    message.quorum = object.quorum ?? 0;
+    message.tolerates = object.tolerates ?? 0;
+    message.unreachableVoters = object.unreachableVoters ?? 0;
     return message;
   },
 };
@@ -5939,7 +6256,9 @@ export const ManagementService = {
   },
   /**
    * GetClusterConsensus describes the cluster's consensus: each etcd member
-   * (voter or learner) and the curator leader with its term.
+   * (voter or learner, raft leader or not, reachable or not), the etcd raft
+   * leader with its term, the curator leader with its term, and how many
+   * failures the consensus survives.
    */
   getClusterConsensus: {
     path: "/metropolis.proto.api.Management/GetClusterConsensus" as const,
@@ -5956,7 +6275,7 @@ export const ManagementService = {
    * WatchClusterConsensus streams what GetClusterConsensus answers: first
    * the current consensus, then the whole of it again each time it changes
    * (a member added, promoted or removed, a member's curator starting or
-   * stopping). It ends when the curator stops leading; the client then
+   * stopping, a new raft leader or term, a member becoming (un)reachable). It ends when the curator stops leading; the client then
    * watches again on the new leader, whose first message names it with a
    * larger term.
    */
@@ -6098,14 +6417,16 @@ export interface ManagementServer extends UntypedServiceImplementation {
   getNodes: handleUnaryCall<GetNodesRequest, GetNodesResponse>;
   /**
    * GetClusterConsensus describes the cluster's consensus: each etcd member
-   * (voter or learner) and the curator leader with its term.
+   * (voter or learner, raft leader or not, reachable or not), the etcd raft
+   * leader with its term, the curator leader with its term, and how many
+   * failures the consensus survives.
    */
   getClusterConsensus: handleUnaryCall<GetClusterConsensusRequest, GetClusterConsensusResponse>;
   /**
    * WatchClusterConsensus streams what GetClusterConsensus answers: first
    * the current consensus, then the whole of it again each time it changes
    * (a member added, promoted or removed, a member's curator starting or
-   * stopping). It ends when the curator stops leading; the client then
+   * stopping, a new raft leader or term, a member becoming (un)reachable). It ends when the curator stops leading; the client then
    * watches again on the new leader, whose first message names it with a
    * larger term.
    */
@@ -6214,7 +6535,9 @@ export interface ManagementClient extends Client {
   ): ClientUnaryCall;
   /**
    * GetClusterConsensus describes the cluster's consensus: each etcd member
-   * (voter or learner) and the curator leader with its term.
+   * (voter or learner, raft leader or not, reachable or not), the etcd raft
+   * leader with its term, the curator leader with its term, and how many
+   * failures the consensus survives.
    */
   getClusterConsensus(
     request: GetClusterConsensusRequest,
@@ -6235,7 +6558,7 @@ export interface ManagementClient extends Client {
    * WatchClusterConsensus streams what GetClusterConsensus answers: first
    * the current consensus, then the whole of it again each time it changes
    * (a member added, promoted or removed, a member's curator starting or
-   * stopping). It ends when the curator stops leading; the client then
+   * stopping, a new raft leader or term, a member becoming (un)reachable). It ends when the curator stops leading; the client then
    * watches again on the new leader, whose first message names it with a
    * larger term.
    */

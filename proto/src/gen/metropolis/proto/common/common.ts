@@ -348,6 +348,17 @@ export interface ConsensusMember {
    * (NodeStatus.running_curator); false for a member without a node record.
    */
   curatorRunning: boolean;
+  /**
+   * Whether this member leads raft (the etcd leader), as the curator leader's
+   * own etcd member sees it: at most one member of an answer does, none
+   * while that member knows of no leader (an election, no quorum).
+   */
+  raftLeader: boolean;
+  /**
+   * Whether the curator leader's own etcd member reaches this member
+   * (etcd's etcd_network_active_peers, as that member counts its peers).
+   */
+  reachability: ConsensusMember_Reachability;
 }
 
 /** What a member does in etcd. */
@@ -388,6 +399,55 @@ export function consensusMember_StatusToJSON(object: ConsensusMember_Status): st
     case ConsensusMember_Status.VOTER:
       return "STATUS_VOTER";
     case ConsensusMember_Status.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** Whether the curator leader's own etcd member reaches a member. */
+export enum ConsensusMember_Reachability {
+  /**
+   * UNKNOWN - Unknown: the curator leader's own etcd member did not say (its
+   * metrics did not answer in time).
+   */
+  UNKNOWN = 0,
+  /** REACHABLE - It has an open raft stream with the member (or is the member). */
+  REACHABLE = 1,
+  /**
+   * UNREACHABLE - It has no raft stream with the member: the member is down, cut off,
+   * or has not started yet.
+   */
+  UNREACHABLE = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function consensusMember_ReachabilityFromJSON(object: any): ConsensusMember_Reachability {
+  switch (object) {
+    case 0:
+    case "REACHABILITY_UNKNOWN":
+      return ConsensusMember_Reachability.UNKNOWN;
+    case 1:
+    case "REACHABILITY_REACHABLE":
+      return ConsensusMember_Reachability.REACHABLE;
+    case 2:
+    case "REACHABILITY_UNREACHABLE":
+      return ConsensusMember_Reachability.UNREACHABLE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ConsensusMember_Reachability.UNRECOGNIZED;
+  }
+}
+
+export function consensusMember_ReachabilityToJSON(object: ConsensusMember_Reachability): string {
+  switch (object) {
+    case ConsensusMember_Reachability.UNKNOWN:
+      return "REACHABILITY_UNKNOWN";
+    case ConsensusMember_Reachability.REACHABLE:
+      return "REACHABILITY_REACHABLE";
+    case ConsensusMember_Reachability.UNREACHABLE:
+      return "REACHABILITY_UNREACHABLE";
+    case ConsensusMember_Reachability.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
   }
@@ -1112,7 +1172,7 @@ export const NodeStatus_RunningCurator: MessageFns<NodeStatus_RunningCurator> = 
 };
 
 function createBaseConsensusMember(): ConsensusMember {
-  return { nodeId: "", memberId: "", status: 0, curatorRunning: false };
+  return { nodeId: "", memberId: "", status: 0, curatorRunning: false, raftLeader: false, reachability: 0 };
 }
 
 export const ConsensusMember: MessageFns<ConsensusMember> = {
@@ -1128,6 +1188,12 @@ export const ConsensusMember: MessageFns<ConsensusMember> = {
     }
     if (message.curatorRunning !== false) {
       writer.uint32(32).bool(message.curatorRunning);
+    }
+    if (message.raftLeader !== false) {
+      writer.uint32(40).bool(message.raftLeader);
+    }
+    if (message.reachability !== 0) {
+      writer.uint32(48).int32(message.reachability);
     }
     return writer;
   },
@@ -1177,6 +1243,22 @@ export const ConsensusMember: MessageFns<ConsensusMember> = {
             message.curatorRunning = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.raftLeader = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.reachability = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1207,6 +1289,12 @@ export const ConsensusMember: MessageFns<ConsensusMember> = {
         : isSet(object.curator_running)
         ? globalThis.Boolean(object.curator_running)
         : false,
+      raftLeader: isSet(object.raftLeader)
+        ? globalThis.Boolean(object.raftLeader)
+        : isSet(object.raft_leader)
+        ? globalThis.Boolean(object.raft_leader)
+        : false,
+      reachability: isSet(object.reachability) ? consensusMember_ReachabilityFromJSON(object.reachability) : 0,
     };
   },
 
@@ -1224,6 +1312,12 @@ export const ConsensusMember: MessageFns<ConsensusMember> = {
     if (message.curatorRunning !== false) {
       obj.curatorRunning = message.curatorRunning;
     }
+    if (message.raftLeader !== false) {
+      obj.raftLeader = message.raftLeader;
+    }
+    if (message.reachability !== 0) {
+      obj.reachability = consensusMember_ReachabilityToJSON(message.reachability);
+    }
     return obj;
   },
 
@@ -1236,6 +1330,8 @@ export const ConsensusMember: MessageFns<ConsensusMember> = {
     message.memberId = object.memberId ?? "";
     message.status = object.status ?? 0;
     message.curatorRunning = object.curatorRunning ?? false;
+    message.raftLeader = object.raftLeader ?? false;
+    message.reachability = object.reachability ?? 0;
     return message;
   },
 };
