@@ -6,6 +6,12 @@
  * PID, even after a failure, removes the temp dir, and prints the step
  * timings the file measured so that they can be compared over time.
  *
+ * With `hosts: true` the nodes run on a testbed of their own instead (each
+ * in a network namespace, on a bridge, at an address of a random /24 of
+ * 198.18.0.0/15: ../local-cluster's testbed.ts), and `network` breaks the
+ * network between them (network.ts); `teardown()` then also removes the
+ * testbed. Node `i` runs on host `i`.
+ *
  * Also here: the owner's view of a node from outside metroctl — the node's
  * Debug service (GetCondition), a curator's CuratorLocal (GetCurrentLeader)
  * and the node's own etcd member (its membership), shared with the chaos run
@@ -28,11 +34,13 @@ import {
 } from "../local-cluster/src/cluster-launcher";
 import { ClusterView, type EtcdMemberView } from "../local-cluster/src/cluster-view";
 import { randomLoopbackNet } from "../local-cluster/src/loopback-net";
+import { Network } from "../local-cluster/src/network";
 import {
   nodeBinaryPath,
   NodeProcess,
   type NodeProcessOptions,
 } from "../local-cluster/src/node-process";
+import { Testbed } from "../local-cluster/src/testbed";
 
 /** A problem of the e2e harness itself (not of the system under test). */
 export class E2eHarnessError extends Error {
@@ -94,6 +102,13 @@ export interface E2eClusterOptions {
   nodeConfig?: NodeConfigFile | ((dir: string) => NodeConfigFile);
   /** Whether every node becomes a consensus member (default true). */
   consensusOnEveryNode?: boolean;
+  /**
+   * Hosts mode: every node in a network namespace of its own, on a testbed
+   * the file owns (`network` then breaks the network between them). Needs
+   * root and ip, iptables, conntrack, nsenter: check `Testbed.available()`
+   * first to skip the file elsewhere.
+   */
+  hosts?: boolean;
 }
 
 /** A test file's cluster; see the module comment. */
@@ -103,18 +118,26 @@ export class E2eCluster {
   readonly view: ClusterView;
   /** Address of node `index` (1-based) in this file's /24. */
   readonly address: (index: number) => string;
+  /** In hosts mode, the testbed the nodes run on (node `i` on host `i`). */
+  readonly testbed: Testbed | undefined;
   private readonly extra: NodeProcess[] = [];
+  private readonly hostsNetwork: Network | undefined;
+  private tornDown: Promise<void> | undefined;
 
   private constructor(
     readonly name: string,
     readonly dir: string,
     opts: E2eClusterOptions,
+    hosts: { testbed: Testbed; network: Network } | undefined,
   ) {
-    this.address = randomLoopbackNet();
+    this.testbed = hosts?.testbed;
+    this.hostsNetwork = hosts?.network;
+    const testbed = hosts?.testbed;
+    this.address = testbed ? (i) => testbed.address(i) : randomLoopbackNet();
     const clusterOptions: LocalClusterOptions = {
       stateDir: join(dir, "cluster"),
       nodes: opts.nodes,
-      address: this.address,
+      ...(testbed ? { hosts: testbed } : { address: this.address }),
       nodeConfig: typeof opts.nodeConfig === "function" ? opts.nodeConfig(dir) : opts.nodeConfig,
       consensusOnEveryNode: opts.consensusOnEveryNode,
       log: () => undefined,
@@ -124,13 +147,43 @@ export class E2eCluster {
     this.view = new ClusterView(this.cluster);
   }
 
-  /** Creates the temp dir and the (not yet running) cluster of test file `name`. */
+  /**
+   * Creates the temp dir and the (not yet running) cluster of test file
+   * `name`; in hosts mode also its testbed, with `nodes` hosts.
+   * @throws E2eHarnessError in hosts mode where a testbed cannot be built (says why).
+   */
   static async create(name: string, opts: E2eClusterOptions): Promise<E2eCluster> {
     checkNodeBinary();
     // Nodes are dialled by IP by design (see @metropolis/curator's credentials).
     silenceIpServerNameWarning();
+    let hosts: { testbed: Testbed; network: Network } | undefined;
+    if (opts.hosts) {
+      const availability = Testbed.available();
+      if (!availability.ok) throw new E2eHarnessError(`no hosts mode here: ${availability.reason}`);
+      const testbed = await Testbed.create({ hosts: opts.nodes });
+      try {
+        hosts = { testbed, network: await Network.create(testbed) };
+      } catch (e) {
+        await testbed.destroy();
+        throw e;
+      }
+    }
     const dir = await mkdtemp(join(tmpdir(), `metropolis-e2e-${name}-`));
-    return new E2eCluster(name, dir, opts);
+    return new E2eCluster(name, dir, opts, hosts);
+  }
+
+  /**
+   * The network between the nodes' hosts (partition, isolate, blockPort,
+   * loss, heal), in hosts mode.
+   * @throws E2eHarnessError when the cluster is not in hosts mode.
+   */
+  get network(): Network {
+    if (!this.hostsNetwork) {
+      throw new E2eHarnessError(
+        `e2e ${this.name} is not in hosts mode: create it with hosts: true`,
+      );
+    }
+    return this.hostsNetwork;
   }
 
   /** Brings the cluster up (bootstrap, register, approve, roles). */
@@ -200,19 +253,32 @@ export class E2eCluster {
   /**
    * Stops every process this file started (graceful first, SIGKILL after
    * the timeout), reports any left behind, prints the timings and removes
-   * the temp dir. Safe to call after any failure.
+   * the temp dir; in hosts mode then removes the testbed (namespaces,
+   * veths, bridge, and with them the network's rules). Safe to call after
+   * any failure, and more than once (later calls wait for the first).
    */
-  async teardown(): Promise<void> {
+  teardown(): Promise<void> {
+    this.tornDown ??= this.tearDown();
+    return this.tornDown;
+  }
+
+  private async tearDown(): Promise<void> {
     // Every process started, not only those of the nodes: a node whose bring-up step failed
     // is not among them, but runs all the same.
     const procs = [...new Set([...this.cluster.started, ...this.extra])];
     await Promise.all(procs.map((p) => p.stop().catch(() => p.kill())));
     const leftBehind = procs.filter((p) => p.leftovers).map((p) => p.name);
+    // Every node is down: nothing may be left on the testbed's hosts (destroy() kills what is).
+    const killedOnHosts = (await this.testbed?.destroy()) ?? [];
     const lines = [
       ...this.cluster.timings.map((t) => t.step),
       ...(leftBehind.length > 0
         ? [`WARNING: processes left behind by ${leftBehind.join(", ")} (killed)`]
         : []),
+      ...(killedOnHosts.length > 0
+        ? [`WARNING: processes left on the testbed's hosts: ${killedOnHosts.join(", ")} (killed)`]
+        : []),
+      ...(this.testbed ? [`testbed ${this.testbed.tag} (${this.testbed.subnet}) removed`] : []),
     ];
     process.stdout.write(`\ne2e ${this.name} timings:\n${lines.map((l) => `  ${l}`).join("\n")}\n`);
     // A node killed and not started again still holds its ephemeral directory in memory (a

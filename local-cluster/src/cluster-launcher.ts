@@ -19,6 +19,11 @@
  * consensus member one at a time), or cold-starts it from disk when it
  * exists. Every step is timed.
  *
+ * In hosts mode (the `hosts` option) every node runs in a network
+ * namespace of its own on a bridge (testbed.ts): node `i` on host `i`, at
+ * the host's address, and the owner's metroctl reaches them from the
+ * bridge. The network between them can then be broken with network.ts.
+ *
  * This file is the cluster: its nodes and their processes, the owner's
  * metroctl, and the order of the steps. The steps themselves are in
  * bring-up-steps.ts, cluster.json in cluster-state-file.ts, one node's
@@ -44,8 +49,15 @@ import { formatTrouble } from "./log-format";
 import { describeExit, NodeProcess, type NodeLine } from "./node-process";
 import { removeNodeRoots } from "./node-root-removal";
 import { StateDirLock } from "./state-dir-lock";
+import { Testbed } from "./testbed";
+import { slotOfAddress, slotPrefix } from "./testbed-slot";
 
-/** What every node of a local cluster gets: fast etcd elections, short leases and heartbeats. */
+/**
+ * What every node of a local cluster gets: fast etcd elections, short leases
+ * and heartbeats. `loopbackTimings` (etcd heartbeat 10 ms, election 100 ms,
+ * membership checks every second) also suit hosts mode: its bridge between
+ * namespaces of one machine has the round trip of loopback (tens of µs).
+ */
 export const localNodeConfig: NodeConfigFile = {
   loopbackTimings: true,
   leaderTtlSeconds: 3,
@@ -94,6 +106,15 @@ export interface LocalClusterOptions {
   nodes: number;
   /** Address of node `index` (1-based); default 127.0.0.(index+1). Only used for new nodes. */
   address?: (index: number) => string;
+  /**
+   * Hosts mode: every node in a network namespace of its own (node `i` on
+   * host `i`, at `testbed.address(i)`; not with `address`). A Testbed is
+   * used as it is (grown with `addHost()` when the cluster outgrows it) and
+   * left to its caller; `true` makes one that the cluster owns: created by
+   * `up()` (on the /24 of a resumed cluster's addresses), destroyed by
+   * `stop()` and `kill()` once the nodes are down.
+   */
+  hosts?: Testbed | true;
   /** Fields merged over `localNodeConfig` (e.g. workloads, ports). */
   nodeConfig?: NodeConfigFile;
   /** Progress messages (step timings); default: stdout. Pass `() => {}` for quiet. */
@@ -149,6 +170,10 @@ export class LocalCluster {
 
   private readonly address: (index: number) => string;
   private readonly log: (message: string) => void;
+  /** The testbed in hosts mode, once there is one. */
+  private hostsTestbed: Testbed | undefined;
+  /** The removal of the testbed the cluster owned, once begun. */
+  private removingTestbed: Promise<void> = Promise.resolve();
   private readonly curatorPort: number;
   private readonly lock: StateDirLock;
 
@@ -159,7 +184,14 @@ export class LocalCluster {
     this.stateDir = resolve(opts.stateDir);
     this.metroctlDir = join(this.stateDir, "metroctl");
     this.nodeConfigPath = join(this.stateDir, "node-config.json");
-    this.address = opts.address ?? defaultAddress;
+    if (opts.hosts !== undefined && opts.address !== undefined) {
+      throw new LocalClusterError("hosts mode gives the nodes their addresses: drop `address`");
+    }
+    if (opts.hosts instanceof Testbed) this.hostsTestbed = opts.hosts;
+    this.address =
+      opts.hosts !== undefined
+        ? (i) => this.requireTestbed().address(i)
+        : (opts.address ?? defaultAddress);
     this.log = opts.log ?? ((m) => process.stdout.write(m + "\n"));
     this.stepTimeoutMs = opts.stepTimeoutMs ?? 90_000;
     this.signal = opts.signal ?? new AbortController().signal;
@@ -169,6 +201,108 @@ export class LocalCluster {
 
   private get statePath(): string {
     return join(this.stateDir, "cluster.json");
+  }
+
+  /** The testbed the nodes run on, in hosts mode (once `up()` made it, when the cluster owns it). */
+  get testbed(): Testbed | undefined {
+    return this.hostsTestbed;
+  }
+
+  private requireTestbed(): Testbed {
+    if (!this.hostsTestbed) {
+      throw new LocalClusterError(
+        this.opts.hosts === true
+          ? "hosts mode: the cluster's testbed is not there (up() makes it; stop() and kill() remove it)"
+          : "not in hosts mode",
+      );
+    }
+    return this.hostsTestbed;
+  }
+
+  /**
+   * In hosts mode, makes the testbed the cluster owns if there is none yet
+   * (on the /24 of `recorded`, a resumed cluster's addresses), and makes
+   * sure it has at least `hosts` hosts. Elsewhere, refuses a resumed
+   * cluster that was made in hosts mode.
+   */
+  private async prepareHosts(recorded: readonly string[], hosts: number): Promise<void> {
+    if (this.opts.hosts === undefined) {
+      const onTestbed = recorded.find((a) => slotOfAddress(a) !== undefined);
+      if (onTestbed !== undefined) {
+        throw new LocalClusterError(
+          `the cluster in ${this.stateDir} was made in hosts mode (a node at ${onTestbed}): ` +
+            "resume it in hosts mode",
+        );
+      }
+      return;
+    }
+    if (!this.hostsTestbed) {
+      const slots = new Set(recorded.map((a) => slotOfAddress(a)));
+      const [slot, ...others] = slots;
+      if (others.length > 0 || (recorded.length > 0 && slot === undefined)) {
+        throw new LocalClusterError(
+          `the cluster in ${this.stateDir} has nodes at ${recorded.join(", ")}: ` +
+            "not one /24 of a testbed (was it made on loopback? resume it without hosts mode)",
+        );
+      }
+      const subnet = slot === undefined ? undefined : `${slotPrefix(slot)}.0/24`;
+      const testbed = await Testbed.create({ hosts, subnet });
+      this.hostsTestbed = testbed;
+      this.log(
+        `hosts: testbed ${testbed.tag}, ${testbed.hosts} network namespaces on bridge ` +
+          `${testbed.bridge} (${testbed.subnet}, owner ${testbed.ownerAddress})`,
+      );
+    }
+    const testbed = this.requireTestbed();
+    await this.ensureHosts(hosts);
+    // Node i runs on host i: a resumed node must be at its host's address.
+    for (const [i, address] of recorded.entries()) {
+      if (address !== testbed.address(i + 1)) {
+        throw new LocalClusterError(
+          `the cluster in ${this.stateDir} has node${i + 1} at ${address}, ` +
+            `not at host ${i + 1} of testbed ${testbed.tag} (${testbed.address(i + 1)})`,
+        );
+      }
+    }
+  }
+
+  /** In hosts mode, grows the testbed to at least `hosts` hosts. */
+  private async ensureHosts(hosts: number): Promise<void> {
+    if (this.opts.hosts === undefined) return;
+    const testbed = this.requireTestbed();
+    while (testbed.hosts < hosts) await testbed.addHost();
+  }
+
+  /** The network namespace node `node` runs in: its host's, in hosts mode. */
+  private netnsOf(node: ClusterNode): string | undefined {
+    if (this.opts.hosts === undefined) return undefined;
+    const testbed = this.requireTestbed();
+    const host = testbed.hostOf(node.address);
+    if (host === undefined) {
+      throw new LocalClusterError(
+        `${node.name}'s address ${node.address} is no host of testbed ${testbed.tag} (${testbed.subnet})`,
+      );
+    }
+    return testbed.namespace(host);
+  }
+
+  /**
+   * Destroys the testbed the cluster owns, once its nodes are down; a second
+   * caller (a kill() during a stop()) waits for the same removal.
+   */
+  private removeOwnTestbed(): Promise<void> {
+    const testbed = this.hostsTestbed;
+    if (this.opts.hosts !== true || !testbed) return this.removingTestbed;
+    this.hostsTestbed = undefined;
+    this.removingTestbed = testbed
+      .destroy()
+      .then((killed) =>
+        this.log(
+          `hosts: testbed ${testbed.tag} removed` +
+            (killed.length > 0 ? ` (killed processes left in it: ${killed.join(", ")})` : ""),
+        ),
+      );
+    return this.removingTestbed;
   }
 
   /**
@@ -193,6 +327,8 @@ export class LocalCluster {
     );
     const state = await readClusterState(this.statePath);
     const resumed = state !== undefined;
+    const recorded = state?.nodes.map((n) => n.address) ?? [];
+    await this.prepareHosts(recorded, Math.max(this.opts.nodes, recorded.length));
     if (state) {
       if (state.nodes.length > this.opts.nodes) {
         this.log(
@@ -305,6 +441,7 @@ export class LocalCluster {
       name: node.name,
       root: node.root,
       address: node.address,
+      netns: this.netnsOf(node),
       parametersPath,
       configPath: this.nodeConfigPath,
       onLine: this.opts.onNodeLine,
@@ -363,14 +500,28 @@ export class LocalCluster {
     );
   }
 
-  /** Stops every running node, all at once (SIGTERM by PID, SIGKILL after a timeout). */
+  /**
+   * Stops every running node, all at once (SIGTERM by PID, SIGKILL after a
+   * timeout); then removes the testbed the cluster owns (hosts mode, `true`).
+   */
   async stop(): Promise<void> {
-    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.stop()] : [])));
+    try {
+      await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.stop()] : [])));
+    } finally {
+      await this.removeOwnTestbed();
+    }
   }
 
-  /** Kills every node process group at once (SIGKILL): a power cut of the whole cluster. */
+  /**
+   * Kills every node process group at once (SIGKILL): a power cut of the
+   * whole cluster; then removes the testbed the cluster owns (hosts mode, `true`).
+   */
   async kill(): Promise<void> {
-    await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.kill()] : [])));
+    try {
+      await Promise.all(this.nodes.flatMap((n) => (n.process ? [n.process.kill()] : [])));
+    } finally {
+      await this.removeOwnTestbed();
+    }
   }
 
   /** Runs `fn`, records how long it took as `describe(ms)` and logs that. */
@@ -392,12 +543,14 @@ export class LocalCluster {
    * Registers node number `nodes.length + 1` and waits until it is NEW; the
    * owner approves it (or not) afterwards.
    */
-  enrolNode(): Promise<ClusterNode> {
+  async enrolNode(): Promise<ClusterNode> {
+    await this.ensureHosts(this.nodes.length + 1);
     return enrolNode(this);
   }
 
   /** Registers node number `nodes.length + 1`, approves it, and waits until it is UP and HEALTHY. */
-  addNode(): Promise<ClusterNode> {
+  async addNode(): Promise<ClusterNode> {
+    await this.ensureHosts(this.nodes.length + 1);
     return registerNode(this);
   }
 

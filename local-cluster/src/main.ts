@@ -2,7 +2,7 @@
 /**
  * The one-command local cluster:
  *
- *   node local-cluster/dist/main.js [--nodes N] [--state DIR] [--verbose]
+ *   node local-cluster/dist/main.js [--nodes N] [--state DIR] [--hosts] [--verbose]
  *
  * Brings up an N-node cluster of real `metropolis-node` processes on
  * 127.0.0.2…, every node a consensus member (or resumes the one in the state
@@ -12,6 +12,12 @@
  * it started are stopped, and it exits 1. It refuses a state dir another
  * running launcher uses, and stops the nodes a killed launcher left behind
  * (state-dir-lock.ts).
+ *
+ * With `--hosts` every node runs in a network namespace of its own on a
+ * bridge, at an address of a random /24 of 198.18.0.0/15 (testbed.ts; state
+ * in .metropolis-hosts/ by default, resumed on the same /24); Ctrl-C then
+ * also removes the namespaces and the bridge. Without root or the tools it
+ * needs, it says why in one line and exits 1 before doing anything.
  */
 import { parseArgs } from "node:util";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
@@ -19,8 +25,10 @@ import { LocalCluster } from "./cluster-launcher";
 import { LocalClusterError } from "./errors";
 import { formatNodeLine } from "./log-format";
 import { describeExit } from "./node-process";
+import { Testbed } from "./testbed";
 
-const usage = "usage: node local-cluster/dist/main.js [--nodes N] [--state DIR] [--verbose]";
+const usage =
+  "usage: node local-cluster/dist/main.js [--nodes N] [--state DIR] [--hosts] [--verbose]";
 
 /** A bad command line. */
 class UsageError extends LocalClusterError {}
@@ -29,10 +37,18 @@ interface Options {
   nodes: number;
   state: string;
   verbose: boolean;
+  /** Every node in a network namespace of its own (testbed.ts). */
+  hosts: boolean;
 }
 
 function parseOptions(argv: string[]): Options | "help" {
-  let values: { nodes?: string; state?: string; verbose?: boolean; help?: boolean };
+  let values: {
+    nodes?: string;
+    state?: string;
+    verbose?: boolean;
+    hosts?: boolean;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -40,6 +56,7 @@ function parseOptions(argv: string[]): Options | "help" {
         nodes: { type: "string" },
         state: { type: "string" },
         verbose: { type: "boolean" },
+        hosts: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -53,7 +70,14 @@ function parseOptions(argv: string[]): Options | "help" {
   if (!Number.isInteger(nodes) || nodes < 1 || nodes > 250) {
     throw new UsageError(`--nodes must be a whole number from 1 to 250, got ${values.nodes}`);
   }
-  return { nodes, state: values.state ?? ".metropolis", verbose: values.verbose ?? false };
+  const hosts = values.hosts ?? false;
+  return {
+    nodes,
+    // A hosts-mode cluster's nodes have testbed addresses: it has a state dir of its own.
+    state: values.state ?? (hosts ? ".metropolis-hosts" : ".metropolis"),
+    verbose: values.verbose ?? false,
+    hosts,
+  };
 }
 
 const print = (line: string) => process.stdout.write(line + "\n");
@@ -74,12 +98,21 @@ async function main(): Promise<number> {
     return 0;
   }
 
+  if (options.hosts) {
+    const availability = Testbed.available();
+    if (!availability.ok) {
+      printErr(`local-cluster: --hosts cannot run here: ${availability.reason}`);
+      return 1;
+    }
+  }
+
   const interrupt = new AbortController();
   let showLogs = false;
   let stopping = false;
   const cluster = new LocalCluster({
     stateDir: options.state,
     nodes: options.nodes,
+    hosts: options.hosts ? true : undefined,
     signal: interrupt.signal,
     log: print,
     onNodeLine: (line) => {
@@ -110,11 +143,14 @@ async function main(): Promise<number> {
 
   const stopAll = async () => {
     showLogs = false;
-    const running = cluster.nodes.filter((n) => n.process?.running);
+    const running = cluster.nodes.flatMap((n) => (n.process?.running ? [n.process] : []));
+    const started = performance.now();
     if (running.length > 0) {
-      print(`stopping ${running.map((n) => `${n.name} (pid ${n.process!.pid})`).join(", ")}…`);
-      const started = performance.now();
-      await cluster.stop();
+      print(`stopping ${running.map((p) => `${p.name} (pid ${p.pid})`).join(", ")}…`);
+    }
+    // Also when no node runs: in hosts mode it removes the testbed.
+    await cluster.stop();
+    if (running.length > 0) {
       print(`all nodes stopped in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     }
     cluster.release();
@@ -146,7 +182,8 @@ async function main(): Promise<number> {
   print(await cluster.nodeTable());
   print("");
   for (const node of cluster.nodes) {
-    print(`  ${node.name}  ${node.address}  pid ${node.process?.pid}  ${node.id}`);
+    const netns = node.process?.netns ? `  netns ${node.process.netns}` : "";
+    print(`  ${node.name}  ${node.address}${netns}  pid ${node.process?.pid}  ${node.id}`);
   }
   print("");
   print(
