@@ -246,7 +246,7 @@ export class LocalCluster {
         );
       }
       const subnet = slot === undefined ? undefined : `${slotPrefix(slot)}.0/24`;
-      const testbed = await Testbed.create({ hosts, subnet });
+      const testbed = await Testbed.create({ hosts, subnet, log: this.log });
       this.hostsTestbed = testbed;
       this.log(
         `hosts: testbed ${testbed.tag}, ${testbed.hosts} network namespaces on bridge ` +

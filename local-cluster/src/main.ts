@@ -15,10 +15,11 @@
  *
  * With `--hosts` every node runs in a network namespace of its own on a
  * bridge, at an address of a random /24 of 198.18.0.0/15 (testbed.ts; state
- * in .metropolis-hosts/ by default, resumed on the same /24); Ctrl-C then
+ * in .metropolis/hosts/ by default, resumed on the same /24); Ctrl-C then
  * also removes the namespaces and the bridge. Without root or the tools it
  * needs, it says why in one line and exits 1 before doing anything.
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { LocalCluster } from "./cluster-launcher";
@@ -74,7 +75,7 @@ function parseOptions(argv: string[]): Options | "help" {
   return {
     nodes,
     // A hosts-mode cluster's nodes have testbed addresses: it has a state dir of its own.
-    state: values.state ?? (hosts ? ".metropolis-hosts" : ".metropolis"),
+    state: values.state ?? (hosts ? join(".metropolis", "hosts") : ".metropolis"),
     verbose: values.verbose ?? false,
     hosts,
   };

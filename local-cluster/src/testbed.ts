@@ -75,6 +75,8 @@ export interface TestbedOptions {
    * their addresses); default: a random free one of 198.18.0.0/15.
    */
   subnet?: string;
+  /** Told what was removed of testbeds whose owner died (one line each); default: nothing. */
+  log?: (message: string) => void;
 }
 
 /** A testbed of network namespaces on a bridge; see the module comment. */
@@ -122,7 +124,13 @@ export class Testbed {
     }
     const availability = testbedAvailability();
     if (!availability.ok) throw new TestbedUnavailableError(availability.reason);
-    await removeDeadSlots();
+    const removed = await removeDeadSlots();
+    for (const tag of removed.tags) {
+      opts.log?.(`removed testbed ${tag}, left behind by an owner that died`);
+    }
+    if (removed.killed.length > 0) {
+      opts.log?.(`killed processes left running on its hosts: ${removed.killed.join(", ")}`);
+    }
     const lock = opts.subnet === undefined ? await takeFreeSlot() : await takeSlot(opts.subnet);
     const testbed = new Testbed(lock.slot, lock);
     try {

@@ -19,7 +19,7 @@ import { createInterface } from "node:readline";
 import { eventually } from "@metropolis/supervisor/testing";
 import { NodeProcess } from "../src/node-process";
 import { Testbed, TestbedBusyError, TestbedError } from "../src/testbed";
-import { linkNames, namespaceNames } from "../src/testbed-slot";
+import { linkNames, namespaceNames, SlotLock } from "../src/testbed-slot";
 
 jest.setTimeout(60_000);
 
@@ -230,14 +230,28 @@ describeHosts(skipped("Testbed (real namespaces)"), () => {
 
     process.kill(ownerPid, "SIGKILL");
     await eventually(() => owner.signalCode === "SIGKILL", "the owner dead");
-    // Killed mid-run, it left everything: namespaces, veths, bridge, the process on host 1.
-    expect(await objectsOf(tag)).toHaveLength(5);
-    expect(alive(orphan)).toBe(true);
+    // Its slot is free the moment it died. Held here for a moment (so that another test file's
+    // create, in a parallel worker, cannot remove them meanwhile), its left-overs are all there:
+    // namespaces, veths, bridge, and the process on host 1.
+    const slot = Number(tag.slice("mtb".length));
+    const held = await SlotLock.take(slot);
+    if (held) {
+      try {
+        expect(await objectsOf(tag)).toHaveLength(5);
+        expect(alive(orphan)).toBe(true);
+      } finally {
+        await held.release();
+      }
+    }
 
     const next = await Testbed.create({ hosts: 1 });
     testbeds.push(next);
     expect(await objectsOf(tag)).toEqual([]);
     await eventually(() => !alive(orphan), "the orphan on the dead testbed's host killed");
+    // A slot whose owner lives is never touched: the others made here are all still there.
+    for (const t of testbeds.filter((t) => !t.destroyed)) {
+      expect(await objectsOf(t.tag)).not.toEqual([]);
+    }
   });
 });
 
