@@ -42,7 +42,7 @@ describe("raftStatus on a 3-member etcd", () => {
     const first = await fixture.run(a, { bootstrap: true });
     const running = [first, await fixture.join(first, b), await fixture.join(first, c)];
     const ids = new Map(
-      (await first.status.members()).map((m) => [m.name, hexMemberId(m.ID)] as const),
+      (await first.status.members()).map((m): [string, string] => [m.name, hexMemberId(m.ID)]),
     );
     const idOf = (i: number): string => {
       const id = ids.get([a, b, c][i].nodeId);

@@ -105,7 +105,10 @@ it("names the one raft leader etcd names, and says how many failures the consens
   const memberC = await joined.join(leader.member, c);
   const members = [leader.member, memberB, memberC];
   const ids = new Map(
-    (await leader.member.status.members()).map((m) => [m.name, hexMemberId(m.ID)] as const),
+    (await leader.member.status.members()).map((m): [string, string] => [
+      m.name,
+      hexMemberId(m.ID),
+    ]),
   );
   const three = await eventually(async () => {
     const res = await getClusterConsensus();

@@ -19,6 +19,7 @@ import {
   minHeartbeatTimeoutMs,
   storagePolicies,
 } from "@metropolis/curator";
+import { Argument } from "commander";
 import { common } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -141,11 +142,8 @@ export async function configureSet(
 
 /** Adds `cluster configure get|set`. */
 export function registerClusterConfigureCommand(define: DefineCommand): void {
-  define<{ output: OutputFormat }>("cluster", async (ctx, args, opts) => {
-    const [group, action, ...rest] = args;
-    if (group !== "configure") {
-      throw new UsageError(`unknown cluster subcommand ${JSON.stringify(group)} (try: configure)`);
-    }
+  define<{ output: OutputFormat }>("cluster configure", async (ctx, args, opts) => {
+    const [action, ...rest] = args;
     if (action === "get" && rest.length <= 1) return configureGet(ctx, rest[0], opts);
     if (action === "set" && rest.length === 2) return configureSet(ctx, rest[0], rest[1]);
     throw new UsageError(
@@ -153,8 +151,9 @@ export function registerClusterConfigureCommand(define: DefineCommand): void {
     );
   })
     .description(
-      `read or change the cluster configuration: configure get [FIELD], configure set FIELD VALUE (fields: ${Object.keys(fields).join(", ")})`,
+      `read or change the cluster configuration: get [FIELD], set FIELD VALUE (fields: ${Object.keys(fields).join(", ")})`,
     )
-    .argument("<subcommand...>", "configure get [FIELD] | configure set FIELD VALUE")
+    .addArgument(new Argument("<action>", "get or set").choices(["get", "set"]))
+    .argument("[field-and-value...]", "get [FIELD] | set FIELD VALUE")
     .addOption(outputFormatOption());
 }

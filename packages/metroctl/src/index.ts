@@ -9,8 +9,8 @@
  * to a cluster goes through the same authenticated API.
  *
  *   bootstrap-params ─▶ node bootstraps ─▶ takeownership ─▶ nodes, approve,
- *   set-role, label, delete, cluster-info, register-params, wait, logs, tree,
- *   node describe, completion
+ *   set-role, label, delete, cluster-info, cluster members, cluster configure,
+ *   register-params, wait, logs, tree, node describe, completion
  *
  * `runMetroctl(argv, io)` runs it in-process (tests do); `main.ts` is the
  * executable. See README.md for the commands and the trust model.
@@ -20,4 +20,6 @@ export type { MetroctlIo, OutputStream } from "./io";
 export { ConfigDir, type OwnerCredentials } from "./config-dir";
 export type { NodeView, NodeDescription } from "./node-view";
 export type { ClusterInfoView } from "./cluster-info";
+export type { ClusterMembersView } from "./cluster-members";
+export type { ConsensusMemberView, ConsensusView, FaultToleranceView } from "./consensus-fields";
 export { MetroctlError } from "./errors";

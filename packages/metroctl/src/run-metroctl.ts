@@ -10,6 +10,7 @@
 import { Command, CommanderError } from "commander";
 import { registerClusterInfoCommand } from "./cluster-info";
 import { registerClusterConfigureCommand } from "./cluster-configure";
+import { registerClusterMembersCommand } from "./cluster-members";
 import { registerCompletionCommand } from "./completion";
 import { defaultDialTimeoutMs } from "./command-context";
 import { registerDebugCommands } from "./debug-commands";
@@ -58,6 +59,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
   registerNodeChangeCommands(define);
   registerClusterInfoCommand(define);
   registerClusterConfigureCommand(define);
+  registerClusterMembersCommand(define);
   registerRotateSecretsKeyCommand(define);
   registerWaitCommand(define);
   registerDebugCommands(define);

@@ -98,23 +98,23 @@ describe("cluster configure", () => {
   it.each([
     [
       ["set", "storage_policy", "plaintext"],
-      'metroctl: cluster: storage_policy: "plaintext" is not one of insecure, encrypted, authenticated-encrypted',
+      'metroctl: cluster configure: storage_policy: "plaintext" is not one of insecure, encrypted, authenticated-encrypted',
     ],
     [
       ["set", "cluster_domain", "x"],
-      'metroctl: cluster: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
+      'metroctl: cluster configure: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
     ],
     [
       ["get", "cluster_domain"],
-      'metroctl: cluster: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
+      'metroctl: cluster configure: "cluster_domain" is not a cluster configuration field (fields: storage_policy, heartbeat_timeout_ms)',
     ],
     [
       ["set", "heartbeat_timeout_ms", "500"],
-      'metroctl: cluster: heartbeat_timeout_ms: "500" is not a timeout in milliseconds from 1000 to 3600000, or default',
+      'metroctl: cluster configure: heartbeat_timeout_ms: "500" is not a timeout in milliseconds from 1000 to 3600000, or default',
     ],
     [
       ["set", "storage_policy"],
-      "metroctl: cluster: usage: cluster configure get [FIELD] | cluster configure set FIELD VALUE",
+      "metroctl: cluster configure: usage: cluster configure get [FIELD] | cluster configure set FIELD VALUE",
     ],
   ])("refuses %j before asking the cluster, changing nothing", async (args, message) => {
     const res = await metroctl(config, ["cluster", "configure", ...args]);

@@ -295,7 +295,9 @@ describe("completion", () => {
     expect(top).toEqual(expect.arrayContaining(["nodes", "approve", "node", "completion"]));
     const node = await commandsOfHelp(["node"]);
     expect(node).toContain("describe");
-    for (const command of [...top, ...node])
+    const clusterGroup = await commandsOfHelp(["cluster"]);
+    expect(clusterGroup).toEqual(["configure", "members"]);
+    for (const command of [...top, ...node, ...clusterGroup])
       expect(res.stdout).toMatch(new RegExp(`\\b${command}\\b`));
 
     // What bash offers, by running the completion function itself.
@@ -328,6 +330,11 @@ describe("completion", () => {
       "yaml",
     ]);
     expect(await complete("metroctl", "completion", "")).toEqual(["bash", "zsh", "--help"]);
+    expect(await complete("metroctl", "cluster", "")).toEqual(["configure", "members", "--help"]);
+    expect(await complete("metroctl", "cluster", "members", "-o", "")).toEqual(["table", "json"]);
+    expect(await complete("metroctl", "cluster", "configure", "")).toEqual(
+      expect.arrayContaining(["get", "set", "--output"]),
+    );
   });
 
   it("prints a zsh script naming every command", async () => {

@@ -106,7 +106,7 @@ test("1,000 nodes: windowed, scrollable, live, with a confirmed action", async (
   );
 });
 
-test("the consensus view shows the etcd voters and learners, the leader and its term", async () => {
+test("the consensus view shows the etcd voters and learners, the curator and raft leaders with their terms, and the fault tolerance", async () => {
   const { page } = browser;
   // A fresh load: the previous test leaves its action dialog open.
   const opened = backend.clusterOpened;
@@ -132,17 +132,30 @@ test("the consensus view shows the etcd voters and learners, the leader and its 
         nodeId: fakeNodeId(0),
         memberId: "8e9e05c52164694d",
         status: "voter",
+        raftLeader: false,
+        reachability: "reachable",
         curatorRunning: true,
       },
       {
         nodeId: fakeNodeId(1),
         memberId: "91bc3c398fb3c146",
         status: "voter",
+        raftLeader: true,
+        reachability: "reachable",
         curatorRunning: true,
       },
-      { nodeId: "", memberId: "fd422379fda50e48", status: "learner", curatorRunning: false },
+      {
+        nodeId: "",
+        memberId: "fd422379fda50e48",
+        status: "learner",
+        raftLeader: false,
+        reachability: "unreachable",
+        curatorRunning: false,
+      },
     ],
     leader: { nodeId: fakeNodeId(0), host: "10.0.0.1", port: 7835, term: 42 },
+    raft: { leaderMemberId: "91bc3c398fb3c146", term: 6 },
+    faultTolerance: { voters: 2, learners: 1, quorum: 2, tolerates: 0, unreachableVoters: 0 },
   });
   await page.locator("[data-testid=consensus-term]", { hasText: /^42$/ }).waitFor();
   await expect(page.locator("[data-testid=consensus-leader]").textContent()).resolves.toBe(
@@ -160,6 +173,19 @@ test("the consensus view shows the etcd voters and learners, the leader and its 
       .locator('[data-testid=consensus-members] [data-member-id="8e9e05c52164694d"] .leader')
       .count(),
   ).resolves.toBe(1);
+  // The raft leader is not the curator leader here: each is marked on its own member.
+  await expect(page.locator("[data-testid=consensus-raft-leader]").textContent()).resolves.toBe(
+    fakeNodeId(1),
+  );
+  await expect(page.locator("[data-testid=consensus-raft-term]").textContent()).resolves.toBe("6");
+  const raftLeaders = page.locator('[data-testid=consensus-members] tr[data-raft-leader="yes"]');
+  await expect(raftLeaders.count()).resolves.toBe(1);
+  await expect(raftLeaders.getAttribute("data-member-id")).resolves.toBe("91bc3c398fb3c146");
+  await expect(learner.getAttribute("data-reachability")).resolves.toBe("unreachable");
+  // The summary `metroctl cluster members` prints: two voters survive no failure.
+  const tolerance = page.locator("[data-testid=consensus-fault-tolerance]");
+  await expect(tolerance.textContent()).resolves.toBe("2 voters, 1 learner: not fault tolerant");
+  await expect(tolerance.getAttribute("class")).resolves.toContain("not-tolerant");
   // node2 holds the consensus role (fakeNode gives it to nodes 0–2) but etcd names no member after it.
   await expect(page.locator("[data-testid=consensus-waiting]").textContent()).resolves.toContain(
     fakeNodeId(2),

@@ -9,7 +9,7 @@ import { rm } from "node:fs/promises";
 import { status } from "@grpc/grpc-js";
 import { eventually } from "@metropolis/supervisor/testing";
 import { api, common } from "@metropolis/proto";
-import { observedConsensus } from "../src/observe/cluster-backend";
+import { consensusView } from "../src/consensus-view";
 import type {
   ClusterDelta,
   ClusterSnapshot,
@@ -274,15 +274,36 @@ describe("live feeds", () => {
       nodeId: fakeNodeId(0),
       memberId: "a1",
       status: "voter",
+      raftLeader: true,
+      reachability: "reachable",
       curatorRunning: true,
     };
+    const raft = { leaderMemberId: "a1", term: 3 };
+    const faultTolerance = {
+      voters: 1,
+      learners: 0,
+      quorum: 1,
+      tolerates: 0,
+      unreachableVoters: 0,
+    };
     const first = await open(`/api/consensus/events?token=${token}`);
-    backend.consensusChannel.push({ members: [voter], leader });
-    expect((await first.nth("consensus")).data).toEqual({ members: [voter], leader });
+    const one: ConsensusSnapshot = { members: [voter], leader, raft, faultTolerance };
+    backend.consensusChannel.push(one);
+    expect((await first.nth("consensus")).data).toEqual(one);
     // A learner joins, then a failover: a new leader with a larger term.
+    const learner: ConsensusSnapshot["members"][number] = {
+      nodeId: "",
+      memberId: "b2",
+      status: "learner",
+      raftLeader: false,
+      reachability: "unreachable",
+      curatorRunning: false,
+    };
     const next: ConsensusSnapshot = {
-      members: [voter, { nodeId: "", memberId: "b2", status: "learner", curatorRunning: false }],
+      members: [voter, learner],
       leader: { ...leader, nodeId: fakeNodeId(1), term: 40 },
+      raft,
+      faultTolerance: { ...faultTolerance, learners: 1 },
     };
     backend.consensusChannel.push(next);
     expect((await first.nth("consensus", 2)).data).toEqual(next);
@@ -293,6 +314,13 @@ describe("live feeds", () => {
   test("a GetClusterConsensus answer becomes the consensus view's snapshot", () => {
     const Status = common.ConsensusMember_Status;
     const Reachability = common.ConsensusMember_Reachability;
+    const faultTolerance = {
+      voters: 2,
+      learners: 1,
+      quorum: 2,
+      tolerates: 0,
+      unreachableVoters: 1,
+    };
     const res: api.GetClusterConsensusResponse = {
       members: [
         {
@@ -304,6 +332,14 @@ describe("live feeds", () => {
           reachability: Reachability.UNREACHABLE,
         },
         {
+          nodeId: fakeNodeId(2),
+          memberId: "0b",
+          status: Status.VOTER,
+          curatorRunning: false,
+          raftLeader: false,
+          reachability: Reachability.UNKNOWN,
+        },
+        {
           nodeId: fakeNodeId(1),
           memberId: "0a",
           status: Status.VOTER,
@@ -313,15 +349,52 @@ describe("live feeds", () => {
         },
       ],
       leader: { nodeId: fakeNodeId(1), host: "10.0.0.2", port: 7835, term: 7 },
+      raft: { leaderMemberId: "0a", term: 5 },
+      faultTolerance,
     };
-    expect(observedConsensus(res)).toEqual({
+    expect(consensusView(res)).toEqual({
+      // Voters first, by node ID; then learners.
       members: [
-        { nodeId: fakeNodeId(1), memberId: "0a", status: "voter", curatorRunning: true },
-        { nodeId: "", memberId: "f0", status: "learner", curatorRunning: false },
+        {
+          nodeId: fakeNodeId(1),
+          memberId: "0a",
+          status: "voter",
+          raftLeader: true,
+          reachability: "reachable",
+          curatorRunning: true,
+        },
+        {
+          nodeId: fakeNodeId(2),
+          memberId: "0b",
+          status: "voter",
+          raftLeader: false,
+          reachability: "unknown",
+          curatorRunning: false,
+        },
+        {
+          nodeId: "",
+          memberId: "f0",
+          status: "learner",
+          raftLeader: false,
+          reachability: "unreachable",
+          curatorRunning: false,
+        },
       ],
       leader: { nodeId: fakeNodeId(1), host: "10.0.0.2", port: 7835, term: 7 },
+      raft: { leaderMemberId: "0a", term: 5 },
+      faultTolerance,
     });
-    expect(observedConsensus({ members: [], leader: undefined }).leader).toBeNull();
+    // Nothing said: no leaders, no raft, no fault tolerance; a raft without a leader says null.
+    expect(consensusView({ members: [], leader: undefined })).toEqual({
+      members: [],
+      leader: null,
+      raft: null,
+      faultTolerance: null,
+    });
+    expect(consensusView({ members: [], raft: { leaderMemberId: "", term: 9 } }).raft).toEqual({
+      leaderMemberId: null,
+      term: 9,
+    });
   });
 
   test("changes are applied to the list, and a new backlog (a new watch) sends only what differs", async () => {

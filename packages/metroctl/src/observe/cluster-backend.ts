@@ -5,9 +5,10 @@
  * found and followed by CuratorConnection), one stream for every page
  * together: its backlog is the whole list, then each change, each health
  * change and (asked for with `heartbeats`) each heartbeat, at most once a
- * second per node. The consensus (etcd members, the leader and its term)
- * comes from Management.WatchClusterConsensus on the same session, while a
- * page shows it: the whole of it at first and after each change. When either
+ * second per node. The consensus (etcd members, the curator and raft
+ * leaders with their terms, the fault tolerance: what `cluster members`
+ * prints, made by consensus-view.ts) comes from
+ * Management.WatchClusterConsensus on the same session, while a page shows it: the whole of it at first and after each change. When either
  * stream ends or breaks (the leader stopped leading, or went away), it is
  * opened again with backoff, on whoever leads then, and its first answer
  * replaces what the pages were shown. A node's tree, reports and logs are
@@ -16,9 +17,10 @@
  * logs`; actions are the calls of `approve`, `set-role` and `label`.
  */
 import { Metadata } from "@grpc/grpc-js";
-import { api, common } from "@metropolis/proto";
+import { api } from "@metropolis/proto";
 import { abortableSleep, Backoff, resolveBackoff } from "@metropolis/supervisor";
 import { ClusterSession } from "../cluster-session";
+import { consensusView } from "../consensus-view";
 import type { CommandContext } from "../command-context";
 import { nodeClient, reportJson } from "../debug-commands";
 import { parseLabelChanges, parseNodeId } from "../flag-values";
@@ -32,7 +34,6 @@ import type { ObserverBackend } from "./observer-backend";
 import type {
   ConsensusSnapshot,
   LabelsChange,
-  ObservedConsensusMember,
   LogsQuery,
   ObservedLogEntry,
   ObservedNode,
@@ -65,27 +66,6 @@ export function observedNode(
   const description = nodeDescription(node, leaderId);
   const age = node.timeSinceHeartbeatMs;
   return { ...description, heartbeatAt: age === undefined ? null : at - age };
-}
-
-const memberStatus: Record<common.ConsensusMember_Status, ObservedConsensusMember["status"]> = {
-  [common.ConsensusMember_Status.VOTER]: "voter",
-  [common.ConsensusMember_Status.LEARNER]: "learner",
-  [common.ConsensusMember_Status.UNKNOWN]: "unknown",
-  [common.ConsensusMember_Status.UNRECOGNIZED]: "unknown",
-};
-
-/** A GetClusterConsensus answer as the consensus view shows it: members sorted, for stable diffs. */
-export function observedConsensus(res: api.GetClusterConsensusResponse): ConsensusSnapshot {
-  const members = res.members
-    .map((m) => ({
-      nodeId: m.nodeId,
-      memberId: m.memberId,
-      status: memberStatus[m.status],
-      curatorRunning: m.curatorRunning,
-    }))
-    .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
-  const leader = res.leader ? { ...res.leader } : null;
-  return { members, leader };
 }
 
 /** Reads a gRPC server stream until it ends; `signal` cancels it. */
@@ -190,7 +170,7 @@ export class ClusterBackend implements ObserverBackend {
   private async *watchConsensusOnce(signal: AbortSignal): AsyncGenerator<ConsensusSnapshot> {
     const { stream } = await this.session.watchClusterConsensus(signal);
     for await (const res of streamOf<api.WatchClusterConsensusResponse>(stream, signal)) {
-      if (res.consensus) yield observedConsensus(res.consensus);
+      if (res.consensus) yield consensusView(res.consensus);
     }
   }
 

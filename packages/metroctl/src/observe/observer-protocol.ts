@@ -2,9 +2,10 @@
  * The observer's wire format: what its HTTP server sends the page (as
  * server-sent events) and what the page sends back (actions). Shared by the
  * server (packages/metroctl/src/observe) and the page (observer-ui), so it
- * is plain types, importing only the import-free node-fields.ts: the
- * page's build must not pull in Node.
+ * is plain types, importing only the import-free node-fields.ts and
+ * consensus-fields.ts: the page's build must not pull in Node.
  */
+import type { ConsensusMemberView, ConsensusView } from "../consensus-fields";
 import type { NodeDescription, SupervisionTreeNode } from "../node-fields";
 
 /** One node as the cluster view shows it: metroctl's NodeDescription, and when its heartbeat came. */
@@ -35,23 +36,15 @@ export interface ClusterDelta {
   serverTime: number;
 }
 
-/** One etcd member as the consensus view shows it (Management.GetClusterConsensus). */
-export interface ObservedConsensusMember {
-  /** The member's node; empty while an added member has not started. */
-  nodeId: string;
-  /** etcd's member ID, hex. */
-  memberId: string;
-  status: "voter" | "learner" | "unknown";
-  /** Whether the member's node reports a running curator. */
-  curatorRunning: boolean;
-}
+/** One etcd member as the consensus view shows it: metroctl's `cluster members -o json` member. */
+export type ObservedConsensusMember = ConsensusMemberView;
 
-/** `consensus` event of the consensus stream: the whole consensus, sent whenever it changed. */
-export interface ConsensusSnapshot {
-  members: ObservedConsensusMember[];
-  /** The curator leader that answered, with its term (increases with every change of leader). */
-  leader: { nodeId: string; host: string; port: number; term: number } | null;
-}
+/**
+ * `consensus` event of the consensus stream: the whole consensus (members,
+ * curator and raft leaders with their terms, fault tolerance), sent whenever
+ * it changed.
+ */
+export type ConsensusSnapshot = ConsensusView;
 
 /** One runnable of a node's supervision tree (metroctl's `tree -o json`). */
 export type ObservedRunnable = SupervisionTreeNode;
