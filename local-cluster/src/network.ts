@@ -64,7 +64,7 @@ export function describeFault(fault: NetworkFault): string {
     case "blockPort":
       return `block tcp port ${fault.port} of host${fault.host}`;
     case "loss":
-      return `drop ${fault.probability * 100}% of packets to host${fault.host}`;
+      return `drop ${Number((fault.probability * 100).toPrecision(6))}% of packets from other hosts to host${fault.host}`;
   }
 }
 

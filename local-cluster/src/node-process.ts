@@ -13,6 +13,10 @@
  * a power cut takes its etcd and workloads down with it, a Ctrl-C in the
  * launcher's terminal reaches only the launcher (which then stops the nodes
  * in order), and processes a node leaves behind can be found and reported.
+ *
+ * A node can run in a network namespace of its own (`netns`, hosts mode:
+ * testbed.ts): it is spawned through `nsenter --net`, which execs node, so
+ * all of the above holds unchanged — its PID and process group are the node's.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import {

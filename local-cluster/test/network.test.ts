@@ -11,7 +11,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { eventually } from "@metropolis/supervisor/testing";
-import { Network, NetworkFaultError } from "../src/network";
+import { describeFault, Network, NetworkFaultError } from "../src/network";
 import { Testbed } from "../src/testbed";
 import { ownerReaches, Probe } from "./netns-probe";
 
@@ -194,5 +194,20 @@ describeHosts(title, () => {
     expect(host.status).toBe(0);
     expect(host.stdout).not.toContain("MTB");
     expect(host.stdout).not.toContain(testbed.subnet.replace(".0/24", "."));
+  });
+});
+
+describe("describeFault", () => {
+  it("says a fault in a timeline's words", () => {
+    expect(describeFault({ kind: "partition", groups: [[1], [2, 3]] })).toBe(
+      "partition [1] | [2,3]",
+    );
+    expect(describeFault({ kind: "isolate", host: 2 })).toBe("isolate host2");
+    expect(describeFault({ kind: "blockPort", host: 1, port: 7834 })).toBe(
+      "block tcp port 7834 of host1",
+    );
+    expect(describeFault({ kind: "loss", host: 3, probability: 0.07 })).toBe(
+      "drop 7% of packets from other hosts to host3",
+    );
   });
 });
