@@ -22,7 +22,7 @@ export function describeText(n: NodeDescription): string {
     ? "not running"
     : `running${n.curator.port === null ? "" : ` on port ${n.curator.port}`}${n.curator.leader ? ", leader" : ", not the leader"}`;
   const consensus = n.consensus.member
-    ? "member (voter or learner: not exposed by the Management API)"
+    ? "member (voter or learner: see metroctl cluster members)"
     : "not a member";
   const rows: [string, string][] = [
     ["ID", n.id],

@@ -37,8 +37,9 @@ export interface NodeDescription extends NodeView {
     /** The node holds the consensus member role (runs an etcd member and a curator). */
     member: boolean;
     /**
-     * Whether its etcd member votes or is still a learner: always null, because the
-     * Management API does not expose etcd membership (GetNodes only has the role).
+     * Whether its etcd member votes or is still a learner: always null, because
+     * GetNodes only has the role (GetClusterConsensus has the etcd members:
+     * `metroctl cluster members`).
      */
     voter: null;
   };

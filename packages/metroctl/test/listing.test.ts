@@ -77,7 +77,7 @@ describe("node describe", () => {
       "Version:     v1.2.3",
       "Boot ID:     boot-1",
       "Status time: 2026-01-02T03:04:05.678Z",
-      "Consensus:   member (voter or learner: not exposed by the Management API)",
+      "Consensus:   member (voter or learner: see metroctl cluster members)",
       "Curator:     running on port 7835, leader",
     ]);
   });
