@@ -3,20 +3,24 @@
  * One curator leads and serves the cluster's APIs; the others follow and
  * only tell clients where the leader is.
  *
- *   campaign ──▶ leads? ──no──▶ follower (CuratorLocal; republishes the leader) ──now leads──┐
- *                  └─────yes──────────────────────────────────────────────────────────────▶ leader
- *                                              (Curator, Management, AAA, CuratorLocal)
- *   candidacy lost (either role) ──▶ CandidacyLostError: the supervisor restarts the run
+ *   campaigning ──▶ following (CuratorLocal; republishes the leader; the rest "not the leader")
+ *                      └──now leads──▶ leading (Curator, Management, AAA, CuratorLocal)
+ *                                         └──lease deadline passed──▶ leaseUnconfirmed ─┐
+ *   candidacy lost (either role) ──▶ steppingDown ────────────────────────────────────────┴─▶ CandidacyLostError:
+ *                                                                          the supervisor restarts the run
  *
- * One straight run, no state machine: the supervisor's restart is the way
- * back to campaigning, as in Monogon's curator and the control plane
- * launcher (roleserve's controlplane.ts). A run campaigns once, follows
- * until it leads, leads until its candidacy is lost, and then fails; its
- * end resigns the candidacy, forgets the leader and has shut its listener
- * down, so the next run starts from nothing.
+ * The order is the leadership machine's (curator-machine.ts, XState, run
+ * through the supervisor's machineRunnable: its state is on the curator's
+ * node of the supervision tree); what each state does is here. The
+ * supervisor's restart is the way back to campaigning, as in Monogon's
+ * curator and the control plane launcher (roleserve's controlplane.ts): a
+ * run campaigns once, follows until it leads, leads until its candidacy is
+ * lost or its lease deadline passes (lease-deadline.ts), and then fails;
+ * its end resigns the candidacy, forgets the leader and has shut its
+ * listener down, so the next run starts from nothing.
  *
- * Guarantees: the run is healthy once it knows the leader (itself or
- * another); a leader announces itself (`leader`) only once it serves, so
+ * Guarantees: the run is healthy once it campaigned (it follows, asking
+ * etcd who leads, or leads); a leader announces itself (`leader`) only once it serves, so
  * clients told of it find it answering; a follower keeps its listener across
  * changes of the election until it leads; when it leads, the leader's
  * server takes over the same listening socket once the follower's server has
@@ -29,9 +33,11 @@ import { decodePem } from "@metropolis/pki";
 import { api, curator as curatorProto } from "@metropolis/proto";
 import type { RunContext, Runnable } from "@metropolis/supervisor";
 import { logProgress } from "@metropolis/supervisor/node-progress";
+import { machineRunnable } from "@metropolis/supervisor/xstate";
 import { aaaServer } from "./aaa-service";
 import { curatorServerCredentials, type TlsPem } from "./credentials";
 import { curatorLocalServer } from "./curator-local";
+import { leadershipMachine, type LeadershipSteps } from "./curator-machine";
 import { curatorServer } from "./curator-service";
 import { CandidacyLostError } from "./errors";
 import { HeartbeatTracker } from "./heartbeat-tracker";
@@ -99,11 +105,16 @@ const localPaths: ReadonlySet<string> = new Set<string>(
   Object.values(curatorProto.CuratorLocalService).map((method) => method.path),
 );
 
-/** One run of a curator: one candidacy and one listener; see the module comment. */
+/** How long a curator stepping down waits for etcd to revoke its lease; the lease expires by itself. */
+export const stepDownTimeoutMs = 1000;
+
+/** One run of a curator: one listener and, once it campaigned, one candidacy. */
 interface Run {
   ctx: RunContext;
-  candidacy: Candidacy;
   listener: Listener;
+  candidacy: Candidacy | undefined;
+  /** The machine's steps still running: the run's end waits for them. */
+  steps: Set<Promise<unknown>>;
 }
 
 /** A curator of this node; supervise `run`, read `leader`. */
@@ -128,9 +139,11 @@ export class Curator {
   }
 
   /**
-   * The runnable to supervise, e.g. `ctx.run("curator", curator.run)`. It
-   * returns when its signal aborts and fails with CandidacyLostError when
-   * its candidacy ends under it.
+   * The runnable to supervise, e.g. `ctx.run("curator", curator.run)`: the
+   * leadership machine (curator-machine.ts) of one candidacy. It returns
+   * when its signal aborts and fails with CandidacyLostError when its
+   * candidacy ends under it; its end resigns the candidacy, forgets the
+   * leader and has shut its listener down, so the next run starts from nothing.
    */
   readonly run: Runnable = async (ctx) => {
     this.setLeader(undefined);
@@ -139,15 +152,57 @@ export class Curator {
     // thousands of nodes came back after a failover, and a busy new leader
     // lost its lease (bench:scale at 5,000 nodes; the curator README's cost model).
     const election = memberClient(this.config.consensus.clientSocket, { dedicated: true });
-    let candidacy: Candidacy;
+    const listener = new Listener(
+      `${this.self.host}:${this.self.port}`,
+      this.credentials,
+      ctx.logger,
+    );
+    const run: Run = { ctx, listener, candidacy: undefined, steps: new Set() };
     try {
-      candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10, {
-        leaseKv: this.config.consensus.client.over(election).sub("curator").kv,
-      });
-    } catch (e) {
+      await machineRunnable(leadershipMachine, {
+        input: { steps: this.steps(run, election) },
+      })(ctx);
+    } finally {
+      this.setLeader(undefined);
+      // The machine is stopped; what its states started ends with their signals.
+      await Promise.allSettled(run.steps);
+      await Promise.all([run.candidacy?.resign(), listener.close()]);
       election.close();
-      throw e;
     }
+  };
+
+  /** The steps of the leadership machine for `run`, each tracked until it settles. */
+  private steps(run: Run, election: ReturnType<typeof memberClient>): LeadershipSteps {
+    const tracked = <T>(step: Promise<T>): Promise<T> => {
+      run.steps.add(step);
+      void step.then(
+        () => run.steps.delete(step),
+        () => run.steps.delete(step),
+      );
+      return step;
+    };
+    return {
+      campaign: () => tracked(this.campaign(run, election)),
+      follow: (candidacy, signal) => tracked(this.follow(run, candidacy, signal)),
+      lead: (candidacy, signal) => tracked(this.lead(run, candidacy, signal)),
+      standBy: (signal) =>
+        tracked(
+          run.listener.serve([this.localService(run.ctx, signal)], signal, "candidate", undefined, {
+            unserved: this.leaderDefinitions,
+            notServed: (path) => notTheLeader(path, "this curator is stepping down", undefined),
+          }),
+        ),
+      stepDown: (candidacy) => tracked(this.stepDown(candidacy)),
+    };
+  }
+
+  /** Enters the election, with the lease renewed over `election`. */
+  private async campaign(run: Run, election: ReturnType<typeof memberClient>): Promise<Candidacy> {
+    const { ctx } = run;
+    const candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10, {
+      leaseKv: this.config.consensus.client.over(election).sub("curator").kv,
+    });
+    run.candidacy = candidacy;
     candidacy.onRenewalTrouble((trouble) =>
       ctx.logger.warn(
         trouble.kind === "slow"
@@ -155,29 +210,31 @@ export class Curator {
           : `election lease keepalive failed ${trouble.sinceRenewedMs} ms after the last renewal: ${trouble.error.message}`,
       ),
     );
-    const listener = new Listener(
-      `${this.self.host}:${this.self.port}`,
-      this.credentials,
-      ctx.logger,
+    ctx.logger.info(`campaigning with election key ${candidacy.key}`);
+    return candidacy;
+  }
+
+  /**
+   * No longer names itself (or anyone) leader, and resigns `candidacy`,
+   * waiting at most {@link stepDownTimeoutMs} for etcd: cut off from it,
+   * the lease expires by itself.
+   */
+  private async stepDown(candidacy: Candidacy): Promise<void> {
+    this.setLeader(undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      candidacy.resign(),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, stepDownTimeoutMs))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  /** The leader's services whose calls a curator that does not lead answers "not the leader". */
+  private get leaderDefinitions(): readonly ServiceDefinition[] {
+    return (
+      this.config.leaderServiceDefinitions ??
+      (this.config.leaderServices ? [] : clusterServiceDefinitions)
     );
-    const run: Run = { ctx, candidacy, listener };
-    try {
-      if (ctx.signal.aborted) return;
-      ctx.logger.info(`campaigning with election key ${candidacy.key}`);
-      const { leading, ...leader } = await candidacy.leader();
-      ctx.healthy();
-      // A leader announces itself once it serves (lead), not before.
-      if (!leading) {
-        this.setLeader(leader);
-        if (!(await this.follow(run))) return;
-      }
-      await this.lead(run);
-    } finally {
-      this.setLeader(undefined);
-      await Promise.all([candidacy.resign(), listener.close()]);
-      election.close();
-    }
-  };
+  }
 
   private setLeader(leader: CuratorEndpoint | undefined): void {
     this.knownLeader = leader;
@@ -194,26 +251,28 @@ export class Curator {
 
   /**
    * Serves CuratorLocal and follows the election, republishing the leader on
-   * every change, until this curator leads (true) or its signal aborts
-   * (false). The listener stays up across changes of the election (stale
-   * keys of a cold start expiring, candidates arriving): clients reaching
-   * it mid-change would otherwise find the port closed.
+   * every change, until this curator leads (resolves) or `signal` aborts
+   * (resolves too: the machine that asked has moved on). The listener stays
+   * up across changes of the election (stale keys of a cold start expiring,
+   * candidates arriving): clients reaching it mid-change would otherwise
+   * find the port closed.
    *
    * @throws CandidacyLostError when the candidacy ends first.
    */
-  private async follow({ ctx, candidacy, listener }: Run): Promise<boolean> {
+  private async follow(
+    { ctx, listener }: Run,
+    candidacy: Candidacy,
+    given: AbortSignal,
+  ): Promise<void> {
     const following = new AbortController();
-    const signal = AbortSignal.any([ctx.signal, following.signal]);
-    const unserved =
-      this.config.leaderServiceDefinitions ??
-      (this.config.leaderServices ? [] : clusterServiceDefinitions);
+    const signal = AbortSignal.any([given, following.signal]);
     const serving = listener.serve(
       [this.localService(ctx, signal)],
       signal,
       "follower",
       undefined,
       {
-        unserved,
+        unserved: this.leaderDefinitions,
         notServed: (path) => notTheLeader(path, "this curator follows", this.knownLeader),
       },
     );
@@ -225,9 +284,8 @@ export class Curator {
         serving.then(() => "stopped" as const),
       ]);
       if (outcome instanceof Error) throw new CandidacyLostError("follower", outcome);
-      return outcome === "leads" && !ctx.signal.aborted;
     } catch (e) {
-      if (ctx.signal.aborted) return false;
+      if (given.aborted) return;
       throw e;
     } finally {
       following.abort();
@@ -238,15 +296,20 @@ export class Curator {
 
   /**
    * Serves the cluster's APIs, with the leader's membership reconciler and
-   * the CA's revocations followed, until the candidacy ends or the signal
-   * aborts; returns once the listener has shut down and the reconciler has
+   * the CA's revocations followed, until the candidacy ends or `given`
+   * aborts (the machine left leading: its lease deadline passed, or the run
+   * ends); returns once the listener has shut down and the reconciler has
    * stopped.
    *
    * @throws CandidacyLostError when the candidacy ended.
    */
-  private async lead({ ctx, candidacy, listener }: Run): Promise<void> {
+  private async lead(
+    { ctx, listener }: Run,
+    candidacy: Candidacy,
+    given: AbortSignal,
+  ): Promise<void> {
     const leading = new AbortController();
-    const signal = AbortSignal.any([ctx.signal, leading.signal]);
+    const signal = AbortSignal.any([given, leading.signal]);
     let lost: Error | undefined;
     void candidacy.lost.then((why) => {
       lost = why;
@@ -309,7 +372,7 @@ export class Curator {
       );
     } catch (e) {
       // Ended by the candidacy's loss (a wait given up with `signal`, say): say so.
-      if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
+      if (lost && !given.aborted) throw new CandidacyLostError("leader", lost);
       throw e;
     } finally {
       // Also when serving failed: the revocations and the reconciler stop with the listener.
@@ -317,7 +380,7 @@ export class Curator {
       await reconciling;
       await nodes.close();
     }
-    if (lost && !ctx.signal.aborted) throw new CandidacyLostError("leader", lost);
+    if (lost && !given.aborted) throw new CandidacyLostError("leader", lost);
   }
 
   private localService(ctx: RunContext, signal: AbortSignal): ServiceEntry {

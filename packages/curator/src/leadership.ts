@@ -15,9 +15,9 @@
  * a candidacy keeps its own deadline (lease-deadline.ts: the monotonic time
  * of the last renewal etcd confirmed, plus the TTL, less a safety margin):
  * every call a leader serves checks it (`Leadership.assertServing`), and when
- * it passes without a newer confirmation the candidacy counts as lost at
- * once (`Candidacy.lost`), long before etcd3 itself would say so (twice the
- * TTL without renewal). Only a new campaign leads again.
+ * it passes without a newer confirmation the curator steps down at once
+ * (curator-machine.ts), long before etcd3 itself would say the lease is lost
+ * (twice the TTL without renewal). Only a new campaign leads again.
  */
 import { performance } from "node:perf_hooks";
 import type { Etcd3, Lease, Namespace } from "etcd3";
@@ -142,13 +142,13 @@ export type RenewalTrouble =
 export class Candidacy {
   /**
    * Resolves, with why, when the lease is lost (expired at etcd, revoked,
-   * or unrenewed for twice its TTL because etcd was unreachable), when its
-   * deadline passed without a confirmed renewal (LeaseUnconfirmedError),
-   * or when a guarded write found the election key gone.
+   * or unrenewed for twice its TTL because etcd was unreachable), or when a
+   * guarded write found the election key gone. Its deadline passing is not
+   * a loss here: the leader acts on it (curator-machine.ts), and every call
+   * it serves checks it (`Leadership.assertServing`).
    */
   readonly lost: Promise<Error>;
   private markLost: (why: Error) => void = () => undefined;
-  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly kv: Namespace,
@@ -170,21 +170,6 @@ export class Candidacy {
     );
     lease.on("keepaliveFailed", () => deadline.renewalsLost());
     lease.on("keepaliveEstablished", () => deadline.renewalsLost());
-    this.watchDeadline();
-    void this.lost.then(() => clearTimeout(this.deadlineTimer));
-  }
-
-  /**
-   * Checks the deadline when it is due, and again at the new one while
-   * renewals move it on; once it has passed, the candidacy is lost.
-   */
-  private watchDeadline(): void {
-    const remaining = this.deadline.remainingMs();
-    if (remaining <= 0) {
-      this.markLost(new LeaseUnconfirmedError(this.deadline.sinceProvenMs(), this.deadline.ttlMs));
-      return;
-    }
-    this.deadlineTimer = setTimeout(() => this.watchDeadline(), Math.ceil(remaining));
   }
 
   /**
@@ -290,13 +275,11 @@ export class Candidacy {
    * with the lease, as when this curator's process dies. Failover tests use it.
    */
   abandon(): void {
-    clearTimeout(this.deadlineTimer);
     this.lease.release();
   }
 
   /** Gives up: revokes the lease, which deletes the election key. */
   async resign(): Promise<void> {
-    clearTimeout(this.deadlineTimer);
     await this.lease.revoke().catch(() => undefined);
   }
 }

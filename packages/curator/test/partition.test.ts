@@ -8,9 +8,9 @@
  * exactly one of the other two takes over and commits.
  *
  * Nor do two leaders ever both serve: the old leader's own lease deadline
- * (lease-deadline.ts) has passed, and its candidacy is lost, before any
- * other candidate leads; without that deadline etcd3 gave the lease up only
- * after twice its TTL, a TTL after the successor took over.
+ * (lease-deadline.ts) has passed before any other candidate leads; without
+ * it etcd3 gave the lease up only after twice its TTL, a TTL after the
+ * successor took over.
  *
  * How fast the takeover comes is not asserted: it is the lease TTL plus an
  * etcd election (when the cut-off member led raft) plus etcd's lease-expiry
@@ -21,7 +21,6 @@ import { type Etcd3, type Namespace } from "etcd3";
 import { ConsensusClient } from "@metropolis/consensus";
 import { eventually } from "@metropolis/supervisor/testing";
 import { startEtcdCluster, type EtcdCluster, type EtcdMember } from "@metropolis/consensus/testing";
-import { performance } from "node:perf_hooks";
 import { LeaseUnconfirmedError, LostLeadershipError } from "../src/errors";
 import { campaign, type Candidacy, type CuratorEndpoint, type Leadership } from "../src/leadership";
 
@@ -145,9 +144,6 @@ async function leaderCutOff(fault: Fault): Promise<void> {
   const oldLeadership = old.candidacy.leadership();
   expect(await guardedWrite(oldLeadership, old.kv, "old-before")).toBe("committed");
 
-  // When the old leader stopped serving: its candidacy lost (the deadline's timer) …
-  let oldLostAt: number | undefined;
-  const oldLost = old.candidacy.lost.then((why) => ((oldLostAt = performance.now()), why));
   await fault.cut(old.member);
 
   // The old leader keeps writing, each attempt given up on (but not cancelled) after a while.
@@ -166,7 +162,7 @@ async function leaderCutOff(fault: Fault): Promise<void> {
   })();
 
   // Exactly one of the others takes over once the lease expires, and both agree which.
-  // … and whether it would serve a call, asked as each poll sees a successor lead.
+  // Whether the old leader would serve a call, asked as a poll first sees a successor lead.
   let oldServingAtTakeover: boolean | undefined;
   const successor = await eventually(
     async () => {
@@ -182,12 +178,9 @@ async function leaderCutOff(fault: Fault): Promise<void> {
     "a new leader",
     { timeoutMs: takeoverMs, intervalMs: 20 },
   );
-  const successorSeenAt = performance.now();
   // Fencing: the old leader had stopped before anyone else led.
   expect(oldServingAtTakeover).toBe(false);
   expect(() => oldLeadership.assertServing()).toThrow(LeaseUnconfirmedError);
-  expect(oldLostAt).toBeLessThan(successorSeenAt);
-  expect(await oldLost).toBeInstanceOf(LeaseUnconfirmedError);
   const otherViews = await Promise.all(others.map((o) => o.candidacy.leader()));
   expect(otherViews.filter((v) => v.leading)).toHaveLength(1);
   expect(new Set(otherViews.map((v) => v.nodeId))).toEqual(
