@@ -26,29 +26,32 @@
 import { assign, fromPromise, setup } from "xstate";
 import type { SupervisedInput } from "@metropolis/supervisor/xstate";
 import { CandidacyLostError } from "./errors";
-import type { Candidacy } from "./leadership";
+import type { LeaseDeadline } from "./lease-deadline";
 
-/** What the states of the leadership machine do; implemented by one run of a Curator. */
+/**
+ * What the states of the leadership machine do; implemented by one run of a
+ * Curator, which holds the candidacy: the machine needs only its lease deadline.
+ */
 export interface LeadershipSteps {
-  /** Enters the election. */
-  campaign(): Promise<Candidacy>;
+  /** Enters the election; resolves with the new candidacy's lease deadline. */
+  campaign(): Promise<LeaseDeadline>;
   /**
-   * Follows until `candidacy` leads (resolves) or is lost (rejects with
+   * Follows until the candidacy leads (resolves) or is lost (rejects with
    * CandidacyLostError); serves CuratorLocal meanwhile. Ends when `signal` aborts.
    */
-  follow(candidacy: Candidacy, signal: AbortSignal): Promise<void>;
+  follow(signal: AbortSignal): Promise<void>;
   /**
    * Serves the cluster's APIs as the leader until `signal` aborts (resolves)
    * or the candidacy is lost (rejects with CandidacyLostError).
    */
-  lead(candidacy: Candidacy, signal: AbortSignal): Promise<void>;
+  lead(signal: AbortSignal): Promise<void>;
   /**
    * Serves CuratorLocal only, answering every leader-only call "not the
    * leader", until `signal` aborts: what a curator stepping down answers.
    */
   standBy(signal: AbortSignal): Promise<void>;
-  /** No longer names itself leader, and gives `candidacy` up (bounded in time). */
-  stepDown(candidacy: Candidacy): Promise<void>;
+  /** No longer names itself leader, and gives the candidacy up (bounded in time). */
+  stepDown(): Promise<void>;
 }
 
 /** The machine's input: the run's context and its steps. */
@@ -57,7 +60,8 @@ export interface LeadershipInput extends SupervisedInput {
 }
 
 interface LeadershipContext extends LeadershipInput {
-  candidacy: Candidacy | undefined;
+  /** The candidacy's lease deadline, once it campaigned. */
+  deadline: LeaseDeadline | undefined;
   /** Why the candidacy ended, once it did. */
   lost: Error | undefined;
 }
@@ -68,11 +72,12 @@ function candidacyLost(role: "leader" | "follower", why: unknown): Error {
   return new CandidacyLostError(role, why instanceof Error ? why : new Error(String(why)));
 }
 
-/** The candidacy of a state that has one (every state after campaigning). */
-function held(context: LeadershipContext): Candidacy {
-  if (!context.candidacy)
+/** The lease deadline of a state that has one (every state after campaigning). */
+function deadlineOf(context: LeadershipContext): LeaseDeadline {
+  if (!context.deadline) {
     throw new Error("leadership machine: no candidacy in a state that needs one");
-  return context.candidacy;
+  }
+  return context.deadline;
 }
 
 /** The leadership of one curator run; see the module comment. */
@@ -82,32 +87,26 @@ export const leadershipMachine = setup({
     context: {} as LeadershipContext,
   },
   actors: {
-    campaign: fromPromise<Candidacy, LeadershipSteps>(({ input }) => input.campaign()),
-    follow: fromPromise<void, { steps: LeadershipSteps; candidacy: Candidacy }>(
-      ({ input, signal }) => input.steps.follow(input.candidacy, signal),
-    ),
-    lead: fromPromise<void, { steps: LeadershipSteps; candidacy: Candidacy }>(({ input, signal }) =>
-      input.steps.lead(input.candidacy, signal),
-    ),
+    campaign: fromPromise<LeaseDeadline, LeadershipSteps>(({ input }) => input.campaign()),
+    follow: fromPromise<void, LeadershipSteps>(({ input, signal }) => input.follow(signal)),
+    lead: fromPromise<void, LeadershipSteps>(({ input, signal }) => input.lead(signal)),
     standBy: fromPromise<void, LeadershipSteps>(({ input, signal }) => input.standBy(signal)),
     // Fails with why the candidacy ended once it is given up: the run ends with that.
-    stepDown: fromPromise<never, { steps: LeadershipSteps; candidacy: Candidacy; why: Error }>(
-      async ({ input }) => {
-        await input.steps.stepDown(input.candidacy);
-        throw input.why;
-      },
-    ),
+    stepDown: fromPromise<never, { steps: LeadershipSteps; why: Error }>(async ({ input }) => {
+      await input.steps.stepDown();
+      throw input.why;
+    }),
   },
   delays: {
     /** Until the lease deadline, as it is now. */
-    leaseDeadline: ({ context }) => Math.max(0, Math.ceil(held(context).deadline.remainingMs())),
+    leaseDeadline: ({ context }) => Math.max(0, Math.ceil(deadlineOf(context).remainingMs())),
   },
   guards: {
-    leaseHeld: ({ context }) => held(context).deadline.valid(),
+    leaseHeld: ({ context }) => deadlineOf(context).valid(),
   },
 }).createMachine({
   id: "curator",
-  context: ({ input }) => ({ ...input, candidacy: undefined, lost: undefined }),
+  context: ({ input }) => ({ ...input, deadline: undefined, lost: undefined }),
   initial: "campaigning",
   states: {
     campaigning: {
@@ -116,7 +115,7 @@ export const leadershipMachine = setup({
         input: ({ context }) => context.steps,
         onDone: {
           target: "following",
-          actions: assign({ candidacy: ({ event }) => event.output }),
+          actions: assign({ deadline: ({ event }) => event.output }),
         },
         // No onError: a campaign that fails fails the run, and the restart campaigns again.
       },
@@ -125,7 +124,7 @@ export const leadershipMachine = setup({
       tags: ["healthy"],
       invoke: {
         src: "follow",
-        input: ({ context }) => ({ steps: context.steps, candidacy: held(context) }),
+        input: ({ context }) => context.steps,
         onDone: "leading",
         onError: {
           target: "steppingDown",
@@ -138,7 +137,7 @@ export const leadershipMachine = setup({
       initial: "serving",
       invoke: {
         src: "lead",
-        input: ({ context }) => ({ steps: context.steps, candidacy: held(context) }),
+        input: ({ context }) => context.steps,
         onDone: {
           target: "steppingDown",
           actions: assign({ lost: () => new Error("stopped serving as the leader") }),
@@ -163,7 +162,7 @@ export const leadershipMachine = setup({
     leaseUnconfirmed: {
       entry: assign({
         lost: ({ context }) => {
-          const { deadline } = held(context);
+          const deadline = deadlineOf(context);
           return candidacyLost(
             "leader",
             new Error(
@@ -178,7 +177,6 @@ export const leadershipMachine = setup({
           src: "stepDown",
           input: ({ context }) => ({
             steps: context.steps,
-            candidacy: held(context),
             why: context.lost ?? new Error("lease unconfirmed"),
           }),
         },
@@ -191,7 +189,6 @@ export const leadershipMachine = setup({
           src: "stepDown",
           input: ({ context }) => ({
             steps: context.steps,
-            candidacy: held(context),
             why: context.lost ?? new Error("stepping down"),
           }),
         },

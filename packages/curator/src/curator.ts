@@ -181,10 +181,15 @@ export class Curator {
       );
       return step;
     };
+    const candidacy = (): Candidacy => {
+      if (!run.candidacy)
+        throw new Error("curator: a step that needs a candidacy ran before the campaign");
+      return run.candidacy;
+    };
     return {
-      campaign: () => tracked(this.campaign(run, election)),
-      follow: (candidacy, signal) => tracked(this.follow(run, candidacy, signal)),
-      lead: (candidacy, signal) => tracked(this.lead(run, candidacy, signal)),
+      campaign: () => tracked(this.campaign(run, election).then((c) => c.deadline)),
+      follow: (signal) => tracked(this.follow(run, candidacy(), signal)),
+      lead: (signal) => tracked(this.lead(run, candidacy(), signal)),
       standBy: (signal) =>
         tracked(
           run.listener.serve([this.localService(run.ctx, signal)], signal, "candidate", undefined, {
@@ -192,7 +197,7 @@ export class Curator {
             notServed: (path) => notTheLeader(path, "this curator is stepping down", undefined),
           }),
         ),
-      stepDown: (candidacy) => tracked(this.stepDown(candidacy)),
+      stepDown: () => tracked(this.stepDown(candidacy())),
     };
   }
 
