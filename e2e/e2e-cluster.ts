@@ -245,9 +245,9 @@ export class E2eCluster {
     return this.view.votingMembers(nodes);
   }
 
-  /** Waits until the curator leader sees every node of `some` UP and HEALTHY. */
-  allHealthy(some: readonly ClusterNode[]): Promise<void> {
-    return this.view.allHealthy(some);
+  /** Waits until the curator leader sees every node of `some` UP and HEALTHY (default: 30 s). */
+  allHealthy(some: readonly ClusterNode[], timeoutMs?: number): Promise<void> {
+    return this.view.allHealthy(some, timeoutMs);
   }
 
   /**
