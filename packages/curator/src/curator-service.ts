@@ -145,6 +145,12 @@ function heartbeat(
   call.on("data", () => {
     authorized.then(
       (nodeId) => {
+        // Past the lease deadline this is no leader's answer: end the stream (the node asks again).
+        try {
+          ctx.leadership.assertServing();
+        } catch (e) {
+          return fail(e);
+        }
         ctx.heartbeats.beat(nodeId);
         if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
       },
