@@ -45,6 +45,12 @@ export interface LeaderFixtureOptions {
   heartbeatTimeoutMs?: number;
   /** The cluster configuration written at bootstrap (default: storage ENCRYPTED). */
   configuration?: common.ClusterConfiguration;
+  /**
+   * TTL of the leader's election lease, in seconds: a test of the lease
+   * deadline stops renewing it (`candidacy.abandon()`) and waits it out.
+   * @default 10
+   */
+  leaderTtlSeconds?: number;
 }
 
 /**
@@ -132,7 +138,11 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
     );
     const address = `127.0.0.1:${port}`;
 
-    const candidacy = await campaign(kv, { nodeId: node.nodeId, host: "127.0.0.1", port }, 10);
+    const candidacy = await campaign(
+      kv,
+      { nodeId: node.nodeId, host: "127.0.0.1", port },
+      opts.leaderTtlSeconds ?? 10,
+    );
     cluster.defer(() => candidacy.resign());
     const leadership = candidacy.leadership();
     const logger = winston.createLogger({
