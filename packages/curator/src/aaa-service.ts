@@ -28,7 +28,7 @@ import {
   UnauthenticatedError,
 } from "./errors";
 import { unary } from "./grpc-handlers";
-import { ownerCommonName, type Caller } from "./identity";
+import { ownerCommonName, presentedCertificate, type Caller } from "./identity";
 import { initialOwnerKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import type { Leadership } from "./leadership";
@@ -99,7 +99,7 @@ async function escrow(
   }
   if (caller.kind !== "ephemeral") {
     throw new PermissionDeniedError(
-      `Escrow needs a self-signed certificate for the owner key, not a ${caller.kind} one`,
+      `Escrow needs a self-signed certificate for the owner key, not ${presentedCertificate(caller.kind)}`,
     );
   }
   const requested = checkPublicKey(req.publicKey, "public_key");

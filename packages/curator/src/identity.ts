@@ -299,12 +299,22 @@ export function requireNode(caller: Caller, nodeId?: string): Extract<Caller, { 
     throw new UnauthenticatedError("this call needs a node certificate");
   if (caller.kind !== "node")
     throw new PermissionDeniedError(
-      `this call needs a node certificate, not an ${caller.kind} one`,
+      `this call needs a node certificate, not ${presentedCertificate(caller.kind)}`,
     );
   if (nodeId !== undefined && caller.nodeId !== nodeId) {
     throw new PermissionDeniedError(`node ${caller.nodeId} may not act for node ${quoted(nodeId)}`);
   }
   return caller;
+}
+
+/**
+ * "a node certificate", "an owner certificate", …: the kind of certificate
+ * `kind` presents, with the article its first word takes, for messages that
+ * say what a caller presented instead.
+ */
+export function presentedCertificate(kind: Exclude<Caller["kind"], "anonymous">): string {
+  const article = /^[aeiou]/.test(kind) ? "an" : "a";
+  return `${article} ${kind} certificate`;
 }
 
 /** The caller, which must be the cluster owner. */
@@ -313,7 +323,7 @@ export function requireOwner(caller: Caller): Extract<Caller, { kind: "owner" }>
     throw new UnauthenticatedError("this call needs the owner's certificate");
   if (caller.kind !== "owner")
     throw new PermissionDeniedError(
-      `this call needs the owner's certificate, not a ${caller.kind} one`,
+      `this call needs the owner's certificate, not ${presentedCertificate(caller.kind)}`,
     );
   return caller;
 }
@@ -324,7 +334,7 @@ export function requireEphemeral(caller: Caller): Extract<Caller, { kind: "ephem
     throw new UnauthenticatedError("this call needs a self-signed node certificate");
   if (caller.kind !== "ephemeral") {
     throw new PermissionDeniedError(
-      `this call needs a self-signed node certificate, not a ${caller.kind} one`,
+      `this call needs a self-signed node certificate, not ${presentedCertificate(caller.kind)}`,
     );
   }
   return caller;

@@ -11,8 +11,34 @@ import { Server, type ServerUnaryCall } from "@grpc/grpc-js";
 import { freePort } from "@metropolis/consensus/testing";
 import { CertificateAuthority, generateKeyPair, tlsMaterial } from "@metropolis/pki";
 import { curatorClientCredentials, curatorServerCredentials } from "../src/credentials";
-import { identifier, identify, IdentityCache, type HasAuthContext } from "../src/identity";
+import {
+  identifier,
+  identify,
+  IdentityCache,
+  requireEphemeral,
+  requireNode,
+  requireOwner,
+  type Caller,
+  type HasAuthContext,
+} from "../src/identity";
 import { askWho, WhoClient, whoService } from "./raw-services";
+
+it("says what a refused caller presented with the article its kind takes", () => {
+  const publicKey = Buffer.alloc(32);
+  const node: Caller = { kind: "node", nodeId: "metropolis-00", publicKey };
+  expect(() => requireOwner(node)).toThrow(
+    "this call needs the owner's certificate, not a node certificate",
+  );
+  expect(() => requireEphemeral({ kind: "owner", publicKey })).toThrow(
+    "this call needs a self-signed node certificate, not an owner certificate",
+  );
+  expect(() => requireOwner({ kind: "ephemeral", publicKey })).toThrow(
+    "this call needs the owner's certificate, not an ephemeral certificate",
+  );
+  expect(() => requireNode({ kind: "owner", publicKey })).toThrow(
+    "this call needs a node certificate, not an owner certificate",
+  );
+});
 
 it("takes a call whose TLS socket is gone for an anonymous caller", async () => {
   const ca = await CertificateAuthority.create();
