@@ -2,13 +2,13 @@
  * The curator's leadership as an XState v5 machine, run by the supervisor's
  * `machineRunnable` for one run of a curator (curator.ts), so that its
  * state is on the curator's node of the supervision tree (`metroctl tree`:
- * "state: leading.serving", "state: leaseUnconfirmed").
+ * "state: leading.serving", "state: steppingDown.leaseUnconfirmed").
  *
- *   campaigning ──▶ following ──(now leads)──▶ leading.serving ──(lease deadline passed)──▶ leaseUnconfirmed
- *        │              │                          │   ▲ └─(deadline moved on: renewed)─┘          │
- *        │              └──(candidacy lost)──┐      └──(candidacy lost)──┐                          │
- *        ▼                                   ▼                           ▼                          ▼
- *   (error: the run fails)             steppingDown ──────────────────────────────────▶ the run fails with CandidacyLostError
+ *   campaigning ──▶ following ──(now leads)──▶ leading.serving ──(lease deadline passed)──▶ steppingDown.leaseUnconfirmed
+ *        │              │                          │   ▲ └─(deadline moved on: renewed)─┘                   │
+ *        │              └──(candidacy lost)────────┴──(candidacy lost)──▶ steppingDown.candidacyLost ─────┤
+ *        ▼                                                                                                 ▼
+ *   (error: the run fails)                                          the run fails with CandidacyLostError
  *
  * The lease deadline (lease-deadline.ts) is a delayed transition of
  * `leading.serving`: due when the deadline is, on the monotonic clock, and
@@ -104,6 +104,19 @@ export const leadershipMachine = setup({
   guards: {
     leaseHeld: ({ context }) => deadlineOf(context).valid(),
   },
+  actions: {
+    leaseUnconfirmed: assign({
+      lost: ({ context }) => {
+        const deadline = deadlineOf(context);
+        return candidacyLost(
+          "leader",
+          new Error(
+            `no renewal of the election lease confirmed for ${Math.round(deadline.sinceProvenMs())} ms (TTL ${deadline.ttlMs / 1000} s, less a ${deadline.safetyMarginMs} ms margin)`,
+          ),
+        );
+      },
+    }),
+  },
 }).createMachine({
   id: "curator",
   context: ({ input }) => ({ ...input, deadline: undefined, lost: undefined }),
@@ -153,36 +166,14 @@ export const leadershipMachine = setup({
             leaseDeadline: [
               // Renewed in the meantime: wait for the new deadline.
               { guard: "leaseHeld", target: "serving", reenter: true },
-              { target: "#curator.leaseUnconfirmed" },
+              { target: "#curator.steppingDown.leaseUnconfirmed", actions: "leaseUnconfirmed" },
             ],
           },
         },
       },
     },
-    leaseUnconfirmed: {
-      entry: assign({
-        lost: ({ context }) => {
-          const deadline = deadlineOf(context);
-          return candidacyLost(
-            "leader",
-            new Error(
-              `no renewal of the election lease confirmed for ${Math.round(deadline.sinceProvenMs())} ms (TTL ${deadline.ttlMs / 1000} s, less a ${deadline.safetyMarginMs} ms margin)`,
-            ),
-          );
-        },
-      }),
-      invoke: [
-        { src: "standBy", input: ({ context }) => context.steps },
-        {
-          src: "stepDown",
-          input: ({ context }) => ({
-            steps: context.steps,
-            why: context.lost ?? new Error("lease unconfirmed"),
-          }),
-        },
-      ],
-    },
     steppingDown: {
+      // Answers "not the leader" while it resigns; the resignation fails the run with `lost`.
       invoke: [
         { src: "standBy", input: ({ context }) => context.steps },
         {
@@ -193,6 +184,11 @@ export const leadershipMachine = setup({
           }),
         },
       ],
+      initial: "candidacyLost",
+      states: {
+        candidacyLost: {},
+        leaseUnconfirmed: {},
+      },
     },
   },
 });

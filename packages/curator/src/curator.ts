@@ -5,8 +5,8 @@
  *
  *   campaigning ──▶ following (CuratorLocal; republishes the leader; the rest "not the leader")
  *                      └──now leads──▶ leading (Curator, Management, AAA, CuratorLocal)
- *                                         └──lease deadline passed──▶ leaseUnconfirmed ─┐
- *   candidacy lost (either role) ──▶ steppingDown ────────────────────────────────────────┴─▶ CandidacyLostError:
+ *                                         └──lease deadline passed──▶ steppingDown.leaseUnconfirmed ─┐
+ *   candidacy lost (either role) ──▶ steppingDown.candidacyLost ─────────────────────────────────┴─▶ CandidacyLostError:
  *                                                                          the supervisor restarts the run
  *
  * The order is the leadership machine's (curator-machine.ts, XState, run

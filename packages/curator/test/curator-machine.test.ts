@@ -1,7 +1,7 @@
 /**
  * The leadership machine on a MockContext with steps the test plays: the
  * lease deadline is a delayed transition of leading.serving (renewals keep
- * it serving; none, and it goes to leaseUnconfirmed, stops leading and
+ * it serving; none, and it goes to steppingDown.leaseUnconfirmed, stops leading and
  * steps down before the run fails), a lost candidacy steps down, and the
  * state shows as the runnable's status. The deadline runs on the real
  * monotonic clock with a short TTL; every wait is on an event of the steps.
@@ -75,7 +75,7 @@ describe("the leadership machine", () => {
       "campaigning",
       "following",
       "leading.serving",
-      "leaseUnconfirmed",
+      "steppingDown.leaseUnconfirmed",
     ]);
     expect(played.calls).toEqual(["campaign", "follow", "lead", "standBy", "stepDown"]);
     expect(ctx.healthyCalls).toBe(1);
@@ -106,6 +106,6 @@ describe("the leadership machine", () => {
     played.led.reject(new LostLeadershipError());
     await played.steppedDown.promise;
     await expect(run).rejects.toBeInstanceOf(CandidacyLostError);
-    expect(ctx.statuses.at(-1)).toBe("steppingDown");
+    expect(ctx.statuses.at(-1)).toBe("steppingDown.candidacyLost");
   });
 });
