@@ -76,6 +76,10 @@ describeHosts(title, () => {
     const others = nodes.filter((n) => n !== oldNode);
     const subject = others[0];
     const key = "partition";
+    // The operator sees who leads in the supervision tree: the leadership machine's state.
+    expect(await e2e.cluster.metroctlOk(["tree", oldNode.id])).toMatch(
+      /curator +HEALTHY.*state: leading\.serving/,
+    );
     const old = await direct(oldNode);
     // A write the old leader acknowledged before the cut.
     await old.setLabel(subject.id, key, "before");
