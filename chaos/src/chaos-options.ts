@@ -1,7 +1,8 @@
 /**
  * The chaos CLI's flags: `--minutes N` (default 5), `--seed N` (default a
- * random one, printed), `--nodes N` (default 5), `--phase-b on|off` (or
- * `--no-phase-b`; default on), `--out PATH`, `--keep`.
+ * random one, printed), `--nodes N` (default 5; 6 with `--hosts`),
+ * `--hosts` (on a testbed, with network, clock and membership faults),
+ * `--phase-b on|off` (or `--no-phase-b`; default on), `--out PATH`, `--keep`.
  *
  * Guarantees: a bad flag is a ChaosUsageError naming it; nothing is started.
  */
@@ -10,7 +11,7 @@ import { randomSeed } from "./prng";
 import type { ChaosOptions } from "./run-chaos";
 
 const usage =
-  "usage: chaos [--minutes N] [--seed N] [--nodes N] [--phase-b on|off] [--out PATH] [--keep]";
+  "usage: chaos [--minutes N] [--seed N] [--nodes N] [--hosts] [--phase-b on|off] [--out PATH] [--keep]";
 
 function numberFlag(name: string, text: string | undefined, min: number): number {
   const n = Number(text);
@@ -57,12 +58,20 @@ export function parseChaosArgs(argv: readonly string[]): ChaosOptions & { seed: 
       case "--keep":
         options.keep = true;
         break;
+      case "--hosts":
+        options.hosts = true;
+        break;
       case "--help":
       case "-h":
         throw new ChaosUsageError(usage);
       default:
         throw new ChaosUsageError(`unknown flag ${flag}\n${usage}`);
     }
+  }
+  if (options.hosts && options.nodes !== undefined && options.nodes < 6) {
+    throw new ChaosUsageError(
+      `--hosts needs at least 6 nodes (5 consensus members and a spare), got ${options.nodes}\n${usage}`,
+    );
   }
   return options;
 }

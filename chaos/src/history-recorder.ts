@@ -19,6 +19,8 @@ export type Invocation =
 /** An operation in flight: end it with `ok`, `failed` or `unknown`. */
 export interface PendingOperation {
   readonly id: number;
+  /** Records the node whose curator the request was sent to (history.ts `servedBy`). */
+  sentTo(node: string): void;
   ok(values?: ReadonlyMap<RegisterId, string | null>): void;
   end(outcome: Exclude<Outcome, "ok">, error: string): void;
   /** Leaves it out of the history (a read that did not answer carries nothing). */
@@ -46,18 +48,19 @@ export class HistoryRecorder {
     const id = this.nextId++;
     const invokedAt = this.now();
     this.pending.set(id, { client, what, at: invokedAt });
+    let servedBy: string | undefined;
     const finish = (
       outcome: Outcome,
       error: string | undefined,
       values?: ReadonlyMap<RegisterId, string | null>,
     ) => {
       if (!this.pending.delete(id)) return;
-      this.done.push(
-        this.operation(id, client, what, invokedAt, this.now(), outcome, error, values),
-      );
+      const op = this.operation(id, client, what, invokedAt, this.now(), outcome, error, values);
+      this.done.push(servedBy === undefined ? op : { ...op, servedBy });
     };
     return {
       id,
+      sentTo: (node) => void (servedBy = node),
       ok: (values) => finish("ok", undefined, values),
       end: (outcome, error) => finish(outcome, error),
       drop: () => void this.pending.delete(id),

@@ -27,6 +27,11 @@ interface OperationBase {
   outcome: Outcome;
   /** The error's gRPC code and message, for `failed` and `unknown`. */
   error?: string;
+  /**
+   * The node whose curator the request was sent to (the one the client took
+   * for the leader), when a request was sent: who served an `ok` answer.
+   */
+  servedBy?: string;
 }
 
 /**
@@ -68,6 +73,29 @@ export interface FinalRead {
   /** When the final read was taken (after recovery). */
   at: number;
   values: ReadonlyMap<RegisterId, string | null>;
+}
+
+/**
+ * One answer of a curator about leadership, as a client saw it, with the
+ * interval of the call (run clock, ms, monotonic): the curator acted as the
+ * leader at some instant inside [invokedAt, completedAt], no more is known.
+ *
+ * - `serve`: it served a leader-only call (Management.GetClusterConsensus,
+ *   which names the answering leader and its `term`: the create revision of
+ *   its election key, larger for every later leadership); or GetNodes (no
+ *   term), from the workload's or the probe's reads.
+ * - `claim`: its CuratorLocal.GetCurrentLeader named itself the leader.
+ */
+export interface LeaderObservation {
+  kind: "serve" | "claim";
+  /** The node whose curator answered. */
+  curator: string;
+  /** Its leadership's term, when the answer says it. */
+  term?: number;
+  /** What was called, e.g. "GetClusterConsensus". */
+  call: string;
+  invokedAt: number;
+  completedAt: number;
 }
 
 /** What the checker found wrong, each with the operations that prove it. */

@@ -25,10 +25,25 @@ export {
   type RegisterOperation,
 } from "./linearizability";
 export { checkLostWrites } from "./lost-writes";
+export {
+  checkLeaders,
+  servesInHistory,
+  type LeaderAnomaly,
+  type LeaderCheck,
+  type LeaderRule,
+} from "./leader-check";
+export {
+  bridgeGroups,
+  reachability,
+  ringCuts,
+  splitGroups,
+  type NetworkFaultKind,
+} from "./network-faults";
 export { checkStaleReads } from "./stale-reads";
 export {
   renderTimeline,
   type TimelineFault,
+  type TimelineCategory,
   type TimelineInput,
   type TimelinePhase,
   type TimelineLeaderChange,

@@ -3,12 +3,17 @@
  * (CuratorLocal.GetCurrentLeader, 1 s deadline) and takes the leader most
  * of those that answered name. A change of that answer is a leader change;
  * rounds where none answered are skipped (no leader is not a change).
+ * Every answer in which a curator names itself is also kept as a leader
+ * claim, with the call's invocation and completion times (history.ts
+ * `LeaderObservation`), for the check that two curators never act as the
+ * leader at once (leader-check.ts).
  *
  * Guarantees: `stop()` resolves once the current round is over; `changes`
  * lists the first leader and every change after it, in time order.
  */
 import type { ClusterNode, ClusterView } from "@metropolis/local-cluster";
 import { abortableSleep } from "@metropolis/supervisor";
+import type { LeaderObservation } from "./history";
 
 /** A leader seen from `at` on (run clock, ms): its node's name. */
 export interface LeaderChange {
@@ -19,6 +24,8 @@ export interface LeaderChange {
 /** Polls the leader; see the module comment. */
 export class LeaderWatch {
   readonly changes: LeaderChange[] = [];
+  /** Every answer of a curator naming itself the leader. */
+  readonly claims: LeaderObservation[] = [];
   private readonly stopping = new AbortController();
   private running: Promise<void> | undefined;
 
@@ -44,7 +51,21 @@ export class LeaderWatch {
     while (!this.stopping.signal.aborted) {
       const at = this.now();
       const answers = await Promise.allSettled(
-        this.members.map(async (m) => (await this.view.currentLeader(m, 1000)).leaderNodeId),
+        this.members.map(async (m) => {
+          const invokedAt = this.now();
+          const { leaderNodeId } = await this.view.currentLeader(m, 1000);
+          if (leaderNodeId === m.id) {
+            const call = "GetCurrentLeader";
+            this.claims.push({
+              kind: "claim",
+              curator: m.name,
+              call,
+              invokedAt,
+              completedAt: this.now(),
+            });
+          }
+          return leaderNodeId;
+        }),
       );
       const votes = new Map<string, number>();
       for (const a of answers) {

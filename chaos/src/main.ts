@@ -6,6 +6,7 @@
  * process was left behind or the run could not be carried out, 2 for a bad
  * flag. Ctrl-C ends the process; the run's cleanup stops the nodes.
  */
+import { Testbed } from "@metropolis/local-cluster";
 import { parseChaosArgs } from "./chaos-options";
 import { ChaosUsageError } from "./errors";
 import { runChaos } from "./run-chaos";
@@ -20,6 +21,13 @@ async function main(): Promise<number> {
       return 2;
     }
     throw e;
+  }
+  if (options.hosts) {
+    const availability = Testbed.available();
+    if (!availability.ok) {
+      process.stderr.write(`chaos: --hosts cannot run here: ${availability.reason}\n`);
+      return 1;
+    }
   }
   process.stdout.write(`chaos: seed ${options.seed} (replay with --seed ${options.seed})\n`);
   try {

@@ -144,15 +144,21 @@ export class OwnerClient {
 
   /**
    * One call on the leader within `timeoutMs` (finding the leader included).
+   * `onSent` is told the node ID of the curator the request goes to, when it is sent.
    * @throws AttemptError saying whether the operation may have happened.
    */
-  async attempt<Res>(invoke: Invoke<Res>, timeoutMs: number): Promise<Res> {
+  async attempt<Res>(
+    invoke: Invoke<Res>,
+    timeoutMs: number,
+    onSent?: (nodeId: string) => void,
+  ): Promise<Res> {
     const deadline = Date.now() + timeoutMs;
     let sent = false;
     try {
       return await this.connection.call(
         (leader) => {
           sent = true;
+          onSent?.(leader.endpoint.nodeId);
           return new Promise<Res>((resolve, reject) =>
             invoke(leader, new Metadata(), { deadline }, (err, res) => {
               // Not retryable: wrapped, so that CuratorConnection gives it back as it is.

@@ -13,6 +13,7 @@ import { dirname } from "node:path";
 import type { OutcomeCounts } from "./checker";
 import type { Anomaly, Operation } from "./history";
 import type { InvariantResult } from "./invariants";
+import type { LeaderAnomaly } from "./leader-check";
 import type { LeaderChange } from "./leader-watch";
 import type { FaultRecord } from "./nemesis";
 
@@ -29,6 +30,8 @@ export interface ChaosReport {
   minutes: number;
   nodes: number;
   phaseB: boolean;
+  /** Whether it ran on a testbed (hosts mode) with network, clock and membership faults. */
+  hosts: boolean;
   /**
    * Whether the run passed: no anomaly, every register decided (no search
    * out of budget), and every invariant held.
@@ -39,7 +42,24 @@ export interface ChaosReport {
   /** GetNodes calls that did not answer (not in the history). */
   readsWithoutAnswer: number;
   lostWrites: number;
+  /** Stale reads among the anomalies (stale-reads.ts). */
+  staleReads: number;
   anomalies: Anomaly[];
+  /** At most one curator serving as the leader at any instant (leader-check.ts). */
+  leaders: {
+    /** Two curators acting as the leader at once, each with its proof. */
+    anomalies: LeaderAnomaly[];
+    /** Separate stretches of time (run clock, ms) with two leaders. */
+    moments: Array<{ from: number; to: number }>;
+    /** Observations checked: serves (with or without a term) and GetCurrentLeader claims. */
+    serves: number;
+    claims: number;
+    /** Leaderships (curator, term) seen serving. */
+    terms: number;
+    /** The probe's GetNodes answers and GetClusterConsensus answers. */
+    probeReads: number;
+    probeConsensusAnswers: number;
+  };
   /** Each register's linearizability verdict and the search steps it took. */
   linearizability: Array<{
     register: string;
@@ -56,6 +76,8 @@ export interface ChaosReport {
   allHealthyAt: number | null;
   /** allHealthyAt − lastFaultAt, ms. */
   recoveryMs: number | null;
+  /** Whether every node was UP and HEALTHY within 15 s of the last fault (the issue's goal). */
+  healthyWithin15s: boolean;
   leaderChanges: LeaderChange[];
   faults: FaultRecord[];
   invariants: InvariantResult[];
@@ -134,7 +156,7 @@ export function formatReport(r: ChaosReport): string {
   const faultKinds = new Map<string, number>();
   for (const f of r.faults) faultKinds.set(f.kind, (faultKinds.get(f.kind) ?? 0) + 1);
   return [
-    `chaos run, seed ${r.seed}: ${r.minutes} min, ${r.nodes} nodes, phase B ${r.phaseB ? "on" : "off"}: ${r.passed ? "PASSED" : "FAILED"}`,
+    `chaos run, seed ${r.seed}: ${r.minutes} min, ${r.nodes} nodes${r.hosts ? " on a testbed" : ""}, phase B ${r.phaseB ? "on" : "off"}: ${r.passed ? "PASSED" : "FAILED"}`,
     `  ops           ok  failed  unknown`,
     row("write", r.ops.write),
     row("read", r.ops.read),
@@ -147,9 +169,12 @@ export function formatReport(r: ChaosReport): string {
     `  leader changes: ${Math.max(0, r.leaderChanges.length - 1)}`,
     `  longest unavailability in phase A: ${s(r.longestUnavailabilityPhaseAMs)}` +
       (r.phaseB ? `, in phase B: ${s(r.longestUnavailabilityPhaseBMs)}` : ""),
-    `  last fault → all HEALTHY: ${s(r.recoveryMs)}`,
-    `  lost writes: ${r.lostWrites}, anomalies: ${r.anomalies.length}`,
+    `  last fault → all HEALTHY: ${s(r.recoveryMs)}${r.healthyWithin15s ? "" : " (not within 15 s)"}`,
+    `  lost writes: ${r.lostWrites}, anomalies: ${r.anomalies.length}, stale reads: ${r.staleReads}`,
     ...r.anomalies.slice(0, 10).map((a) => `    ${a.kind} ${a.register}: ${a.message}`),
+    `  two serving leaders: ${r.leaders.moments.length} moments, ${r.leaders.anomalies.length} pairs ` +
+      `(of ${r.leaders.serves} serves, ${r.leaders.claims} claims, ${r.leaders.terms} terms)`,
+    ...r.leaders.anomalies.slice(0, 10).map((a) => `    ${a.rule} ×${a.count}: ${a.message}`),
     ...r.invariants.map(
       (i) => `  ${i.ok ? "ok  " : "FAIL"} ${i.name}${i.ok ? "" : `: ${i.detail}`}`,
     ),

@@ -7,6 +7,16 @@
  * and the final invariants are measured, every register is read a last
  * time, and the history is checked.
  *
+ * With `hosts`, the cluster runs on a testbed instead (local-cluster's
+ * hosts mode: every node in a network namespace of its own on a bridge):
+ * 6 nodes, node1…node5 consensus members (a majorities ring needs 5), node6
+ * the spare whose consensus role the nemesis changes; every node restarted
+ * once with libfaketime preloaded before the run begins (clock-faults.ts);
+ * and the nemesis also breaks the network, the clocks and the membership.
+ * Throughout, the leader probe (leader-probe.ts) asks every curator
+ * directly who leads and reads through it, and the checker also proves that
+ * no two curators acted as the leader at once (leader-check.ts).
+ *
  * Guarantees: however it ends (also on an error), every process it started
  * is stopped by PID (SIGTERM, SIGKILL after the launcher's timeout), every
  * node's in-memory `ephemeral/` is released, and the state dir is removed
@@ -23,6 +33,7 @@ import {
   ClusterView,
   curatorPort,
   LocalCluster,
+  Network,
   processGroupMembers,
   randomLoopbackNet,
   type ClusterNode,
@@ -32,11 +43,14 @@ import { placeNodeRoot } from "@metropolis/localstorage";
 import type { api } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
 import { checkHistory } from "./checker";
+import { ClockControl, faketimeAvailable } from "./clock-faults";
 import { renderTimeline } from "./timeline-svg";
 import { ChaosRunError } from "./errors";
 import type { FinalRead, Operation, RegisterId } from "./history";
 import { HistoryRecorder } from "./history-recorder";
 import { checkInvariants, etcdDataMarkers, waitAllHealthy } from "./invariants";
+import { checkLeaders, servesInHistory } from "./leader-check";
+import { LeaderProbe } from "./leader-probe";
 import { LeaderWatch } from "./leader-watch";
 import { Nemesis } from "./nemesis";
 import { OwnerClient } from "./owner-client";
@@ -58,8 +72,16 @@ export interface ChaosOptions {
   minutes?: number;
   /** The PRNG's seed: the same seed, the same faults at the same times. */
   seed: number;
-  /** How many nodes (default 5; at least 4: 3 consensus members and register nodes). */
+  /**
+   * How many nodes (default 5, at least 4: 3 consensus members and register
+   * nodes; on the testbed default 6, at least 6: 5 members and a spare).
+   */
   nodes?: number;
+  /**
+   * Run on a testbed (local-cluster's hosts mode) with network, clock and
+   * membership faults; needs root (see `Testbed.available()`).
+   */
+  hosts?: boolean;
   /** Whether phase B takes a majority of consensus members down (default true). */
   phaseB?: boolean;
   /** The JSON report's path (default reports/chaos-<seed>.json); the SVG goes next to it. */
@@ -70,18 +92,30 @@ export interface ChaosOptions {
   log?: (line: string) => void;
 }
 
-/** How many nodes are consensus members. */
-const memberCount = 3;
+/** How many nodes are consensus members: 3 on loopback, 5 on the testbed (a ring needs 5). */
+const memberCount = (hosts: boolean): number => (hosts ? 5 : 3);
+
+/** What the testbed adds to a run: the network, the clocks, the spare node. */
+interface HostsRun {
+  network: Network;
+  /** Undefined where libfaketime is not installed (no clock faults then). */
+  clock: ClockControl | undefined;
+  spare: ClusterNode;
+}
 
 /** Runs one chaos run; see the module comment. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const minutes = options.minutes ?? 5;
-  const nodeCount = options.nodes ?? 5;
+  const hosts = options.hosts ?? false;
+  const members = memberCount(hosts);
+  const nodeCount = options.nodes ?? (hosts ? members + 1 : 5);
   const phaseB = options.phaseB ?? true;
   const log = options.log ?? ((line: string) => process.stdout.write(line + "\n"));
-  if (nodeCount < memberCount + 1) {
+  // Register nodes 4 and 5 beyond 3 members; on the testbed, a spare beyond 5.
+  const least = members + 1;
+  if (nodeCount < least) {
     throw new ChaosRunError(
-      `a chaos run needs at least ${memberCount + 1} nodes, got ${nodeCount}`,
+      `a chaos run${hosts ? " on the testbed" : ""} needs at least ${least} nodes, got ${nodeCount}`,
     );
   }
   silenceIpServerNameWarning();
@@ -90,17 +124,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const cluster = new LocalCluster({
     stateDir,
     nodes: nodeCount,
-    address: randomLoopbackNet(),
+    ...(hosts ? { hosts: true } : { address: randomLoopbackNet() }),
     consensusOnEveryNode: false,
     log,
     stepTimeoutMs: 90_000,
   });
   try {
-    log(`chaos: seed ${options.seed}, ${minutes} min, ${nodeCount} nodes, state in ${dir}`);
+    log(
+      `chaos: seed ${options.seed}, ${minutes} min, ${nodeCount} nodes` +
+        `${hosts ? " on a testbed" : ""}, state in ${dir}`,
+    );
     await cluster.up();
-    const members = cluster.nodes.slice(0, memberCount);
-    for (const m of members.slice(1)) await cluster.setConsensus(m, true);
-    const { report, svg, history } = await runOnCluster(cluster, members, {
+    const memberNodes = cluster.nodes.slice(0, members);
+    for (const m of memberNodes.slice(1)) await cluster.setConsensus(m, true);
+    const testbed = hosts ? await prepareHosts(cluster, memberNodes, dir, log) : undefined;
+    const { report, svg, history } = await runOnCluster(cluster, memberNodes, testbed, {
       ...options,
       minutes,
       nodeCount,
@@ -114,16 +152,62 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     throw e;
   } finally {
     await stopAll(cluster);
+    // Removes the testbed the cluster owns (hosts mode); the nodes are down already.
+    await cluster.stop().catch((e: unknown) => log(`chaos: stopping the cluster: ${String(e)}`));
     cluster.release();
     if (options.keep) log(`chaos: state and node logs kept in ${dir}`);
     else await rm(dir, { recursive: true, force: true });
   }
 }
 
+/**
+ * The testbed's part before the run: the network's fault chains, and every
+ * node restarted once with libfaketime preloaded (members one at a time, each
+ * back serving consensus and HEALTHY before the next; the others together).
+ */
+async function prepareHosts(
+  cluster: LocalCluster,
+  members: readonly ClusterNode[],
+  dir: string,
+  log: (line: string) => void,
+): Promise<HostsRun> {
+  const testbed = cluster.testbed;
+  if (!testbed) throw new ChaosRunError("hosts mode without a testbed");
+  const network = await Network.create(testbed);
+  const spare = cluster.nodes[members.length];
+  if (!faketimeAvailable()) {
+    log("chaos: libfaketime is not installed (Debian's faketime): no clock faults");
+    return { network, clock: undefined, spare };
+  }
+  const clock = new ClockControl(cluster, join(dir, "faketime"));
+  const restart = async (node: ClusterNode): Promise<void> => {
+    await cluster.stopNode(node);
+    const proc = await clock.start(node);
+    const wait = { signal: cluster.signal };
+    await proc.waitForProgress("cluster.enrolled", cluster.stepTimeoutMs, {
+      ...wait,
+      where: (e) => e.flow === "rejoin",
+    });
+    if (members.includes(node)) {
+      await proc.waitForProgress("consensus.serving", cluster.stepTimeoutMs, wait);
+    }
+    await cluster.waitFor(node, { state: "UP", health: "HEALTHY" });
+  };
+  await cluster.timed(
+    (ms) => `every node restarted with libfaketime preloaded in ${(ms / 1000).toFixed(1)} s`,
+    async () => {
+      for (const m of members) await restart(m);
+      await Promise.all(cluster.nodes.filter((n) => !members.includes(n)).map(restart));
+    },
+  );
+  return { network, clock, spare };
+}
+
 /** The run proper, on a cluster that is up: workload, nemesis, recovery, checks. */
 async function runOnCluster(
   cluster: LocalCluster,
   members: ClusterNode[],
+  hosts: HostsRun | undefined,
   opts: ChaosOptions & {
     minutes: number;
     nodeCount: number;
@@ -150,16 +234,22 @@ async function runOnCluster(
         { name: "healing", start: faultsEndAt, end: totalMs },
       ];
   const markers = await etcdDataMarkers(members);
-  const endpoints = members.map((m) => ({ host: m.address, port: curatorPort, nodeId: m.id }));
-  const registerNodes = cluster.nodes.slice(memberCount, memberCount + 2);
+  // Every node that may run a curator: the members, and the spare while it is one.
+  const curators = hosts ? [...members, hosts.spare] : members;
+  const endpoints = curators.map((m) => ({ host: m.address, port: curatorPort, nodeId: m.id }));
+  // Nodes 4 and 5 (members themselves on the testbed, where there are 5).
+  const registerNodes = cluster.nodes.slice(3, 5);
+  const nodeName = (id: string) => cluster.nodes.find((n) => n.id === id)?.name ?? id;
   const workload = new Workload({
     endpoints,
     owner,
     registerNodes,
     recorder,
     prng: prng.fork("workload"),
+    nodeName,
   });
-  const leaders = new LeaderWatch(view, members, now);
+  const leaders = new LeaderWatch(view, curators, now);
+  const probe = new LeaderProbe({ curators, owner, recorder, registerNodes, now });
   const nemesis = new Nemesis({
     cluster,
     view,
@@ -172,11 +262,25 @@ async function runOnCluster(
     phaseB: opts.phaseB,
     log: (line) => opts.log(`${(now() / 1000).toFixed(1).padStart(6)} s ${line}`),
     signal: new AbortController().signal,
+    ...(hosts && {
+      network: hosts.network,
+      clock: hosts.clock,
+      spare: hosts.spare,
+      startNode: hosts.clock ? (node: ClusterNode) => startWith(hosts, node) : undefined,
+      raftLeader: () => Promise.resolve(probe.raftLeader()),
+    }),
   });
 
   workload.start();
   leaders.start();
-  await nemesis.run();
+  probe.start();
+  try {
+    await nemesis.run();
+  } finally {
+    // Whatever happened: the network whole and every clock right before the recovery.
+    await hosts?.network.heal();
+    await hosts?.clock?.reset(cluster.nodes);
+  }
   const lastFaultAt = nemesis.lastFaultAt;
   opts.log(`chaos: last fault healed at ${(lastFaultAt / 1000).toFixed(1)} s; measuring recovery`);
   const healthy = waitAllHealthy(view, cluster.nodes, now, 60_000);
@@ -184,6 +288,7 @@ async function runOnCluster(
   await workload.stop();
   const allHealthyAt = await healthy;
   await leaders.stop();
+  await probe.stop();
 
   const invariants = await checkInvariants({
     view,
@@ -195,6 +300,11 @@ async function runOnCluster(
   const final = await finalRead(endpoints, owner, workload.registers, registerNodes, now);
   const history = recorder.history();
   const checked = checkHistory(history, final);
+  const leaderCheck = checkLeaders([
+    ...probe.observations,
+    ...leaders.claims,
+    ...servesInHistory(history),
+  ]);
   const endMs = now();
   const perSecond = okPerSecond(history, endMs);
   const out = resolve(opts.out ?? join("reports", `chaos-${opts.seed}.json`));
@@ -204,8 +314,10 @@ async function runOnCluster(
     minutes: opts.minutes,
     nodes: opts.nodeCount,
     phaseB: opts.phaseB,
+    hosts: hosts !== undefined,
     // "unknown" (a register's search ran out of budget) is not a pass.
-    passed: checked.valid === true && invariants.every((i) => i.ok),
+    passed:
+      checked.valid === true && leaderCheck.anomalies.length === 0 && invariants.every((i) => i.ok),
     linearizability: checked.registers.map((r) => ({
       register: r.register,
       verdict: r.verdict,
@@ -215,7 +327,17 @@ async function runOnCluster(
     ops: checked.counts,
     readsWithoutAnswer: workload.failedReads,
     lostWrites,
+    staleReads: checked.anomalies.filter((a) => a.kind === "stale-read").length,
     anomalies: checked.anomalies,
+    leaders: {
+      anomalies: leaderCheck.anomalies,
+      moments: leaderCheck.moments.map((m) => ({ from: Math.round(m.from), to: Math.round(m.to) })),
+      serves: leaderCheck.serves,
+      claims: leaderCheck.claims,
+      terms: leaderCheck.terms.length,
+      probeReads: probe.reads,
+      probeConsensusAnswers: probe.consensusAnswers,
+    },
     longestUnavailabilityPhaseAMs: longestWriteGap(
       history,
       0,
@@ -228,6 +350,7 @@ async function runOnCluster(
     allHealthyAt: allHealthyAt === undefined ? null : Math.round(allHealthyAt),
     recoveryMs:
       allHealthyAt === undefined ? null : Math.round(Math.max(0, allHealthyAt - lastFaultAt)),
+    healthyWithin15s: allHealthyAt !== undefined && allHealthyAt - lastFaultAt <= 15_000,
     leaderChanges: leaders.changes.map((c) => ({ ...c, at: Math.round(c.at) })),
     faults: nemesis.faults.map((f) => ({
       ...f,
@@ -250,6 +373,7 @@ async function runOnCluster(
   const svg = renderTimeline({
     title: `chaos run, seed ${opts.seed}`,
     faults: report.faults.map((f) => ({ ...f, start: seconds(f.start), end: seconds(f.end) })),
+    twoLeaders: leaderCheck.moments.map((m) => ({ from: seconds(m.from), to: seconds(m.to) })),
     okPerSecond: perSecond,
     leaderChanges: report.leaderChanges.map((c) => ({ ...c, at: seconds(c.at) })),
     phases: phases.map((p) => ({ ...p, start: seconds(p.start), end: seconds(p.end) })),
@@ -257,6 +381,11 @@ async function runOnCluster(
     allHealthyAt: seconds(report.allHealthyAt ?? endMs),
   });
   return { report, svg, history };
+}
+
+/** Starts `node` with libfaketime preloaded (every start on the testbed, once the clocks are set up). */
+async function startWith(hosts: HostsRun, node: ClusterNode): Promise<void> {
+  await hosts.clock?.start(node);
 }
 
 /**

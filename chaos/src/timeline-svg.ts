@@ -1,15 +1,23 @@
 /**
  * The timeline of a chaos run as one SVG (no dependencies): time in seconds
- * along x; the run's phases shaded; one band per fault (kind and node, from
- * its start to its end) stacked in lanes so that overlapping faults stay
- * readable; availability as bars of successful operations per second; leader
- * changes as dashed markers named by the new leader; the last fault and the
- * moment all nodes were healthy again as labelled lines.
+ * along x; the run's phases shaded; one band per fault (kind and node, or
+ * its own label, from its start to its end) stacked in lanes so that
+ * overlapping faults stay readable, in one block per category — processes
+ * (kill, freeze, …), the network (partitions, isolations, a blocked port,
+ * packet loss), clocks (jumps, strobes) and membership (consensus role
+ * changes); availability as bars of successful operations per second;
+ * leader changes as dashed markers named by the new leader; the moments two
+ * curators acted as the leader at once (leader-check.ts) as red bands; the
+ * last fault and the moment all nodes were healthy again as labelled lines.
  *
- * It guarantees a well-formed, self-contained SVG of a fixed size whatever the
+ * It guarantees a well-formed, self-contained SVG 1200 wide whatever the
  * input (empty lists, faults still open, times outside the run), with every
- * text escaped.
+ * text escaped; 400 high with the process block alone, each further
+ * block adding its lanes (at most 4 each).
  */
+
+/** Which block of lanes a fault is drawn in. */
+export type TimelineCategory = "process" | "network" | "clock" | "membership";
 
 /** A fault the nemesis injected, in seconds since the run started. */
 export interface TimelineFault {
@@ -17,6 +25,10 @@ export interface TimelineFault {
   kind: string;
   /** The node it hit. */
   node: string;
+  /** Its block (default "process"). */
+  category?: TimelineCategory;
+  /** The band's text (default: kind and node), e.g. "partition [1,2] | [3,4,5]". */
+  label?: string;
   start: number;
   /** When it was healed; `undefined` while it was still active at the end. */
   end?: number;
@@ -48,6 +60,8 @@ export interface TimelineInput {
   lastFaultAt?: number;
   /** When every node was healthy again, if it happened. */
   allHealthyAt?: number;
+  /** Stretches of time in which two curators acted as the leader (leader-check.ts). */
+  twoLeaders?: Array<{ from: number; to: number }>;
 }
 
 const width = 1200;
@@ -60,9 +74,35 @@ const bottom = 40;
 const phaseColours = ["#e8f0fe", "#e6f4ea", "#fef7e0", "#fce8e6"];
 const faultColours: Record<string, string> = {
   kill: "#d93025",
+  "kill-leader": "#a50e0e",
+  "kill-etcd": "#ee675c",
+  "majority-kill": "#7b0c06",
+  term: "#e8710a",
   pause: "#f29900",
+  freeze: "#f29900",
   partition: "#9334e6",
+  split: "#9334e6",
+  ring: "#7627bb",
+  bridge: "#a142f4",
+  isolate: "#b31412",
+  "isolate-leader": "#b31412",
+  "isolate-raft-leader": "#c5221f",
+  "block-port": "#1967d2",
+  loss: "#e37400",
+  "clock-jump": "#00897b",
+  "clock-strobe": "#00695c",
+  "member-change": "#5f6368",
 };
+const categories: readonly TimelineCategory[] = ["process", "network", "clock", "membership"];
+const categoryNames: Record<TimelineCategory, string> = {
+  process: "faults",
+  network: "network",
+  clock: "clocks",
+  membership: "members",
+};
+/** Lanes of the process block (as before categories existed), and of every other block. */
+const processLanes = 6;
+const otherLanes = 4;
 
 /** A white outline that keeps a label legible over bars and lines. */
 const halo = ' stroke="#fff" stroke-width="3" paint-order="stroke"';
@@ -89,16 +129,28 @@ function tickStep(span: number, max: number): number {
   return 10 * power;
 }
 
-/** Assigns each fault the first lane free at its start. */
-function lanes(faults: readonly TimelineFault[], end: number): number[] {
+/**
+ * Assigns each fault the first lane free at its start; a lane is taken
+ * until `until(fault)` (its end, or the end of a label drawn after it).
+ */
+function lanes(
+  faults: readonly TimelineFault[],
+  until: (fault: TimelineFault) => number,
+): number[] {
   const laneEnds: number[] = [];
   return faults.map((fault) => {
     let lane = laneEnds.findIndex((laneEnd) => laneEnd <= fault.start);
     if (lane === -1) lane = laneEnds.length;
-    laneEnds[lane] = fault.end ?? end;
+    laneEnds[lane] = until(fault);
     return lane;
   });
 }
+
+/** About how wide `text` is drawn, in pixels (12 px sans-serif). */
+const textWidth = (text: string): number => text.length * 7 + 6;
+
+/** A fault's band text. */
+const labelOf = (fault: TimelineFault): string => fault.label ?? `${fault.kind} ${fault.node}`;
 
 /**
  * Renders the timeline of a run as an SVG document of about 1200×400.
@@ -118,14 +170,35 @@ export function renderTimeline(input: TimelineInput): string {
   const plotWidth = width - left - right;
   const x = (t: number): number => left + (Math.min(Math.max(t, 0), span) / span) * plotWidth;
 
-  const faultLanes = lanes(input.faults, span);
-  const laneCount = Math.min(Math.max(1, ...faultLanes.map((l) => l + 1)), 6);
-  const faultsTop = top;
-  const faultsBottom = faultsTop + laneCount * laneHeight;
+  // One block of lanes per category that has faults (the process block always).
+  const secondsPerPixel = span / plotWidth;
+  /** Until when a fault's band and its label take their lane. */
+  const until = (fault: TimelineFault): number => {
+    const end = fault.end ?? span;
+    const width = (end - fault.start) / secondsPerPixel;
+    const label = textWidth(labelOf(fault));
+    return label <= width ? end : end + (label + 6) * secondsPerPixel;
+  };
+  const blocks = categories
+    .map((category) => {
+      const faults = input.faults.filter((f) => (f.category ?? "process") === category);
+      const faultLanes = lanes(faults, until);
+      const max = category === "process" ? processLanes : otherLanes;
+      const count = Math.min(Math.max(1, ...faultLanes.map((l) => l + 1)), max);
+      return { category, faults, faultLanes, count };
+    })
+    .filter((b) => b.category === "process" || b.faults.length > 0);
+  const extraLanes = blocks
+    .filter((b) => b.category !== "process")
+    .reduce((sum, b) => sum + b.count, 0);
+  // The chart as before with the process block alone; every other block adds its lanes.
+  const chartHeight = height + extraLanes * laneHeight + (blocks.length - 1) * 4;
+  const faultsBottom =
+    top + blocks.reduce((sum, b) => sum + b.count, 0) * laneHeight + (blocks.length - 1) * 4;
   // A strip for the leader changes' names, in two rows, above the bars.
   const leadersTop = faultsBottom + 4;
   const barsTop = leadersTop + 2 * 14 + 8;
-  const barsBottom = height - bottom;
+  const barsBottom = chartHeight - bottom;
   const maxOk = Math.max(1, ...input.okPerSecond.filter((v) => Number.isFinite(v)));
   const yStep = tickStep(maxOk, 4);
   const yMax = Math.ceil(maxOk / yStep) * yStep;
@@ -133,8 +206,8 @@ export function renderTimeline(input: TimelineInput): string {
 
   const out: string[] = [];
   out.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
-    `<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${chartHeight}" viewBox="0 0 ${width} ${chartHeight}" font-family="sans-serif" font-size="12">`,
+    `<rect x="0" y="0" width="${width}" height="${chartHeight}" fill="#ffffff"/>`,
   );
   if (input.title !== undefined) {
     out.push(
@@ -152,23 +225,43 @@ export function renderTimeline(input: TimelineInput): string {
     );
   });
 
-  // Faults, one band each.
-  input.faults.forEach((fault, i) => {
-    const lane = Math.min(faultLanes[i], laneCount - 1);
-    const x0 = x(fault.start);
-    const x1 = Math.max(x(fault.end ?? span), x0 + 2);
-    const yTop = faultsTop + lane * laneHeight + 2;
-    const colour = faultColours[fault.kind] ?? "#5f6368";
-    const label = `${fault.kind} ${fault.node}`;
+  // Two leaders at once: red bands behind the faults and bars.
+  for (const w of input.twoLeaders ?? []) {
+    const x0 = x(w.from);
+    const x1 = Math.max(x(w.to), x0 + 3);
     out.push(
-      `<rect x="${n(x0)}" y="${n(yTop)}" width="${n(x1 - x0)}" height="${laneHeight - 4}" rx="3" fill="${colour}" fill-opacity="0.8"><title>${escape(`${label}: ${fault.start.toFixed(1)}–${fault.end === undefined ? "end" : fault.end.toFixed(1)} s`)}</title></rect>`,
-      // Inside the band when it fits (about 7 px a character), else just after it.
-      label.length * 7 + 6 <= x1 - x0
-        ? `<text x="${n(x0 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#fff" font-weight="bold">${escape(label)}</text>`
-        : `<text x="${n(x1 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#000"${halo}>${escape(label)}</text>`,
+      `<rect x="${n(x0)}" y="${top - 12}" width="${n(x1 - x0)}" height="${n(barsBottom - top + 12)}" fill="#ea4335" fill-opacity="0.35"><title>${escape(`two leaders: ${w.from.toFixed(1)}–${w.to.toFixed(1)} s`)}</title></rect>`,
     );
-  });
-  out.push(`<text x="8" y="${n(faultsTop + 14)}" fill="#444">faults</text>`);
+  }
+
+  // Faults, one band each, block by block.
+  let blockTop = top;
+  for (const block of blocks) {
+    if (block.category !== "process") {
+      out.push(
+        `<line x1="${left}" x2="${width - right}" y1="${n(blockTop - 2)}" y2="${n(blockTop - 2)}" stroke="#dadce0"/>`,
+      );
+    }
+    block.faults.forEach((fault, i) => {
+      const lane = Math.min(block.faultLanes[i], block.count - 1);
+      const x0 = x(fault.start);
+      const x1 = Math.max(x(fault.end ?? span), x0 + 2);
+      const yTop = blockTop + lane * laneHeight + 2;
+      const colour = faultColours[fault.kind] ?? "#5f6368";
+      const label = labelOf(fault);
+      out.push(
+        `<rect x="${n(x0)}" y="${n(yTop)}" width="${n(x1 - x0)}" height="${laneHeight - 4}" rx="3" fill="${colour}" fill-opacity="0.8"><title>${escape(`${label}: ${fault.start.toFixed(1)}–${fault.end === undefined ? "end" : fault.end.toFixed(1)} s`)}</title></rect>`,
+        // Inside the band when it fits (about 7 px a character), else just after it.
+        textWidth(label) <= x1 - x0
+          ? `<text x="${n(x0 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#fff" font-weight="bold">${escape(label)}</text>`
+          : `<text x="${n(x1 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#000"${halo}>${escape(label)}</text>`,
+      );
+    });
+    out.push(
+      `<text x="8" y="${n(blockTop + 14)}" fill="#444">${categoryNames[block.category]}</text>`,
+    );
+    blockTop += block.count * laneHeight + 4;
+  }
 
   // Availability: successful operations per second.
   out.push(`<text x="8" y="${n(barsTop - 6)}" fill="#444">ok ops/s</text>`);
@@ -222,7 +315,7 @@ export function renderTimeline(input: TimelineInput): string {
     );
   }
   out.push(
-    `<text x="${left + plotWidth / 2}" y="${height - 6}" text-anchor="middle" fill="#444">time (s)</text>`,
+    `<text x="${left + plotWidth / 2}" y="${chartHeight - 6}" text-anchor="middle" fill="#444">time (s)</text>`,
     "</svg>",
   );
   return out.join("\n") + "\n";

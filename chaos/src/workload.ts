@@ -48,6 +48,8 @@ export interface WorkloadOptions {
   readers?: number;
   /** Deadline of each call; default 2 s. */
   deadlineMs?: number;
+  /** The name of the node with ID `id` (for `servedBy`); default the ID itself. */
+  nodeName?: (id: string) => string;
 }
 
 /** The workload of one run; see the module comment. */
@@ -60,6 +62,10 @@ export class Workload {
 
   constructor(private readonly opts: WorkloadOptions) {
     this.deadlineMs = opts.deadlineMs ?? 2000;
+  }
+
+  private name(id: string): string {
+    return this.opts.nodeName?.(id) ?? id;
   }
 
   /** Every register of the run. */
@@ -129,6 +135,7 @@ export class Workload {
         (l, m, o, cb) =>
           l.management.getNodes({ states: [], roles: [], labels: new Map() }, m, o, cb),
         this.deadlineMs,
+        (id) => op.sentTo(this.name(id)),
       );
       const values = new Map<RegisterId, string | null>();
       for (const target of this.opts.registerNodes) {
@@ -174,7 +181,7 @@ export class Workload {
     invoke: Invoke<unknown>,
   ): Promise<boolean> {
     try {
-      await client.attempt(invoke, this.deadlineMs);
+      await client.attempt(invoke, this.deadlineMs, (id) => op.sentTo(this.name(id)));
       op.ok();
       return true;
     } catch (e) {

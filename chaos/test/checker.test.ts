@@ -87,7 +87,8 @@ describe("checkHistory flags", () => {
   it("a stale read by one reader, across its Watch and its GetNodes", () => {
     const h = new HistoryBuilder();
     const a = h.write("w1", reg, "a", 0, 10);
-    const b = h.write("w1", reg, "b", 20, 30);
+    // b's write overlaps both reads: only the reader's own view proves the second one stale.
+    const b = h.write("w1", reg, "b", 20, 60, "unknown");
     const sawB = h.read("r1", { [reg]: "b" }, 40, 40, "watch");
     const sawA = h.read("r1", { [reg]: "a" }, 50, 51, "get-nodes");
     const report = checkHistory(h.ops, finalRead(100, { [reg]: "b" }));
@@ -111,7 +112,7 @@ describe("checkHistory flags", () => {
     );
   });
 
-  it("a read of an old value after a newer write completed (not linearizable)", () => {
+  it("a read of an old value after a newer write completed (stale, not linearizable)", () => {
     const h = new HistoryBuilder();
     h.write("w1", reg, "a", 0, 10);
     h.write("w2", reg, "b", 20, 30);
@@ -122,10 +123,30 @@ describe("checkHistory flags", () => {
     const report = checkHistory(h.ops, finalRead(100, { [reg]: "b" }));
     expect(report.anomalies).toEqual([
       expect.objectContaining({ kind: "not-linearizable", operations: [0, 1, 2] }),
+      expect.objectContaining({ kind: "stale-read", operations: [0, 1, 2] }),
     ]);
     expect(report.registers).toEqual([
       expect.objectContaining({ register: reg, verdict: "anomaly", operations: 5 }),
     ]);
+  });
+
+  it("a read served by a cut-off old leader: older than a write acknowledged before it began", () => {
+    const h = new HistoryBuilder();
+    h.write("w1", reg, "a", 0, 10);
+    const b = h.write("w1", reg, "b", 20, 30);
+    // A probe's first read of the old leader: no earlier read of its own to compare with.
+    const old = { ...h.read("probe-node1", { [reg]: "a" }, 40, 41), servedBy: "node1" };
+    const absent = { ...h.read("probe-node2", { [reg]: null }, 42, 43), servedBy: "node2" };
+    h.ops[old.id] = old;
+    h.ops[absent.id] = absent;
+    const report = checkHistory(h.ops, finalRead(100, { [reg]: "b" }));
+    const stale = report.anomalies.filter((a) => a.kind === "stale-read");
+    expect(stale).toEqual([
+      expect.objectContaining({ operations: [0, b.id, old.id] }),
+      expect.objectContaining({ operations: [b.id, absent.id] }),
+    ]);
+    expect(stale[0].message).toContain("client probe-node1 (served by node1): read #2");
+    expect(stale[1].message).toContain("saw the initial value (absent)");
   });
 
   it("two readers seeing a concurrent write in opposite orders (not linearizable)", () => {

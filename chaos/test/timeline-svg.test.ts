@@ -64,4 +64,49 @@ describe("renderTimeline", () => {
     expect(open).toContain(">kill node1</text>");
     expect(open).not.toMatch(/NaN|Infinity|undefined/);
   });
+
+  it("draws network, clock and membership faults in blocks of their own, and two-leader moments", () => {
+    const svg = renderTimeline({
+      ...sample,
+      faults: [
+        ...sample.faults,
+        {
+          kind: "split",
+          node: "network",
+          category: "network",
+          label: "split [1] | [2,3]",
+          start: 20,
+          end: 30,
+        },
+        {
+          kind: "ring",
+          node: "network",
+          category: "network",
+          label: "ring 1-2-3-4-5",
+          start: 45,
+          end: 50,
+        },
+        {
+          kind: "clock-jump",
+          node: "node2",
+          category: "clock",
+          label: "clock +60 s node2",
+          start: 5,
+          end: 25,
+        },
+        { kind: "member-change", node: "node6", category: "membership", start: 60, end: 80 },
+      ],
+      twoLeaders: [{ from: 33, to: 34 }],
+    });
+    // The process block as before, plus one lane (20) and a gap (4) each for network, clocks, members.
+    expect(svg).toContain('width="1200" height="472"');
+    for (const text of ["network", "clocks", "members", "split [1] | [2,3]", "ring 1-2-3-4-5"]) {
+      expect(svg).toContain(`>${text}</text>`);
+    }
+    expect(svg).toContain(">clock +60 s node2</text>");
+    expect(svg).toContain(">member-change node6</text>");
+    expect(svg).toContain("<title>two leaders: 33.0–34.0 s</title>");
+    expect(svg).not.toMatch(/NaN|Infinity|undefined/);
+    writeFileSync(join(tmpdir(), "chaos-timeline-sample-network.svg"), svg);
+  });
 });

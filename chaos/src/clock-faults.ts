@@ -1,0 +1,127 @@
+/**
+ * Clock faults on node processes, through libfaketime (Debian's
+ * `libfaketime` package): a node started with
+ * `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1` reads the
+ * offset of its wall clock from a file of its own
+ * (`FAKETIME_TIMESTAMP_FILE`, one line such as `+60` or `-60`), re-read on
+ * every call (`FAKETIME_NO_CACHE=1`), so the offset of a running process
+ * changes when the file does — no restart. `FAKETIME_DONT_FAKE_MONOTONIC=1`
+ * leaves the monotonic clock alone: timers, `performance.now()` and the
+ * curator's lease deadline run on it, so a jump of the wall clock is what a
+ * node sees when NTP steps its clock, not a stopped machine.
+ *
+ * What it reaches: the node's own process (Node.js reads the wall clock
+ * through libc's `clock_gettime`, which libfaketime replaces): `Date.now()`,
+ * log times, TLS certificate validity checks, heartbeat timestamps. Not
+ * etcd: it is a Go binary, and Go reads the clock through the vDSO, never
+ * through libc, so the preloaded library (inherited by the node's etcd
+ * child) changes nothing there — a chaos run's clock faults skew the
+ * curators and nodes against each other and against etcd, whose lease
+ * expiry keeps real time.
+ *
+ * The preload must be in place when a process starts: `start(node)` starts
+ * a node with it (LocalCluster.startNode takes no environment, so it is set
+ * on this process's environment for the synchronous spawn and restored
+ * right after: a spawned child copies the environment at once). A chaos
+ * run on the testbed restarts every node through it once before the
+ * workload begins, and every later start (healing a kill or a stop) goes
+ * through it too; `preloaded(node)` says whether the running process has it.
+ *
+ * Guarantees: offsets are written atomically (a new file renamed over the
+ * old: libfaketime never reads half a line); `reset()` puts every node back
+ * at offset 0; the files live under the run's directory and go with it.
+ */
+import { existsSync } from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { ClusterNode, LocalCluster, NodeProcess } from "@metropolis/local-cluster";
+
+/** Debian's libfaketime (package `libfaketime`). */
+export const libfaketimePath = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/** Whether libfaketime is installed here. */
+export function faketimeAvailable(): boolean {
+  return existsSync(libfaketimePath);
+}
+
+/** The node processes' wall clocks; see the module comment. */
+export class ClockControl {
+  private readonly withPreload = new WeakSet<NodeProcess>();
+  private readonly offsets = new Map<string, number>();
+
+  /**
+   * @param cluster the cluster whose nodes it starts.
+   * @param dir where the nodes' offset files are kept.
+   */
+  constructor(
+    private readonly cluster: LocalCluster,
+    private readonly dir: string,
+  ) {}
+
+  /** The offset file of `node`. */
+  file(node: ClusterNode): string {
+    return join(this.dir, `${node.name}.faketime`);
+  }
+
+  /** The environment that makes a process read its wall clock's offset from `node`'s file. */
+  environment(node: ClusterNode): Record<string, string> {
+    return {
+      LD_PRELOAD: libfaketimePath,
+      FAKETIME_TIMESTAMP_FILE: this.file(node),
+      FAKETIME_NO_CACHE: "1",
+      FAKETIME_DONT_FAKE_MONOTONIC: "1",
+    };
+  }
+
+  /**
+   * Starts `node` (not running) with libfaketime preloaded, at its current
+   * offset (0 unless a fault set another).
+   */
+  async start(node: ClusterNode): Promise<NodeProcess> {
+    await this.write(node, this.offsets.get(node.name) ?? 0);
+    const env = this.environment(node);
+    const saved = new Map(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    let proc: NodeProcess;
+    try {
+      proc = this.cluster.startNode(node);
+    } finally {
+      for (const [k, v] of saved) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+    this.withPreload.add(proc);
+    return proc;
+  }
+
+  /** Whether `node`'s running process reads its offset file. */
+  preloaded(node: ClusterNode): boolean {
+    const proc = node.process;
+    return proc !== undefined && proc.running && this.withPreload.has(proc);
+  }
+
+  /** Sets `node`'s wall clock `seconds` off the real time (negative: behind). */
+  async set(node: ClusterNode, seconds: number): Promise<void> {
+    this.offsets.set(node.name, seconds);
+    await this.write(node, seconds);
+  }
+
+  /** `node`'s offset now, in seconds. */
+  offset(node: ClusterNode): number {
+    return this.offsets.get(node.name) ?? 0;
+  }
+
+  /** Puts every node whose offset is not 0 back at 0. */
+  async reset(nodes: readonly ClusterNode[]): Promise<void> {
+    for (const node of nodes) if (this.offset(node) !== 0) await this.set(node, 0);
+  }
+
+  private async write(node: ClusterNode, seconds: number): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const text = `${seconds >= 0 ? "+" : ""}${seconds.toFixed(3)}\n`;
+    const tmp = `${this.file(node)}.tmp`;
+    await writeFile(tmp, text);
+    await rename(tmp, this.file(node));
+  }
+}
