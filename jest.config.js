@@ -19,6 +19,9 @@ module.exports = {
     "<rootDir>/e2e/**/*.test.ts",
   ],
   moduleNameMapper: {
+    // Relative imports written with their output's extension (`import("./x.js")`, as Node's
+    // ES module resolution wants for a dynamic import) are the sources' ".ts" here.
+    "^(\\.{1,2}/.+)\\.js$": "$1",
     "^@metropolis/proto$": "<rootDir>/proto/src/index.ts",
     "^@metropolis/local-cluster$": "<rootDir>/local-cluster/src/index.ts",
     "^@metropolis/chaos$": "<rootDir>/chaos/src/index.ts",

@@ -19,14 +19,13 @@ import {
   minHeartbeatTimeoutMs,
   storagePolicies,
 } from "@metropolis/curator";
-import { Argument } from "commander";
 import { common } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { UsageError } from "./errors";
 import { writeLine } from "./io";
-import { outputFormatOption, writeJson, type OutputFormat } from "./output";
+import { configureFieldNames, type ConfigureFieldName } from "./flag-defaults";
+import { writeJson, type OutputFormat } from "./output";
 
 /** A storage policy as the operator writes it: `authenticated-encrypted`. */
 export function storagePolicyName(policy: common.StoragePolicy): string {
@@ -59,9 +58,9 @@ export function parseHeartbeatTimeoutMs(text: string, what: string): number {
   return ms;
 }
 
-/** How metroctl shows and parses each configurable field. */
+/** How metroctl shows and parses each configurable field (every one of `configureFieldNames`). */
 const fields: Record<
-  string,
+  ConfigureFieldName,
   {
     show(config: common.ClusterConfiguration): string;
     parse(text: string): Partial<common.ClusterConfiguration>;
@@ -80,11 +79,14 @@ const fields: Record<
   },
 };
 
-function fieldName(text: string): string {
+const isFieldName = (name: string): name is ConfigureFieldName =>
+  configureFieldNames.some((field) => field === name);
+
+function fieldName(text: string): ConfigureFieldName {
   const name = text.replace(/-/g, "_");
-  if (!Object.hasOwn(fields, name)) {
+  if (!isFieldName(name)) {
     throw new UsageError(
-      `${JSON.stringify(text)} is not a cluster configuration field (fields: ${Object.keys(fields).join(", ")})`,
+      `${JSON.stringify(text)} is not a cluster configuration field (fields: ${configureFieldNames.join(", ")})`,
     );
   }
   return name;
@@ -96,7 +98,7 @@ export async function configureGet(
   field: string | undefined,
   opts: { output: OutputFormat },
 ): Promise<void> {
-  const names = field === undefined ? Object.keys(fields) : [fieldName(field)];
+  const names = field === undefined ? configureFieldNames : [fieldName(field)];
   const info = await withOwnerSession(ctx, (session) => session.getClusterInfo());
   const config = common.ClusterConfiguration.fromPartial(info.clusterConfiguration ?? {});
   const view = Object.fromEntries(names.map((name) => [name, fields[name].show(config)]));
@@ -140,20 +142,14 @@ export async function configureSet(
   );
 }
 
-/** Adds `cluster configure get|set`. */
-export function registerClusterConfigureCommand(define: DefineCommand): void {
-  define<{ output: OutputFormat }>("cluster configure", async (ctx, args, opts) => {
-    const [action, ...rest] = args;
-    if (action === "get" && rest.length <= 1) return configureGet(ctx, rest[0], opts);
-    if (action === "set" && rest.length === 2) return configureSet(ctx, rest[0], rest[1]);
-    throw new UsageError(
-      "usage: cluster configure get [FIELD] | cluster configure set FIELD VALUE",
-    );
-  })
-    .description(
-      `read or change the cluster configuration: get [FIELD], set FIELD VALUE (fields: ${Object.keys(fields).join(", ")})`,
-    )
-    .addArgument(new Argument("<action>", "get or set").choices(["get", "set"]))
-    .argument("[field-and-value...]", "get [FIELD] | set FIELD VALUE")
-    .addOption(outputFormatOption());
+/** `cluster configure get [FIELD] | set FIELD VALUE`: `args` are the action and its words. */
+export async function clusterConfigure(
+  ctx: CommandContext,
+  args: readonly string[],
+  opts: { output: OutputFormat },
+): Promise<void> {
+  const [action, ...rest] = args;
+  if (action === "get" && rest.length <= 1) return configureGet(ctx, rest[0], opts);
+  if (action === "set" && rest.length === 2) return configureSet(ctx, rest[0], rest[1]);
+  throw new UsageError("usage: cluster configure get [FIELD] | cluster configure set FIELD VALUE");
 }

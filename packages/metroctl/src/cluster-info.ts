@@ -7,9 +7,8 @@ import { parseCertificate } from "@metropolis/pki";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { writeLine } from "./io";
-import { outputFormatOption, renderTable, writeJson, type OutputFormat } from "./output";
+import { renderTable, writeJson, type OutputFormat } from "./output";
 
 /** `cluster-info` as `-o json` prints it. */
 export interface ClusterInfoView {
@@ -60,11 +59,4 @@ export async function clusterInfo(
       view.nodes,
     ),
   );
-}
-
-/** Adds `cluster-info`. */
-export function registerClusterInfoCommand(define: DefineCommand): void {
-  define<{ output: OutputFormat }>("cluster-info", (ctx, _args, opts) => clusterInfo(ctx, opts))
-    .description("show the cluster's CA, storage policy and UP nodes")
-    .addOption(outputFormatOption());
 }

@@ -20,9 +20,8 @@ import {
   type ConsensusView,
 } from "./consensus-fields";
 import { consensusView } from "./consensus-view";
-import type { DefineCommand } from "./define-command";
 import { writeLine } from "./io";
-import { outputFormatOption, renderTable, writeJson, type OutputFormat } from "./output";
+import { renderTable, writeJson, type OutputFormat } from "./output";
 
 /** `cluster members -o json`: the consensus, and the summary line the table ends with. */
 export interface ClusterMembersView extends ConsensusView {
@@ -82,15 +81,4 @@ export async function clusterMembers(
     return;
   }
   for (const line of renderClusterMembers(view)) writeLine(ctx.io.stdout, line);
-}
-
-/** Adds `cluster members`. */
-export function registerClusterMembersCommand(define: DefineCommand): void {
-  define<{ output: OutputFormat }>("cluster members", (ctx, _args, opts) =>
-    clusterMembers(ctx, opts),
-  )
-    .description(
-      "show the etcd members (voter or learner, raft leader, reachable, curator) and how many failures the cluster survives",
-    )
-    .addOption(outputFormatOption());
 }

@@ -6,6 +6,7 @@
 import { ConfigDir, defaultConfigDir } from "./config-dir";
 import { formatEndpoint, parseEndpointList, type Endpoint } from "./endpoints";
 import { MissingEndpointsError } from "./errors";
+import { defaultDialTimeoutMs } from "./flag-defaults";
 import { parseSeconds } from "./flag-values";
 import type { MetroctlIo } from "./io";
 
@@ -16,8 +17,7 @@ export interface GlobalOptions {
   dialTimeout?: string;
 }
 
-/** Default time to find and reach the curator leader, per call. */
-export const defaultDialTimeoutMs = 30_000;
+export { defaultDialTimeoutMs } from "./flag-defaults";
 
 export class CommandContext {
   /** The config dir of this run. */

@@ -8,8 +8,8 @@
  *   source <(metroctl completion bash)
  *   metroctl completion zsh > "${fpath[1]}/_metroctl"
  */
-import { Argument, type Command, type Option } from "commander";
-import type { DefineCommand } from "./define-command";
+import type { Command, Option } from "commander";
+import { UsageError } from "./errors";
 
 /** What a shell needs to know of one command (the program is the path ""). */
 interface CompletionNode {
@@ -171,15 +171,14 @@ fi
 `;
 }
 
-const shells = { bash: bashCompletion, zsh: zshCompletion } as const;
-type Shell = keyof typeof shells;
+/** The shells `completion` writes a script for. */
+export const completionShells = ["bash", "zsh"] as const;
 
-/** Adds `completion`; `root` is the program whose commands are completed. */
-export function registerCompletionCommand(define: DefineCommand, root: () => Command): void {
-  define("completion", (ctx, [shell]) => {
-    ctx.io.stdout.write(shells[shell as Shell](root()));
-    return Promise.resolve();
-  })
-    .description("print a shell completion script for metroctl's commands and flags")
-    .addArgument(new Argument("<shell>", "the shell to complete in").choices(Object.keys(shells)));
+/** The completion script for `shell` (one of {@link completionShells}) of `program`'s commands. */
+export function completionScript(shell: string, program: Command): string {
+  if (shell === "bash") return bashCompletion(program);
+  if (shell === "zsh") return zshCompletion(program);
+  throw new UsageError(
+    `no completion for ${JSON.stringify(shell)}: one of ${completionShells.join(", ")}`,
+  );
 }

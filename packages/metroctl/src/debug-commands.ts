@@ -9,17 +9,16 @@ import { status } from "@grpc/grpc-js";
 import { curatorClientCredentials } from "@metropolis/curator";
 import { api } from "@metropolis/proto";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { formatEndpoint } from "./endpoints";
+import { defaultDebugPort } from "./flag-defaults";
 import { parseCount, parsePortFlag } from "./flag-values";
 import { writeLine } from "./io";
 import { nodeEndpoint } from "./node-endpoint";
 import type { ObservedReport } from "./observe/observer-protocol";
-import { outputFormatOption, writeJson, type OutputFormat } from "./output";
+import { writeJson, type OutputFormat } from "./output";
 import { buildSupervisionTree, renderSupervisionTree } from "./supervision-tree";
 
-/** Default port of a node's Debug service. */
-export const defaultDebugPort = 7837;
+export { defaultDebugPort } from "./flag-defaults";
 
 /** A Debug client for node `id`, at the address the cluster knows for it. */
 function debugClient(ctx: CommandContext, id: string, port: number): Promise<api.DebugClient> {
@@ -299,41 +298,4 @@ export async function nodeReports(
   } finally {
     client.close();
   }
-}
-
-/** Adds `--debug-port` to a command that dials nodes. */
-export const debugPortOption = (define: ReturnType<DefineCommand>) =>
-  define.option(
-    "--debug-port <port>",
-    `port of the node's Debug service (default ${defaultDebugPort})`,
-  );
-
-/** Adds `logs`, `tree` and `reports`. */
-export function registerDebugCommands(define: DefineCommand): void {
-  debugPortOption(
-    define<LogsOptions>("logs", (ctx, [id, dn], opts) => nodeLogs(ctx, id, dn, opts))
-      .description("print a node's logs (time level dn message), of one DN and below")
-      .argument("<id>", "node ID")
-      .argument("[dn]", "DN prefix, e.g. root.role.curator (default: everything)")
-      .option("--tail <n>", "only the last n backlogged lines")
-      .option("-f, --follow", "keep printing new lines until interrupted"),
-  );
-  debugPortOption(
-    define<TreeOptions>("tree", (ctx, [id], opts) => nodeTree(ctx, id, opts))
-      .description("draw a node's supervision tree with states, restarts and last errors")
-      .argument("<id>", "node ID")
-      .option("-w, --watch", "redraw it after every change until interrupted")
-      .addOption(outputFormatOption()),
-  );
-  debugPortOption(
-    define<ReportsOptions>("reports", (ctx, [id], opts) => nodeReports(ctx, id, opts))
-      .description(
-        "print a node's supervisor reports (time kind dn detail): started, healthy, done, died, restart-scheduled, given-up, escalated",
-      )
-      .argument("<id>", "node ID")
-      .option("--dn <prefix>", "only reports of this DN and below, e.g. root.roleserver")
-      .option("--backlog <n>", "only the last n kept reports (default: all the node keeps)")
-      .option("-f, --follow", "keep printing new reports until interrupted")
-      .addOption(outputFormatOption()),
-  );
 }

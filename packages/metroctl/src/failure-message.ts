@@ -4,21 +4,53 @@
  * by their message, an interruption as "interrupted". Used by
  * `runMetroctl` for every command, and by the observer for the errors it
  * shows in the page.
+ *
+ * It is on the path of every run (a usage error included), so it names the
+ * gRPC status codes itself rather than loading grpc-js for its `status`.
  */
-import { status, type ServiceError } from "@grpc/grpc-js";
+import type { ServiceError } from "@grpc/grpc-js";
 import { CommanderError } from "commander";
 import { describeError, errorName, InterruptedError, MetroctlError } from "./errors";
+
+/**
+ * The gRPC status codes' names, by code: fixed by the gRPC protocol
+ * (grpc/doc/statuscodes.md) and equal to grpc-js' `status` enum.
+ */
+export const grpcStatusNames = [
+  "OK",
+  "CANCELLED",
+  "UNKNOWN",
+  "INVALID_ARGUMENT",
+  "DEADLINE_EXCEEDED",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "OUT_OF_RANGE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+  "UNAUTHENTICATED",
+] as const;
+
+/** grpc-js' `status.CANCELLED`. */
+const cancelled = grpcStatusNames.indexOf("CANCELLED");
 
 const isServiceError = (e: unknown): e is ServiceError =>
   typeof e === "object" &&
   e !== null &&
-  typeof (e as ServiceError).code === "number" &&
-  typeof (e as ServiceError).details === "string";
+  "code" in e &&
+  typeof e.code === "number" &&
+  "details" in e &&
+  typeof e.details === "string";
 
 const isAbort = (e: unknown) =>
   e instanceof InterruptedError ||
   errorName(e) === "AbortError" ||
-  (isServiceError(e) && e.code === status.CANCELLED);
+  (isServiceError(e) && e.code === cancelled);
 
 /**
  * The one-line message and exit code of a failure; `signal` is the run's
@@ -34,7 +66,7 @@ export function describeFailure(e: unknown, signal: AbortSignal | undefined): [s
   if (isServiceError(e)) {
     // grpc-js appends an empty "Resolution note:" to connection failures.
     const details = e.details.replace(/\s*Resolution note:\s*$/, "");
-    return [`${status[e.code] ?? e.code}: ${details}`, 1];
+    return [`${grpcStatusNames[e.code] ?? e.code}: ${details}`, 1];
   }
   return [describeError(e), 1];
 }

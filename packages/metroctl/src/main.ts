@@ -4,9 +4,13 @@
  * environment. The first Ctrl-C aborts the running command (which ends a
  * followed log normally and a wait with exit code 130); a second one exits
  * at once.
+ *
+ * It loads only what every run needs (commander and the command table);
+ * a command's code is loaded when that command runs. This is the entry
+ * esbuild bundles into `bundle/metroctl.js`, the package's `bin`.
  */
-import { silenceIpServerNameWarning } from "@metropolis/curator";
 import { runMetroctl } from "./run-metroctl";
+import { silenceIpServerNameWarning } from "./warnings";
 
 silenceIpServerNameWarning();
 

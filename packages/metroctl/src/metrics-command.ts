@@ -9,16 +9,12 @@
 import { request } from "node:https";
 import { parseCertificate } from "@metropolis/pki";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { MetroctlError } from "./errors";
+import { defaultMetricsPort, metricsExporters } from "./flag-defaults";
 import { nodeEndpoint } from "./node-endpoint";
 import { parsePortFlag } from "./flag-values";
 
-/** Default port of a node's mTLS metrics endpoint. */
-export const defaultMetricsPort = 7838;
-
-/** The exporters a node serves under /metrics/. */
-export const metricsExporters = ["core", "node", "etcd"] as const;
+export { defaultMetricsPort, metricsExporters } from "./flag-defaults";
 
 /** Largest answer metroctl reads (etcd's exposition is ~200 KiB). */
 export const maxMetricsBytes = 16 * 1024 * 1024;
@@ -96,20 +92,4 @@ export async function nodeMetrics(
     req.end();
   });
   ctx.io.stdout.write(body);
-}
-
-/** Adds `node metrics`. */
-export function registerMetricsCommand(define: DefineCommand): void {
-  define<{ metricsPort?: string }>("node metrics", (ctx, [id, exporter], opts) =>
-    nodeMetrics(ctx, id, exporter, opts),
-  )
-    .description(
-      "print a node's Prometheus metrics over mTLS: core (default), node (host, process) or etcd",
-    )
-    .argument("<id>", "node ID")
-    .argument("[exporter]", `one of ${metricsExporters.join(", ")} (default core)`)
-    .option(
-      "--metrics-port <port>",
-      `port of the node's metrics endpoint (default ${defaultMetricsPort})`,
-    );
 }

@@ -4,15 +4,14 @@
  * half-applies; the cluster's own refusals (a node that is not there, a
  * role that cannot go yet) come back as its gRPC status, one line.
  */
-import { Option } from "commander";
 import { api, common } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import { collectValues, type DefineCommand } from "./define-command";
 import { UsageError } from "./errors";
+import { bypassChecks } from "./flag-defaults";
 import { parseLabelChanges, parseNodeId, parseOnOff } from "./flag-values";
 import { writeLine } from "./io";
-import { addListingOptions, listNodesWith, type ListingOptions } from "./nodes-command";
+import { listNodesWith, type ListingOptions } from "./nodes-command";
 
 /** A request's `node` naming node `id`. */
 export const byId = (id: string) => ({ $case: "id" as const, id });
@@ -117,9 +116,6 @@ export async function labelNode(ctx: CommandContext, id: string, changes: string
   writeLine(ctx.io.stdout, `node ${id} labels updated`);
 }
 
-/** The safety checks of DeleteNode that `--bypass` can lift. */
-const bypassChecks = ["has-roles", "node-up"] as const;
-
 /** `delete ID [--bypass has-roles,node-up]` */
 export async function deleteNode(
   ctx: CommandContext,
@@ -142,41 +138,4 @@ export async function deleteNode(
     }),
   );
   writeLine(ctx.io.stdout, `node ${id} deleted`);
-}
-
-/** Adds `approve`, `set-role`, `label` and `delete`. */
-export function registerNodeChangeCommands(define: DefineCommand): void {
-  addListingOptions(
-    define<ListingOptions>("approve", (ctx, [id], opts) => approveOrList(ctx, id, opts))
-      .description(
-        "let a NEW node into the cluster (it becomes STANDBY and then commits); without an ID, list the nodes waiting for approval",
-      )
-      .argument("[id]", "node ID"),
-  );
-
-  const onOff = (name: string, role: string) =>
-    new Option(`--${name} <on|off>`, `give or take away the ${role} role`);
-  define<SetRoleOptions>("set-role", (ctx, [id], opts) => setRole(ctx, id, opts))
-    .description("give or take away roles of a node")
-    .argument("<id>", "node ID")
-    .addOption(onOff("consensus", "consensus member (etcd + curator)"))
-    .addOption(onOff("controller", "Kubernetes controller"))
-    .addOption(onOff("worker", "Kubernetes worker"));
-
-  define("label", (ctx, [id, ...changes]) => labelNode(ctx, id, changes))
-    .description("set (key=value) or remove (key-) labels of a node")
-    .argument("<id>", "node ID")
-    .argument("<changes...>", "key=value to set, key- to remove");
-
-  define<{ bypass: string[] }>("delete", (ctx, [id], opts) => deleteNode(ctx, id, opts))
-    .description(
-      "remove a node from the cluster (refused while it has roles or is UP, unless bypassed)",
-    )
-    .argument("<id>", "node ID")
-    .option(
-      "--bypass <checks>",
-      `safety checks to skip: ${bypassChecks.join(", ")} (comma-separated or repeated)`,
-      collectValues,
-      [],
-    );
 }

@@ -8,11 +8,10 @@
  */
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { parseNodeId } from "./flag-values";
 import { writeLine } from "./io";
 import { nodeDescription, type NodeDescription } from "./node-view";
-import { listingFormatOption, writeJson, writeYaml, type ListingFormat } from "./output";
+import { writeJson, writeYaml, type ListingFormat } from "./output";
 
 /** The text form of a description: one `Name: value` line per fact. */
 export function describeText(n: NodeDescription): string {
@@ -57,18 +56,6 @@ export async function describeNode(
     nodeDescription(await session.getNode(id), await session.leaderId()),
   );
   if (opts.output === "json") writeJson(ctx.io.stdout, description);
-  else if (opts.output === "yaml") writeYaml(ctx.io.stdout, description);
+  else if (opts.output === "yaml") await writeYaml(ctx.io.stdout, description);
   else writeLine(ctx.io.stdout, describeText(description));
-}
-
-/** Adds `node describe`. */
-export function registerNodeDescribeCommand(define: DefineCommand): void {
-  define<{ output: ListingFormat }>("node describe", (ctx, [id], opts) =>
-    describeNode(ctx, id, opts),
-  )
-    .description(
-      "everything known about a node: status, roles, labels, address, consensus, curator and leadership",
-    )
-    .argument("<id>", "node ID")
-    .addOption(listingFormatOption());
 }

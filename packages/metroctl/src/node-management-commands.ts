@@ -9,18 +9,18 @@ import { Metadata } from "@grpc/grpc-js";
 import { api } from "@metropolis/proto";
 import type { CommandContext } from "./command-context";
 import { defaultDebugPort, formatLogEntry, nodeClient, readStream } from "./debug-commands";
-import type { DefineCommand } from "./define-command";
 import { UsageError } from "./errors";
+import type { LogLevelName } from "./flag-defaults";
 import { parseCount, parsePortFlag } from "./flag-values";
 import { writeLine } from "./io";
 
-/** The severities `--level` takes, least severe first. */
-export const logLevels = {
+/** The severities `--level` takes (`logLevelNames`), least severe first. */
+export const logLevels: Readonly<Record<LogLevelName, api.LogSeverity>> = {
   debug: api.LogSeverity.DEBUG,
   info: api.LogSeverity.INFO,
   warn: api.LogSeverity.WARN,
   error: api.LogSeverity.ERROR,
-} as const;
+};
 
 /** Flags of `node logs`, as given. */
 export interface NodeLogsOptions {
@@ -120,35 +120,4 @@ export async function nodePower(
     ctx.io.stdout,
     action === "reboot" ? `node ${id} is rebooting` : `node ${id} is powering off`,
   );
-}
-
-const debugPortHelp = `port of the node's Debug and NodeManagement service (default ${defaultDebugPort})`;
-
-/** Adds `node logs`, `node reboot` and `node poweroff`. */
-export function registerNodeManagementCommands(define: DefineCommand): void {
-  define<NodeLogsOptions>("node logs", (ctx, [id], opts) => nodeManagementLogs(ctx, id, opts))
-    .description("print a node's logs (owner only), filtered; -f streams new ones")
-    .argument("<id>", "node ID")
-    .option("--dn <dn>", "only this DN and the DNs below it (default: the whole tree)")
-    .option("--exact", "only the DN itself, not the DNs below it")
-    .option("--level <level>", `minimum severity: ${Object.keys(logLevels).join(", ")}`)
-    .option("--leveled-only", "only leveled entries (debug, info, warn, error), no raw ones")
-    .option("--backlog <n>", "how many past entries to print first, or all (default all)")
-    .option("-f, --follow", "then print new entries as they are logged, until interrupted")
-    .option("--concise", "print just `time level message`")
-    .option("--debug-port <port>", debugPortHelp);
-  define<{ debugPort?: string }>("node reboot", (ctx, [id], opts) =>
-    nodePower(ctx, id, "reboot", opts),
-  )
-    .description(
-      "reboot a node: it stops gracefully and its service manager (local-cluster) starts it again",
-    )
-    .argument("<id>", "node ID")
-    .option("--debug-port <port>", debugPortHelp);
-  define<{ debugPort?: string }>("node poweroff", (ctx, [id], opts) =>
-    nodePower(ctx, id, "poweroff", opts),
-  )
-    .description("power a node off: it stops gracefully and stays stopped")
-    .argument("<id>", "node ID")
-    .option("--debug-port <port>", debugPortHelp);
 }

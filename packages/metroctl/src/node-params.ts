@@ -13,7 +13,6 @@ import type { CommandContext } from "./command-context";
 import { describeError, MetroctlError } from "./errors";
 import { parseLabels } from "./flag-values";
 import { writeLine } from "./io";
-import { collectValues, type DefineCommand } from "./define-command";
 
 /** Writes encoded parameters to `path` atomically; `mode` 0600 when they carry a secret. */
 async function writeParams(path: string, params: api.NodeParameters, mode: number): Promise<void> {
@@ -24,7 +23,8 @@ async function writeParams(path: string, params: api.NodeParameters, mode: numbe
   }
 }
 
-interface BootstrapParamsOptions {
+/** Flags of `bootstrap-params`, as given. */
+export interface BootstrapParamsOptions {
   output: string;
   label: string[];
   storagePolicy?: string;
@@ -108,32 +108,4 @@ export async function registerParams(
     ctx.io.stdout,
     `wrote register parameters to ${opts.output} (${directory.nodes.length} node(s), CA sha256:${certificateFingerprint(ca)})`,
   );
-}
-
-/** Adds `bootstrap-params` and `register-params`. */
-export function registerParamsCommands(define: DefineCommand): void {
-  define<BootstrapParamsOptions>("bootstrap-params", (ctx, _args, opts) =>
-    bootstrapParams(ctx, opts),
-  )
-    .description(
-      "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
-    )
-    .requiredOption("-o, --output <file>", "where to write the parameters")
-    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, [])
-    .option(
-      "--storage-policy <policy>",
-      "the cluster's initial storage policy: insecure, encrypted (default) or authenticated-encrypted",
-    )
-    .option(
-      "--heartbeat-timeout-ms <ms>",
-      "the cluster's initial heartbeat timeout (1000 to 3600000; default: each curator's own, 10 s)",
-    );
-  define<{ output: string; label: string[] }>("register-params", (ctx, _args, opts) =>
-    registerParams(ctx, opts),
-  )
-    .description(
-      "write NodeParameters that make a node register into the cluster (ticket, directory and CA fetched from it)",
-    )
-    .requiredOption("-o, --output <file>", "where to write the parameters")
-    .option("--label <key=value>", "label of the new node (repeatable)", collectValues, []);
 }

@@ -4,67 +4,27 @@
  * (`--filter`, `--columns`, `-o`) are shared with `approve` without an ID,
  * which lists the nodes waiting for approval.
  */
-import type { Command } from "commander";
 import type { api } from "@metropolis/proto";
 import { withOwnerSession, type ClusterSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { UsageError } from "./errors";
 import { writeLine } from "./io";
-import { parseNodeFilter } from "./node-filter";
-import { nodeDescription, nodeView, type NodeDescription } from "./node-view";
 import {
-  listingFormatOption,
-  renderTable,
-  writeJson,
-  writeYaml,
-  type Column,
-  type ListingFormat,
-} from "./output";
+  allColumns,
+  columnNames,
+  tableColumns,
+  wideColumns,
+  type ListingOptions,
+  type NodeColumn,
+} from "./listing-options";
+import type { NodeFilter } from "./node-filter";
+import { nodeDescription, nodeView } from "./node-view";
+import { renderTable, writeJson, writeYaml } from "./output";
 
-const dash = (value: string | number | null) => (value === null || value === "" ? "-" : `${value}`);
-
-/** Every column a node listing can show, by its `--columns` name. */
-const allColumns: Record<string, Column<NodeDescription>> = {
-  id: { heading: "ID", cell: (n) => n.id },
-  address: { heading: "ADDRESS", cell: (n) => dash(n.address) },
-  state: { heading: "STATE", cell: (n) => n.state },
-  roles: { heading: "ROLES", cell: (n) => n.roles.join(",") || "-" },
-  health: { heading: "HEALTH", cell: (n) => n.health },
-  heartbeat: {
-    heading: "HEARTBEAT",
-    cell: (n) => (n.heartbeatAgeSeconds === null ? "-" : `${n.heartbeatAgeSeconds}s ago`),
-  },
-  labels: {
-    heading: "LABELS",
-    cell: (n) =>
-      Object.entries(n.labels)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(",") || "-",
-  },
-  version: { heading: "VERSION", cell: (n) => dash(n.version) },
-  curator: {
-    heading: "CURATOR",
-    cell: (n) => (n.curator.running ? `:${dash(n.curator.port)}` : "-"),
-  },
-  leader: { heading: "LEADER", cell: (n) => (n.curator.leader ? "yes" : "-") },
-};
-
-/** The names `--columns` takes. */
-export const columnNames = Object.keys(allColumns);
-
-const tableColumns = ["id", "address", "state", "roles", "health", "heartbeat", "labels"];
-const wideColumns = [...tableColumns, "version", "curator", "leader"];
-
-/** The listing flags, as commander hands them over. */
-export interface ListingOptions {
-  output: ListingFormat;
-  filter?: string;
-  columns?: string;
-}
+export type { ListingOptions } from "./listing-options";
 
 /** The columns `--columns` names, checked. */
-function parseColumns(text: string): Column<NodeDescription>[] {
+function parseColumns(text: string): NodeColumn[] {
   const names = text.split(",").map((c) => c.trim().toLowerCase());
   return names.map((name) => {
     if (!Object.hasOwn(allColumns, name)) {
@@ -76,9 +36,18 @@ function parseColumns(text: string): Column<NodeDescription>[] {
   });
 }
 
-/** A checked listing request: which nodes, printed how. Everything is checked before any call. */
-function parseListing(opts: ListingOptions) {
-  const filter = opts.filter === undefined ? () => true : parseNodeFilter(opts.filter);
+/**
+ * A checked listing request: which nodes, printed how. Everything is checked
+ * before any call. The CEL engine is loaded only for a `--filter`.
+ */
+async function parseListing(opts: ListingOptions): Promise<{
+  filter: NodeFilter;
+  columns: NodeColumn[];
+}> {
+  const filter: NodeFilter =
+    opts.filter === undefined
+      ? () => true
+      : (await import("./node-filter.js")).parseNodeFilter(opts.filter);
   if (opts.columns !== undefined && (opts.output === "json" || opts.output === "yaml")) {
     throw new UsageError(`--columns: chooses table columns; -o ${opts.output} prints every field`);
   }
@@ -99,7 +68,7 @@ export async function listNodesWith(
   opts: ListingOptions,
   fetch: (session: ClusterSession) => Promise<api.Node[]>,
 ): Promise<void> {
-  const { filter, columns } = parseListing(opts);
+  const { filter, columns } = await parseListing(opts);
   const [nodes, leaderId] = await withOwnerSession(ctx, async (session) => {
     const nodes = await fetch(session);
     return [nodes, await session.leaderId()] as const;
@@ -114,7 +83,7 @@ export async function listNodesWith(
       shown.map(({ node }) => nodeView(node)),
     );
   else if (opts.output === "yaml")
-    writeYaml(
+    await writeYaml(
       ctx.io.stdout,
       shown.map(({ node }) => nodeView(node)),
     );
@@ -128,27 +97,7 @@ export async function listNodesWith(
     );
 }
 
-/** Adds `--filter`, `--columns` and `-o table|wide|json|yaml` to a listing command. */
-export function addListingOptions(command: Command): Command {
-  return command
-    .option(
-      "--filter <expr>",
-      'CEL expression over `node` choosing the nodes to list, e.g. node.state == "UP" && "worker" in node.roles',
-    )
-    .option("--columns <names>", `table columns, comma-separated: ${columnNames.join(",")}`)
-    .addOption(listingFormatOption());
-}
-
 /** `nodes [--filter EXPR] [--columns a,b] [-o table|wide|json|yaml]` */
 export function listNodes(ctx: CommandContext, opts: ListingOptions): Promise<void> {
   return listNodesWith(ctx, opts, (session) => session.getNodes());
-}
-
-/** Adds `nodes`. */
-export function registerNodesCommand(define: DefineCommand): void {
-  addListingOptions(
-    define<ListingOptions>("nodes", (ctx, _args, opts) => listNodes(ctx, opts)).description(
-      "list the cluster's nodes: id, address, state, roles, health, last heartbeat",
-    ),
-  );
 }

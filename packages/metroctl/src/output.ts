@@ -4,29 +4,14 @@
  * sees exactly the fields a person sees.
  */
 import Table from "cli-table3";
-import { Option } from "commander";
-import { stringify as stringifyYaml } from "yaml";
 import { writeLine, type OutputStream } from "./io";
 
-/** How a command prints its result. */
-export type OutputFormat = "table" | "json";
-
-/** How node listings (`nodes`, `approve` without ID) and `node describe` print. */
-export type ListingFormat = "table" | "wide" | "json" | "yaml";
-
-/** The `-o, --output` option of node listings: table, wide (more columns), json, yaml. */
-export function listingFormatOption(): Option {
-  return new Option("-o, --output <format>", "output format")
-    .choices(["table", "wide", "json", "yaml"])
-    .default("table");
-}
-
-/** The `-o, --output` option of listing commands. */
-export function outputFormatOption(): Option {
-  return new Option("-o, --output <format>", "output format")
-    .choices(["table", "json"])
-    .default("table");
-}
+export {
+  listingFormatOption,
+  outputFormatOption,
+  type ListingFormat,
+  type OutputFormat,
+} from "./output-formats";
 
 /** A column of a table: its heading and how to show a row's value. */
 export interface Column<Row> {
@@ -73,7 +58,11 @@ export function writeJson(stream: OutputStream, value: unknown): void {
   writeLine(stream, JSON.stringify(value, null, 2));
 }
 
-/** Writes `value` as YAML (the same fields as JSON). */
-export function writeYaml(stream: OutputStream, value: unknown): void {
-  stream.write(stringifyYaml(value));
+/**
+ * Writes `value` as YAML (the same fields as JSON). The YAML library is
+ * loaded here, on the first use, not by every command that can print YAML.
+ */
+export async function writeYaml(stream: OutputStream, value: unknown): Promise<void> {
+  const { stringify } = await import("yaml");
+  stream.write(stringify(value));
 }

@@ -8,9 +8,8 @@
  */
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { writeLine } from "./io";
-import { outputFormatOption, writeJson, type OutputFormat } from "./output";
+import { writeJson, type OutputFormat } from "./output";
 
 /** `rotate-secrets-key` as `-o json` prints it. */
 export interface RotationView {
@@ -42,15 +41,4 @@ export async function rotateSecretsKey(
     ctx.io.stdout,
     `cluster secrets key rotated: key ${view.keyId} seals every secret (${view.resealed} re-sealed); retired: ${retired}`,
   );
-}
-
-/** Adds `rotate-secrets-key`. */
-export function registerRotateSecretsKeyCommand(define: DefineCommand): void {
-  define<{ output: OutputFormat }>("rotate-secrets-key", (ctx, _args, opts) =>
-    rotateSecretsKey(ctx, opts),
-  )
-    .description(
-      "rotate the key that seals the cluster's secrets in etcd (re-seals them all, retires the old key)",
-    )
-    .addOption(outputFormatOption());
 }

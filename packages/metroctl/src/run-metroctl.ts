@@ -6,28 +6,17 @@
  *   metroctl: <command>: <message>             (bad flag, config file, timeout, …)
  *
  * Exit codes: 0 success (and --help), 1 failure, 130 interrupted.
+ *
+ * What it loads itself is light (commander, the command table): each
+ * command's code is loaded when it runs (see command-table.ts).
  */
 import { Command, CommanderError } from "commander";
-import { registerClusterInfoCommand } from "./cluster-info";
-import { registerClusterConfigureCommand } from "./cluster-configure";
-import { registerClusterMembersCommand } from "./cluster-members";
-import { registerCompletionCommand } from "./completion";
-import { defaultDialTimeoutMs } from "./command-context";
-import { registerDebugCommands } from "./debug-commands";
-import { commandDefiner, type RunOutcome } from "./define-command";
+import { addCommands } from "./command-table";
+import { commandDefiners, type RunOutcome } from "./define-command";
 import { CommandFailedError } from "./errors";
 import { describeFailure } from "./failure-message";
+import { defaultDialTimeoutMs } from "./flag-defaults";
 import { writeLine, type MetroctlIo } from "./io";
-import { registerMetricsCommand } from "./metrics-command";
-import { registerNodeManagementCommands } from "./node-management-commands";
-import { registerNodeChangeCommands } from "./node-changes";
-import { registerNodeDescribeCommand } from "./node-describe";
-import { registerParamsCommands } from "./node-params";
-import { registerRotateSecretsKeyCommand } from "./rotate-secrets-key";
-import { registerNodesCommand } from "./nodes-command";
-import { registerObserveCommand } from "./observe/observe-command";
-import { registerTakeOwnershipCommand } from "./take-ownership";
-import { registerWaitCommand } from "./wait-command";
 
 /** Builds the command tree for one run. Commander keeps parse state, so never reuse it. */
 function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
@@ -52,22 +41,7 @@ function buildProgram(io: MetroctlIo, outcome: RunOutcome): Command {
       // Errors are reported once, as one line, by runMetroctl.
       outputError: () => undefined,
     });
-  const define = commandDefiner(program, io, outcome);
-  registerParamsCommands(define);
-  registerTakeOwnershipCommand(define);
-  registerNodesCommand(define);
-  registerNodeChangeCommands(define);
-  registerClusterInfoCommand(define);
-  registerClusterConfigureCommand(define);
-  registerClusterMembersCommand(define);
-  registerRotateSecretsKeyCommand(define);
-  registerWaitCommand(define);
-  registerDebugCommands(define);
-  registerNodeDescribeCommand(define);
-  registerCompletionCommand(define, () => program);
-  registerMetricsCommand(define);
-  registerNodeManagementCommands(define);
-  registerObserveCommand(define);
+  addCommands(program, commandDefiners(program, io, outcome));
   return program;
 }
 

@@ -26,7 +26,6 @@ import { certificateFingerprint } from "./certificate-fingerprint";
 import { ClusterSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
 import { configFiles } from "./config-dir";
-import type { DefineCommand } from "./define-command";
 import { formatEndpoint } from "./endpoints";
 import { ConfigFileError, TrustError, UsageError } from "./errors";
 import { writeLine } from "./io";
@@ -140,16 +139,4 @@ export async function takeOwnership(
     ctx.io.stdout,
     `owner certificate stored in ${ctx.configDir.path(configFiles.ownerCertificate)}`,
   );
-}
-
-/** Adds `takeownership`. */
-export function registerTakeOwnershipCommand(define: DefineCommand): void {
-  define<{ caSha256?: string }>("takeownership", (ctx, _args, opts) => takeOwnership(ctx, opts))
-    .description(
-      "escrow the owner certificate from a freshly bootstrapped cluster with the owner key (learns the cluster CA on first use)",
-    )
-    .option(
-      "--ca-sha256 <hex>",
-      "the SHA-256 of the cluster CA certificate to expect, instead of trusting the one presented",
-    );
 }

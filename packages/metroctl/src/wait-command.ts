@@ -9,8 +9,8 @@ import type { api, common } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
-import type { DefineCommand } from "./define-command";
 import { describeError, UsageError, WaitTimeoutError } from "./errors";
+import { defaultPollIntervalMs, defaultWaitTimeoutMs } from "./flag-defaults";
 import {
   nodeHealthName,
   nodeStateName,
@@ -22,10 +22,7 @@ import {
 import { writeLine } from "./io";
 import { withProgress } from "./spinner";
 
-/** Default of `--timeout`. */
-export const defaultWaitTimeoutMs = 300_000;
-/** Default of `--interval`. */
-export const defaultPollIntervalMs = 1000;
+export { defaultPollIntervalMs, defaultWaitTimeoutMs } from "./flag-defaults";
 /** Time a poll gets at least, even when the deadline is closer. */
 const minPollTimeoutMs = 2000;
 
@@ -118,18 +115,4 @@ export async function waitForNode(
     }),
   );
   writeLine(ctx.io.stdout, `node ${id} is ${wanted}`);
-}
-
-/** Adds `wait`. */
-export function registerWaitCommand(define: DefineCommand): void {
-  define<WaitOptions>("wait", (ctx, [id], opts) => waitForNode(ctx, id, opts))
-    .description("wait until a node is in a state and/or health")
-    .argument("<id>", "node ID")
-    .option("--state <state>", "NEW, STANDBY, UP or DECOMMISSIONED")
-    .option("--health <health>", "UNKNOWN, HEALTHY or HEARTBEAT_TIMEOUT")
-    .option(
-      "--timeout <seconds>",
-      `give up after this long (default ${defaultWaitTimeoutMs / 1000})`,
-    )
-    .option("--interval <seconds>", `poll this often (default ${defaultPollIntervalMs / 1000})`);
 }

@@ -1,128 +1,22 @@
 #!/usr/bin/env node
 /**
- * `metropolis-node`: the node's init. Places the node's storage under
- * `--root`, runs the node's supervision tree until SIGTERM/SIGINT or the
- * owner's NodeManagement.PowerOff, then stops it gracefully and exits 0.
- * NodeManagement.Reboot stops it the same way and exits 75
- * ({@link rebootExitStatus}), for the node's service manager to start it
- * again (local-cluster does). An enrolment that cannot go on (the
- * seed's "trapdoor"), or the cluster deleting the running node, prints one
- * boxed error and exits 1.
+ * `metropolis-node`: the node's init. `--help` is answered here, from
+ * node-usage.ts alone; anything else loads the node (node-main.ts: grpc-js,
+ * etcd's client, the protobuf code, x509, the supervision tree) and runs it.
+ * This is the entry esbuild bundles into `bundle/metropolis-node.js`, the
+ * package's `bin`.
  */
-import { copyFile } from "node:fs/promises";
-import { NodeDeletedError } from "@metropolis/cluster";
-import { silenceIpServerNameWarning } from "@metropolis/curator";
-import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
-import { supervise, type Supervisor } from "@metropolis/supervisor";
-import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
-import type { Logger } from "winston";
 import { formatFatal } from "./boxed-error";
-import { Registry } from "prom-client";
-import { hostMetricsRegistry } from "./metrics-server";
-import { loadNodeConfig, NodeConfigError, type NodeConfig } from "./node-config";
-import { nodeLogger } from "./node-logger";
-import { rebootExitStatus, type PowerAction } from "./node-management";
-import { nodeServices } from "./node-tree";
+import { nodeHelp, wantsHelp } from "./node-usage";
 
-/** How long a graceful stop may take before the node exits anyway. */
-const stopTimeoutMs = 20_000;
-
-async function main(): Promise<number> {
-  silenceIpServerNameWarning();
-  let config;
-  try {
-    config = await loadNodeConfig(process.argv.slice(2));
-  } catch (e) {
-    if (e instanceof NodeConfigError) {
-      process.stderr.write(`metropolis-node: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
-  const logger = nodeLogger();
-  const storage = placeNodeRoot(config.root);
-  await storage.esp.metropolis.mkdirAll();
-  // In memory, emptied of whatever a killed earlier run left: the plain etcd
-  // peer key etcd reads lives there, and must never reach a disk.
-  const placement = await storage.ephemeral.placeInMemory({ tmpfs: config.ephemeralTmpfs });
-  logger.info(
-    placement.kind === "tmpfs"
-      ? `ephemeral: tmpfs mounted on ${placement.path}`
-      : `ephemeral: ${storage.ephemeral.fullPath} -> ${placement.path}` +
-          (placement.tmpfsRefused === undefined ? "" : ` (no tmpfs: ${placement.tmpfsRefused})`),
-  );
-  try {
-    return await runNode(config, storage, logger);
-  } finally {
-    // Emptied and given back on every way out of a run that got this far.
-    await storage.ephemeral.release().catch((e: unknown) => {
-      logger.warn(`ephemeral: ${e instanceof Error ? e.message : String(e)}`);
-    });
-  }
-}
-
-/** Runs the node's supervision tree on placed storage until it stops; resolves with the exit code. */
-async function runNode(config: NodeConfig, storage: NodeRoot, logger: Logger): Promise<number> {
-  if (config.parametersPath && !(await storage.esp.metropolis.sealedConfiguration.exists())) {
-    // Kept on the ESP like a real node's, so that a restart before
-    // enrolment finished finds them without the flag.
-    await copyFile(config.parametersPath, storage.esp.metropolis.parameters.fullPath);
-    config = { ...config, parametersPath: undefined };
-  }
-  // The node's own metrics (/metrics/core) and its host's (/metrics/node).
-  const registries = { core: new Registry(), node: hostMetricsRegistry() };
-  let power: (action: PowerAction) => void = () => {};
-  const services = nodeServices(config, storage, registries, (action) => power(action));
-  // The debug service needs the supervisor that runs it: handed over lazily.
-  const supervisor: Supervisor = supervise(
-    services.root(() => supervisor),
-    { logger, metrics: new PrometheusSupervisorMetrics(registries.core) },
-  );
-  logger.info(`metropolis-node ${config.address}: started (root ${config.root})`);
-
-  // The exit status of a stop that was asked for: the tree's end may settle
-  // `crashed` before `stopped`, and must not turn a reboot's 75 into 0.
-  let stopCode: number | undefined;
-  const stopped = new Promise<number>((resolve) => {
-    const stop = (why: string, code: number) => {
-      if (stopCode !== undefined) return;
-      stopCode = code;
-      logger.info(`${why}: stopping`);
-      void supervisor.stop({ timeoutMs: stopTimeoutMs }).then(() => resolve(code));
-    };
-    process.once("SIGTERM", () => stop("SIGTERM", 0));
-    process.once("SIGINT", () => stop("SIGINT", 0));
-    power = (action) =>
-      action === "reboot"
-        ? stop(`reboot asked by the owner (exit status ${rebootExitStatus})`, rebootExitStatus)
-        : stop("power off asked by the owner", 0);
-  });
-  // Stopping the tree after a failure also settles `done`: the exit code must stay 1.
-  let failing = false;
-  const failed = services.manager.failure.catch(async (e: unknown) => {
-    failing = true;
-    process.stderr.write(
-      (e instanceof NodeDeletedError
-        ? formatFatal("this node was deleted from its cluster", e, "metropolis-node stopped")
-        : formatFatal("enrolment into the cluster failed", e)) + "\n",
-    );
-    await supervisor.stop({ timeoutMs: stopTimeoutMs });
-    return 1;
-  });
-  const crashed = supervisor.done.then(
-    () => (failing ? 1 : (stopCode ?? 0)),
+if (wantsHelp(process.argv.slice(2))) {
+  process.stdout.write(nodeHelp);
+} else {
+  import("./node-main.js").then(
+    ({ runNode }) => runNode(),
     (e: unknown) => {
-      process.stderr.write(formatFatal("the supervision tree failed", e) + "\n");
-      return 1;
+      process.stderr.write(formatFatal("the node's code could not be loaded", e) + "\n");
+      process.exit(1);
     },
   );
-  return Promise.race([stopped, failed, crashed]);
 }
-
-main().then(
-  (code) => process.exit(code),
-  (e: unknown) => {
-    process.stderr.write(formatFatal("unexpected error", e) + "\n");
-    process.exit(1);
-  },
-);

@@ -18,6 +18,7 @@ import { validateWorkloads, type WorkloadSpec } from "@metropolis/roleserve";
 import { defaultDebugPort } from "./debug-service";
 import { NodeError } from "./errors";
 import { defaultMetricsPort } from "./metrics-server";
+import { usage } from "./node-usage";
 
 export class NodeConfigError extends NodeError {
   constructor(message: string) {
@@ -74,8 +75,7 @@ export interface NodeConfigFile {
   ephemeralTmpfs?: boolean;
 }
 
-export const usage =
-  "usage: metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]";
+export { usage } from "./node-usage";
 
 function port(value: unknown, field: string): number {
   if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 65535) {

@@ -39,7 +39,8 @@ export class NodeVersionError extends NodeError {
 
 /**
  * The version in this package's package.json, one directory up from this
- * file both in src/ (tests, run from sources) and in dist/ (the build).
+ * file in src/ (tests, run from sources), in dist/ (tsc's build) and in
+ * bundle/ (esbuild's bundle, where `__dirname` is the bundle's directory).
  */
 function packageVersion(): string {
   const path = join(__dirname, "..", "package.json");

@@ -6,13 +6,12 @@
  * token to every local user in its command line (`ps`).
  */
 import type { CommandContext } from "../command-context";
-import { debugPortOption, defaultDebugPort } from "../debug-commands";
-import type { DefineCommand } from "../define-command";
 import { MetroctlError } from "../errors";
+import { defaultDebugPort, defaultObserverPort } from "../flag-defaults";
 import { parseCount, parsePortFlag } from "../flag-values";
 import { writeLine } from "../io";
 import { ClusterBackend } from "./cluster-backend";
-import { defaultObserverPort, ObserverServer } from "./observer-server";
+import { ObserverServer } from "./observer-server";
 import { defaultUiDir } from "./static-files";
 
 /** Flags of `observe`, as given. */
@@ -69,18 +68,4 @@ export async function observe(ctx: CommandContext, opts: ObserveOptions): Promis
   } finally {
     await server.close();
   }
-}
-
-/** Adds `observe`. */
-export function registerObserveCommand(define: DefineCommand): void {
-  debugPortOption(
-    define<ObserveOptions>("observe", (ctx, _args, opts) => observe(ctx, opts))
-      .description(
-        "serve a live view of the cluster (nodes, supervision trees, reports, logs) to a browser on 127.0.0.1; prints its URL",
-      )
-      .option(
-        "--port <port>",
-        `port on 127.0.0.1 (default ${defaultObserverPort}; 0: any free one)`,
-      ),
-  );
 }

@@ -41,8 +41,7 @@ import {
 import { SseResponse } from "./sse-response";
 import { loadStaticFiles, type StaticFile } from "./static-files";
 
-/** The default port of `metroctl observe`. */
-export const defaultObserverPort = 7840;
+export { defaultObserverPort } from "../flag-defaults";
 
 /** How the server is started. */
 export interface ObserverServerOptions {

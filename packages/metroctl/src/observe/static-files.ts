@@ -7,9 +7,13 @@
 import { readdir, readFile } from "node:fs/promises";
 import { extname, join, relative, sep } from "node:path";
 import { MetroctlError } from "../errors";
+import { packageRoot } from "../package-root";
 
-/** Where the built page is, next to metroctl's dist/. */
-export const defaultUiDir = join(__dirname, "..", "..", "observer-ui", "dist");
+/**
+ * Where the built page is: observer-ui/dist of metroctl's package, from tsc's
+ * output and from the bundle alike (see package-root.ts).
+ */
+export const defaultUiDir = join(packageRoot(), "observer-ui", "dist");
 
 /** The page was not built. */
 export class ObserverUiMissingError extends MetroctlError {

@@ -1,0 +1,284 @@
+/**
+ * metroctl's command table: every command with its arguments, flags and
+ * description, and a handler that loads the command's code when the command
+ * runs. Building the table loads only commander and the flag defaults, so
+ * `metroctl --help`, `completion` and `version` answer without loading
+ * grpc-js, the protobuf code, x509 or the CEL engine; a command that runs
+ * loads what it needs (`import()`), and nothing else.
+ *
+ * The order here is the order of `metroctl --help`.
+ */
+import { Argument, Option, type Command } from "commander";
+import type { BootstrapParamsOptions } from "./node-params";
+import { completionScript, completionShells } from "./completion";
+import type { LogsOptions, ReportsOptions, TreeOptions } from "./debug-commands";
+import { collectValues, type CommandDefiners } from "./define-command";
+import {
+  bypassChecks,
+  configureFieldNames,
+  defaultDebugPort,
+  defaultMetricsPort,
+  defaultObserverPort,
+  defaultPollIntervalMs,
+  defaultWaitTimeoutMs,
+  logLevelNames,
+  metricsExporters,
+} from "./flag-defaults";
+import { addListingOptions, type ListingOptions } from "./listing-options";
+import type { NodeLogsOptions } from "./node-management-commands";
+import type { SetRoleOptions } from "./node-changes";
+import type { ObserveOptions } from "./observe/observe-command";
+import {
+  listingFormatOption,
+  outputFormatOption,
+  type ListingFormat,
+  type OutputFormat,
+} from "./output-formats";
+import { metroctlVersion } from "./version";
+import type { WaitOptions } from "./wait-command";
+
+/** Adds `--debug-port` to a command that dials nodes' Debug service. */
+const debugPortOption = (command: Command) =>
+  command.option(
+    "--debug-port <port>",
+    `port of the node's Debug service (default ${defaultDebugPort})`,
+  );
+
+/** The `--debug-port` help of the NodeManagement commands. */
+const nodeManagementPortHelp = `port of the node's Debug and NodeManagement service (default ${defaultDebugPort})`;
+
+/** Adds every command of metroctl to `program`. */
+export function addCommands(program: Command, { define, defineLocal }: CommandDefiners): void {
+  define<BootstrapParamsOptions>("bootstrap-params", async (ctx, _args, opts) =>
+    (await import("./node-params.js")).bootstrapParams(ctx, opts),
+  )
+    .description(
+      "write NodeParameters that make a node bootstrap a new cluster owned by the owner key (created if missing)",
+    )
+    .requiredOption("-o, --output <file>", "where to write the parameters")
+    .option("--label <key=value>", "label of the first node (repeatable)", collectValues, [])
+    .option(
+      "--storage-policy <policy>",
+      "the cluster's initial storage policy: insecure, encrypted (default) or authenticated-encrypted",
+    )
+    .option(
+      "--heartbeat-timeout-ms <ms>",
+      "the cluster's initial heartbeat timeout (1000 to 3600000; default: each curator's own, 10 s)",
+    );
+  define<{ output: string; label: string[] }>("register-params", async (ctx, _args, opts) =>
+    (await import("./node-params.js")).registerParams(ctx, opts),
+  )
+    .description(
+      "write NodeParameters that make a node register into the cluster (ticket, directory and CA fetched from it)",
+    )
+    .requiredOption("-o, --output <file>", "where to write the parameters")
+    .option("--label <key=value>", "label of the new node (repeatable)", collectValues, []);
+
+  define<{ caSha256?: string }>("takeownership", async (ctx, _args, opts) =>
+    (await import("./take-ownership.js")).takeOwnership(ctx, opts),
+  )
+    .description(
+      "escrow the owner certificate from a freshly bootstrapped cluster with the owner key (learns the cluster CA on first use)",
+    )
+    .option(
+      "--ca-sha256 <hex>",
+      "the SHA-256 of the cluster CA certificate to expect, instead of trusting the one presented",
+    );
+
+  addListingOptions(
+    define<ListingOptions>("nodes", async (ctx, _args, opts) =>
+      (await import("./nodes-command.js")).listNodes(ctx, opts),
+    ).description("list the cluster's nodes: id, address, state, roles, health, last heartbeat"),
+  );
+
+  addListingOptions(
+    define<ListingOptions>("approve", async (ctx, [id], opts) =>
+      (await import("./node-changes.js")).approveOrList(ctx, id, opts),
+    )
+      .description(
+        "let a NEW node into the cluster (it becomes STANDBY and then commits); without an ID, list the nodes waiting for approval",
+      )
+      .argument("[id]", "node ID"),
+  );
+  const onOff = (name: string, role: string) =>
+    new Option(`--${name} <on|off>`, `give or take away the ${role} role`);
+  define<SetRoleOptions>("set-role", async (ctx, [id], opts) =>
+    (await import("./node-changes.js")).setRole(ctx, id, opts),
+  )
+    .description("give or take away roles of a node")
+    .argument("<id>", "node ID")
+    .addOption(onOff("consensus", "consensus member (etcd + curator)"))
+    .addOption(onOff("controller", "Kubernetes controller"))
+    .addOption(onOff("worker", "Kubernetes worker"));
+  define("label", async (ctx, [id, ...changes]) =>
+    (await import("./node-changes.js")).labelNode(ctx, id, changes),
+  )
+    .description("set (key=value) or remove (key-) labels of a node")
+    .argument("<id>", "node ID")
+    .argument("<changes...>", "key=value to set, key- to remove");
+  define<{ bypass: string[] }>("delete", async (ctx, [id], opts) =>
+    (await import("./node-changes.js")).deleteNode(ctx, id, opts),
+  )
+    .description(
+      "remove a node from the cluster (refused while it has roles or is UP, unless bypassed)",
+    )
+    .argument("<id>", "node ID")
+    .option(
+      "--bypass <checks>",
+      `safety checks to skip: ${bypassChecks.join(", ")} (comma-separated or repeated)`,
+      collectValues,
+      [],
+    );
+
+  define<{ output: OutputFormat }>("cluster-info", async (ctx, _args, opts) =>
+    (await import("./cluster-info.js")).clusterInfo(ctx, opts),
+  )
+    .description("show the cluster's CA, storage policy and UP nodes")
+    .addOption(outputFormatOption());
+
+  define<{ output: OutputFormat }>("cluster configure", async (ctx, args, opts) =>
+    (await import("./cluster-configure.js")).clusterConfigure(ctx, args, opts),
+  )
+    .description(
+      `read or change the cluster configuration: get [FIELD], set FIELD VALUE (fields: ${configureFieldNames.join(", ")})`,
+    )
+    .addArgument(new Argument("<action>", "get or set").choices(["get", "set"]))
+    .argument("[field-and-value...]", "get [FIELD] | set FIELD VALUE")
+    .addOption(outputFormatOption());
+
+  define<{ output: OutputFormat }>("cluster members", async (ctx, _args, opts) =>
+    (await import("./cluster-members.js")).clusterMembers(ctx, opts),
+  )
+    .description(
+      "show the etcd members (voter or learner, raft leader, reachable, curator) and how many failures the cluster survives",
+    )
+    .addOption(outputFormatOption());
+
+  define<{ output: OutputFormat }>("rotate-secrets-key", async (ctx, _args, opts) =>
+    (await import("./rotate-secrets-key.js")).rotateSecretsKey(ctx, opts),
+  )
+    .description(
+      "rotate the key that seals the cluster's secrets in etcd (re-seals them all, retires the old key)",
+    )
+    .addOption(outputFormatOption());
+
+  define<WaitOptions>("wait", async (ctx, [id], opts) =>
+    (await import("./wait-command.js")).waitForNode(ctx, id, opts),
+  )
+    .description("wait until a node is in a state and/or health")
+    .argument("<id>", "node ID")
+    .option("--state <state>", "NEW, STANDBY, UP or DECOMMISSIONED")
+    .option("--health <health>", "UNKNOWN, HEALTHY or HEARTBEAT_TIMEOUT")
+    .option(
+      "--timeout <seconds>",
+      `give up after this long (default ${defaultWaitTimeoutMs / 1000})`,
+    )
+    .option("--interval <seconds>", `poll this often (default ${defaultPollIntervalMs / 1000})`);
+
+  debugPortOption(
+    define<LogsOptions>("logs", async (ctx, [id, dn], opts) =>
+      (await import("./debug-commands.js")).nodeLogs(ctx, id, dn, opts),
+    )
+      .description("print a node's logs (time level dn message), of one DN and below")
+      .argument("<id>", "node ID")
+      .argument("[dn]", "DN prefix, e.g. root.role.curator (default: everything)")
+      .option("--tail <n>", "only the last n backlogged lines")
+      .option("-f, --follow", "keep printing new lines until interrupted"),
+  );
+  debugPortOption(
+    define<TreeOptions>("tree", async (ctx, [id], opts) =>
+      (await import("./debug-commands.js")).nodeTree(ctx, id, opts),
+    )
+      .description("draw a node's supervision tree with states, restarts and last errors")
+      .argument("<id>", "node ID")
+      .option("-w, --watch", "redraw it after every change until interrupted")
+      .addOption(outputFormatOption()),
+  );
+  debugPortOption(
+    define<ReportsOptions>("reports", async (ctx, [id], opts) =>
+      (await import("./debug-commands.js")).nodeReports(ctx, id, opts),
+    )
+      .description(
+        "print a node's supervisor reports (time kind dn detail): started, healthy, done, died, restart-scheduled, given-up, escalated",
+      )
+      .argument("<id>", "node ID")
+      .option("--dn <prefix>", "only reports of this DN and below, e.g. root.roleserver")
+      .option("--backlog <n>", "only the last n kept reports (default: all the node keeps)")
+      .option("-f, --follow", "keep printing new reports until interrupted")
+      .addOption(outputFormatOption()),
+  );
+
+  define<{ output: ListingFormat }>("node describe", async (ctx, [id], opts) =>
+    (await import("./node-describe.js")).describeNode(ctx, id, opts),
+  )
+    .description(
+      "everything known about a node: status, roles, labels, address, consensus, curator and leadership",
+    )
+    .argument("<id>", "node ID")
+    .addOption(listingFormatOption());
+
+  defineLocal("completion", (io, [shell]) => {
+    io.stdout.write(completionScript(shell, program));
+    return Promise.resolve();
+  })
+    .description("print a shell completion script for metroctl's commands and flags")
+    .addArgument(new Argument("<shell>", "the shell to complete in").choices(completionShells));
+
+  define<{ metricsPort?: string }>("node metrics", async (ctx, [id, exporter], opts) =>
+    (await import("./metrics-command.js")).nodeMetrics(ctx, id, exporter, opts),
+  )
+    .description(
+      "print a node's Prometheus metrics over mTLS: core (default), node (host, process) or etcd",
+    )
+    .argument("<id>", "node ID")
+    .argument("[exporter]", `one of ${metricsExporters.join(", ")} (default core)`)
+    .option(
+      "--metrics-port <port>",
+      `port of the node's metrics endpoint (default ${defaultMetricsPort})`,
+    );
+
+  define<NodeLogsOptions>("node logs", async (ctx, [id], opts) =>
+    (await import("./node-management-commands.js")).nodeManagementLogs(ctx, id, opts),
+  )
+    .description("print a node's logs (owner only), filtered; -f streams new ones")
+    .argument("<id>", "node ID")
+    .option("--dn <dn>", "only this DN and the DNs below it (default: the whole tree)")
+    .option("--exact", "only the DN itself, not the DNs below it")
+    .option("--level <level>", `minimum severity: ${logLevelNames.join(", ")}`)
+    .option("--leveled-only", "only leveled entries (debug, info, warn, error), no raw ones")
+    .option("--backlog <n>", "how many past entries to print first, or all (default all)")
+    .option("-f, --follow", "then print new entries as they are logged, until interrupted")
+    .option("--concise", "print just `time level message`")
+    .option("--debug-port <port>", nodeManagementPortHelp);
+  define<{ debugPort?: string }>("node reboot", async (ctx, [id], opts) =>
+    (await import("./node-management-commands.js")).nodePower(ctx, id, "reboot", opts),
+  )
+    .description(
+      "reboot a node: it stops gracefully and its service manager (local-cluster) starts it again",
+    )
+    .argument("<id>", "node ID")
+    .option("--debug-port <port>", nodeManagementPortHelp);
+  define<{ debugPort?: string }>("node poweroff", async (ctx, [id], opts) =>
+    (await import("./node-management-commands.js")).nodePower(ctx, id, "poweroff", opts),
+  )
+    .description("power a node off: it stops gracefully and stays stopped")
+    .argument("<id>", "node ID")
+    .option("--debug-port <port>", nodeManagementPortHelp);
+
+  debugPortOption(
+    define<ObserveOptions>("observe", async (ctx, _args, opts) =>
+      (await import("./observe/observe-command.js")).observe(ctx, opts),
+    )
+      .description(
+        "serve a live view of the cluster (nodes, supervision trees, reports, logs) to a browser on 127.0.0.1; prints its URL",
+      )
+      .option(
+        "--port <port>",
+        `port on 127.0.0.1 (default ${defaultObserverPort}; 0: any free one)`,
+      ),
+  );
+
+  defineLocal("version", async (io) => {
+    io.stdout.write(`metroctl ${await metroctlVersion()}\n`);
+  }).description("print metroctl's version");
+}
