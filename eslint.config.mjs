@@ -7,6 +7,7 @@ export default tseslint.config(
   {
     ignores: [
       "**/dist/**",
+      "packages/*/bundle/**",
       "**/node_modules/**",
       "reports/**",
       "coverage/**",

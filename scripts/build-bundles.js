@@ -1,0 +1,193 @@
+#!/usr/bin/env node
+// Builds the two executables as single bundled, minified files with esbuild:
+//
+//   packages/metroctl/bundle/metroctl.js       (+ .map)   bin of @metropolis/metroctl
+//   packages/node/bundle/metropolis-node.js    (+ .map)   bin of @metropolis/node
+//
+// Why: unbundled, a start resolves, reads and compiles hundreds of modules
+// (`metroctl nodes` loads ~800 files); a bundle is one file to read and
+// compile, with no module resolution at start-up. The root `prepare` (so
+// `npm install`) and `npm test` run it after `tsc -b`: `npm run build:bundles`.
+//
+// How:
+// - The workspace packages are bundled from their TypeScript sources (as
+//   jest runs them), every module of them declared free of side effects, so
+//   that esbuild leaves out what an executable never uses: metroctl imports
+//   the curator's client from @metropolis/curator, not the curator itself,
+//   nor etcd's client that comes with it.
+// - etcd3 reads its .proto files from its package directory when loaded; in
+//   the bundle it gets them instead as the protobufjs descriptor they parse
+//   to, made here (`etcd3Protos`), so the bundle needs no file beside it and
+//   parses no .proto at start-up.
+// - `keepNames`: minified, but classes and functions keep their names
+//   (error names such as `MetroctlError` are printed, and stack traces name
+//   functions).
+// - Source maps (`<bundle>.map`, without the sources' text) and
+//   scripts/bundle-stack-traces.js, injected into each bundle: stack traces
+//   name the .ts sources, at no cost to start-up.
+"use strict";
+/* global __dirname */
+const { createRequire } = require("node:module");
+const { existsSync, readFileSync, statSync } = require("node:fs");
+const { dirname, join, relative, sep } = require("node:path");
+const esbuild = require("esbuild");
+
+const root = join(__dirname, "..");
+
+/** The executables: entry (TypeScript) and bundle. */
+const bundles = [
+  {
+    name: "metroctl",
+    entry: "packages/metroctl/src/main.ts",
+    outfile: "packages/metroctl/bundle/metroctl.js",
+  },
+  {
+    name: "metropolis-node",
+    entry: "packages/node/src/main.ts",
+    outfile: "packages/node/bundle/metropolis-node.js",
+  },
+];
+
+/** Each workspace package's name and directory, from the root package.json's workspaces. */
+function workspacePackages() {
+  const { workspaces } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  return new Map(
+    workspaces.map((dir) => {
+      const { name } = JSON.parse(readFileSync(join(root, dir, "package.json"), "utf8"));
+      return [name, join(root, dir)];
+    }),
+  );
+}
+
+/**
+ * `@metropolis/x` → x's src/index.ts, `@metropolis/x/sub` → src/sub.ts (the
+ * mapping jest.config.js uses), and every module of a workspace's src/
+ * declared free of side effects.
+ */
+function workspaceSources(packages) {
+  const sourceDirs = [...packages.values()].map((dir) => join(dir, "src") + sep);
+  const isWorkspaceSource = (file) => sourceDirs.some((dir) => file.startsWith(dir));
+  return {
+    name: "workspace-sources",
+    setup(build) {
+      build.onResolve({ filter: /^@metropolis\/[a-z-]+(\/[a-z-]+)?$/ }, (args) => {
+        const [, name, sub] = /^(@metropolis\/[a-z-]+)(?:\/([a-z-]+))?$/.exec(args.path);
+        const dir = packages.get(name);
+        if (dir === undefined) return undefined;
+        const path = join(dir, "src", `${sub ?? "index"}.ts`);
+        if (!existsSync(path)) return { errors: [{ text: `${args.path}: no ${path}` }] };
+        return { path, sideEffects: false };
+      });
+      build.onResolve({ filter: /^\.\.?\// }, async (args) => {
+        if (args.pluginData === "workspace-sources" || !isWorkspaceSource(args.importer)) {
+          return undefined;
+        }
+        const resolved = await build.resolve(args.path, {
+          kind: args.kind,
+          importer: args.importer,
+          resolveDir: args.resolveDir,
+          pluginData: "workspace-sources",
+        });
+        if (resolved.errors.length > 0) return { errors: resolved.errors };
+        return { ...resolved, sideEffects: isWorkspaceSource(resolved.path) ? false : undefined };
+      });
+    },
+  };
+}
+
+/** The loading of etcd3's protos that `etcd3Protos` replaces, as etcd3 1.1 writes it. */
+const etcd3ProtoLoad = "(0, proto_loader_1.loadSync)(`${__dirname}/../proto/rpc.proto`, {";
+
+/**
+ * etcd3's rpc.proto (with kv.proto and auth.proto) as the protobufjs
+ * descriptor that proto-loader's `loadSync` would parse at run time, with the
+ * options etcd3 loads it with (`keepCase`: field names as written), parsed by
+ * the protobufjs etcd3's proto-loader uses. proto-loader's `fromJSON` makes
+ * the same package definition from it.
+ */
+function etcd3ProtoDescriptor() {
+  const etcd3 = dirname(require.resolve("etcd3/package.json", { paths: [root] }));
+  const loader = createRequire(require.resolve("@grpc/proto-loader", { paths: [etcd3] }));
+  const protobuf = loader("protobufjs");
+  const parsed = new protobuf.Root().loadSync(join(etcd3, "proto", "rpc.proto"), {
+    keepCase: true,
+  });
+  parsed.resolveAll();
+  return parsed.toJSON();
+}
+
+/** etcd3's connection-pool.js, loading its protos from `etcd3ProtoDescriptor` instead of files. */
+function etcd3Protos() {
+  return {
+    name: "etcd3-protos",
+    setup(build) {
+      build.onLoad({ filter: /[\\/]etcd3[\\/]lib[\\/]connection-pool\.js$/ }, (args) => {
+        const text = readFileSync(args.path, "utf8");
+        if (text.split(etcd3ProtoLoad).length !== 2) {
+          return {
+            errors: [
+              {
+                text: `${args.path} no longer loads its protos with ${etcd3ProtoLoad}: update etcd3Protos in scripts/build-bundles.js`,
+              },
+            ],
+          };
+        }
+        const descriptor = JSON.stringify(etcd3ProtoDescriptor());
+        return {
+          contents: text.replace(etcd3ProtoLoad, `(0, proto_loader_1.fromJSON)(${descriptor}, {`),
+          loader: "js",
+        };
+      });
+    },
+  };
+}
+
+/** esbuild's options for one executable. */
+function buildOptions({ entry, outfile }, packages) {
+  return {
+    absWorkingDir: root,
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    minify: true,
+    keepNames: true,
+    sourcemap: "linked",
+    sourcesContent: false,
+    inject: [join(__dirname, "bundle-stack-traces.js")],
+    plugins: [workspaceSources(packages), etcd3Protos()],
+    logLevel: "warning",
+  };
+}
+
+/** Builds every bundle; resolves with their paths and sizes. */
+async function buildBundles() {
+  const packages = workspacePackages();
+  const built = [];
+  for (const bundle of bundles) {
+    await esbuild.build(buildOptions(bundle, packages));
+    const path = join(root, bundle.outfile);
+    built.push({ name: bundle.name, path, bytes: statSync(path).size });
+  }
+  return built;
+}
+
+module.exports = { bundles, buildBundles, etcd3ProtoDescriptor };
+
+if (require.main === module) {
+  const started = Date.now();
+  buildBundles().then(
+    (built) => {
+      for (const { name, path, bytes } of built) {
+        console.log(`${name}: ${relative(root, path)} (${(bytes / 1024).toFixed(0)} KiB)`);
+      }
+      console.log(`bundles built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    },
+    (e) => {
+      console.error(`build-bundles: ${e instanceof Error ? e.message : String(e)}`);
+      process.exit(1);
+    },
+  );
+}
