@@ -25,8 +25,9 @@
  *   a time, on any node, with anything else;
  * - `member-change` (`spare` given): the spare node gets the consensus role
  *   (it joins etcd as a learner, is promoted, runs a curator), keeps it for
- *   10–30 s, and gives it up again — never while a network fault is in place
- *   or being made, and no network fault while the role changes.
+ *   10–30 s, and gives it up again (member-change.ts) — never while a
+ *   network fault is in place, and no network fault while the role changes;
+ *   no process fault on the spare ever.
  *
  * Phase A (until `phaseAEndsAt`) keeps a majority of the consensus members
  * serving: at most 2 process faults at once, at most ⌊(m−1)/2⌋ of them on
@@ -41,6 +42,7 @@ import type { ClusterNode, ClusterView, LocalCluster, Network } from "@metropoli
 import { abortableSleep } from "@metropolis/supervisor";
 import type { ClockControl } from "./clock-faults";
 import { NemesisError } from "./errors";
+import { changeConsensusRole } from "./member-change";
 import {
   applyNetworkChange,
   networkFaultKinds,
@@ -496,8 +498,11 @@ export class Nemesis {
       // A member from the first change on (it may be one even when the change failed).
       this.spareMember = true;
       try {
-        await this.opts.cluster.setConsensus(spare, on);
+        const began = this.opts.now();
+        await changeConsensusRole(this.opts.cluster, this.opts.view, spare, on);
         this.spareMember = on;
+        const took = ((this.opts.now() - began) / 1000).toFixed(1);
+        this.opts.log(`${spare.name} ${on ? "is a voting member" : "left consensus"} (${took} s)`);
       } finally {
         this.roleChanging = false;
       }

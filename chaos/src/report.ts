@@ -32,6 +32,8 @@ export interface ChaosReport {
   phaseB: boolean;
   /** Whether it ran on a testbed (hosts mode) with network, clock and membership faults. */
   hosts: boolean;
+  /** The testbed's tag (its namespaces are `<tag>h1`, …), on a testbed. */
+  testbed: string | null;
   /**
    * Whether the run passed: no anomaly, every register decided (no search
    * out of budget), and every invariant held.

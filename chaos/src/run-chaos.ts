@@ -315,6 +315,7 @@ async function runOnCluster(
     nodes: opts.nodeCount,
     phaseB: opts.phaseB,
     hosts: hosts !== undefined,
+    testbed: hosts?.network.testbed.tag ?? null,
     // "unknown" (a register's search ran out of budget) is not a pass.
     passed:
       checked.valid === true && leaderCheck.anomalies.length === 0 && invariants.every((i) => i.ok),

@@ -243,6 +243,9 @@ export function renderTimeline(input: TimelineInput): string {
       );
     }
     block.faults.forEach((fault, i) => {
+      // Past the block's last lane a fault shares that lane, drawn without its label (its
+      // tooltip still names it): a label there would cover another's.
+      const overflow = block.faultLanes[i] >= block.count;
       const lane = Math.min(block.faultLanes[i], block.count - 1);
       const x0 = x(fault.start);
       const x1 = Math.max(x(fault.end ?? span), x0 + 2);
@@ -251,6 +254,9 @@ export function renderTimeline(input: TimelineInput): string {
       const label = labelOf(fault);
       out.push(
         `<rect x="${n(x0)}" y="${n(yTop)}" width="${n(x1 - x0)}" height="${laneHeight - 4}" rx="3" fill="${colour}" fill-opacity="0.8"><title>${escape(`${label}: ${fault.start.toFixed(1)}–${fault.end === undefined ? "end" : fault.end.toFixed(1)} s`)}</title></rect>`,
+      );
+      if (overflow) return;
+      out.push(
         // Inside the band when it fits (about 7 px a character), else just after it.
         textWidth(label) <= x1 - x0
           ? `<text x="${n(x0 + 3)}" y="${n(yTop + laneHeight - 8)}" fill="#fff" font-weight="bold">${escape(label)}</text>`
@@ -279,13 +285,21 @@ export function renderTimeline(input: TimelineInput): string {
     );
   });
 
-  // Leader changes.
-  input.leaderChanges.forEach((change, i) => {
+  // Leader changes: a dashed line each; its name in the first of two rows where it does not
+  // run into the previous name (none when both rows are taken there).
+  const rowEnds = [-Infinity, -Infinity];
+  input.leaderChanges.forEach((change) => {
     const at = x(change.at);
-    const labelY = leadersTop + 11 + (i % 2) * 14;
+    const text = `leader ${change.leader}`;
+    const row = rowEnds.findIndex((end) => end <= at);
+    const labelY = leadersTop + 11 + Math.max(row, 0) * 14;
     out.push(
-      `<line x1="${n(at)}" x2="${n(at)}" y1="${n(labelY - 10)}" y2="${n(barsBottom)}" stroke="#188038" stroke-width="1.5" stroke-dasharray="4 3"/>`,
-      `<text x="${n(at + 3)}" y="${n(labelY)}" fill="#188038"${halo}>${escape(`leader ${change.leader}`)}</text>`,
+      `<line x1="${n(at)}" x2="${n(at)}" y1="${n(labelY - 10)}" y2="${n(barsBottom)}" stroke="#188038" stroke-width="1.5" stroke-dasharray="4 3"><title>${escape(`${text} at ${change.at.toFixed(1)} s`)}</title></line>`,
+    );
+    if (row === -1) return;
+    rowEnds[row] = at + textWidth(text);
+    out.push(
+      `<text x="${n(at + 3)}" y="${n(labelY)}" fill="#188038"${halo}>${escape(text)}</text>`,
     );
   });
 
