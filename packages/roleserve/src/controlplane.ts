@@ -2,14 +2,18 @@
  * The control plane launcher: runs this node's consensus member and curator
  * while the node should run a control plane (see controlplane-startup.ts).
  *
- *   decide ──run──▶ consensus ──▶ bootstrap? ──▶ curator ──▶ healthy … roles flip / etcd stops ──▶ fail
- *      └──no run──▶ stand down (below) ─────────────────────▶ healthy … roles flip ───────────────▶ fail
+ *   waitingForRoles ──run──▶ startingConsensus ──▶ bootstrapping? ──▶ startingCurator ──▶ running (healthy) … roles flip / etcd stops ──▶ fail
+ *        └──no run──▶ standingDown (below) ──────────────────────────────────────────────▶ notMember (healthy) … roles flip ──────────▶ fail
  *
- * One straight run, no state machine: it never adjusts a running control
- * plane. When "should run" flips, or etcd stops under the curator, it fails
- * with a typed error, the supervisor cancels its children (stopping etcd and
- * the curator) and starts it again, and the new run decides afresh — seed
- * 004's launcher pattern, where the supervisor's restart is the state machine.
+ * The order is the control plane machine's (controlplane-machine.ts,
+ * XState, run through the supervisor's machineRunnable: its state is on the
+ * launcher's node of the supervision tree, `root.roleserver.controlplane`);
+ * what each state does is here, in the launcher's steps. A run goes one way
+ * and never adjusts a running control plane. When "should run" flips, or
+ * etcd stops under the curator, it fails with a typed error, the supervisor
+ * cancels its children (stopping etcd and the curator) and starts it again,
+ * and the new run decides afresh — seed 004's launcher pattern, where the
+ * supervisor's restart is the retry.
  *
  * While it serves, the sealed configuration holds the cluster CA and the
  * cluster unlock key, so that the node can come back on its own when the
@@ -45,12 +49,20 @@ import { waitFor } from "@metropolis/event";
 import { sealConfiguration, type NodeRoot } from "@metropolis/localstorage";
 import { nodeIdFromPublicKey, publicKeyFromPrivateKey } from "@metropolis/pki";
 import { common, priv } from "@metropolis/proto";
-import type { RunContext, Runnable } from "@metropolis/supervisor";
+import { abortable, abortableSleep, type RunContext, type Runnable } from "@metropolis/supervisor";
+import { machineRunnable } from "@metropolis/supervisor/xstate";
+import {
+  controlPlaneMachine,
+  type ControlPlaneDecision,
+  type ControlPlaneSteps,
+  type MemberRole,
+} from "./controlplane-machine";
 import { StartupWatcher, type ControlPlaneStartup } from "./controlplane-startup";
 import {
   ConsensusRemovedError,
   ConsensusStoppedError,
   ControlPlaneInputError,
+  ControlPlaneStepError,
   RolesChangedError,
 } from "./errors";
 import {
@@ -82,15 +94,33 @@ export interface ControlPlaneConfig {
 }
 
 type RunStartup = Extract<ControlPlaneStartup, { run: true }>;
-type StandDown = Extract<ControlPlaneStartup, { run: false }>;
 
-/** One run of the launcher: see the module comment. */
+/** How often a running learner asks its member whether it votes yet. */
+const voterPollMs = 1000;
+
+/**
+ * One run of the launcher: the steps of the control plane machine
+ * (controlplane-machine.ts), and what they produce. See the module comment.
+ */
 class ControlPlaneLauncher {
   private readonly startups: StartupWatcher;
+  /** The steps still running: the run's end waits for them. */
+  private readonly pending = new Set<Promise<unknown>>();
+  /** Aborted when the run ends: what its steps still wait for ends then. */
+  private readonly ended = new AbortController();
+  /** The run's startup, once decided. */
+  private startup: ControlPlaneStartup | undefined;
+  /** This node's member, once started (running the control plane, or lingering). */
+  private service: ConsensusService | undefined;
+  /** The member, once it serves. */
+  private running: RunningConsensus | undefined;
+  /** The credentials the bootstrap made, once it did. */
+  private bootstrapped: NodeCredentials | undefined;
 
   constructor(
     private readonly values: RoleserveValues,
     private readonly config: ControlPlaneConfig,
+    private readonly ctx: RunContext,
   ) {
     this.startups = new StartupWatcher(values);
   }
@@ -103,59 +133,104 @@ class ControlPlaneLauncher {
     return this.config.curatorPort ?? defaultCuratorPort;
   }
 
-  /** Runs until the roles flip or etcd stops, then fails (the supervisor restarts it). */
-  async run(ctx: RunContext): Promise<never> {
-    const startup = await this.startups.next(ctx.signal);
-    if (!startup.run) return this.standDown(ctx, startup);
-    const service = this.consensus(ctx, startup);
-    const consensus = await this.untilRunning(service, ctx.signal);
-    const credentials =
-      startup.credentials ?? (await this.finishBootstrap(ctx, startup, consensus));
-    await this.startCurator(ctx, startup, consensus, credentials);
-    ctx.healthy();
-    return Promise.race([
-      this.untilFlip(true, ctx.signal),
-      this.untilConsensusStops(service, ctx.signal),
-    ]);
+  /** The steps of the machine for this run, each tracked until it settles. */
+  steps(): ControlPlaneSteps {
+    const tracked = <T>(step: Promise<T>): Promise<T> => {
+      this.pending.add(step);
+      void step.then(
+        () => this.pending.delete(step),
+        () => this.pending.delete(step),
+      );
+      return step;
+    };
+    const until = (signal: AbortSignal) => AbortSignal.any([signal, this.ended.signal]);
+    return {
+      decide: (signal) => tracked(this.decide(until(signal))),
+      startConsensus: (signal) => tracked(this.startConsensus(until(signal))),
+      bootstrap: () => tracked(this.bootstrap()),
+      startCurator: (signal) => tracked(this.startCurator(until(signal))),
+      untilVoter: (signal) => tracked(this.untilVoter(until(signal))),
+      untilConsensusStops: (signal) => tracked(this.untilConsensusStops(until(signal))),
+      untilRolesChange: (running, signal) => tracked(this.untilFlip(running, until(signal))),
+      standDown: () => tracked(this.standDown()),
+      untilRemoved: (signal) => tracked(this.lingerUntilRemoved(until(signal))),
+      removeMemberData: () => tracked(this.removeMemberData()),
+    };
+  }
+
+  /** The first startup of the run, as the machine's decision. */
+  private async decide(signal: AbortSignal): Promise<ControlPlaneDecision> {
+    const startup = await this.startups.next(signal);
+    this.startup = startup;
+    if (!startup.run) return "notMember";
+    return startup.credentials ? "member" : "bootstrap";
+  }
+
+  /** Starts the member as the startup says, until it serves. */
+  private async startConsensus(signal: AbortSignal): Promise<void> {
+    const service = this.consensus(this.runStartup("startConsensus"));
+    this.service = service;
+    this.running = await this.untilRunning(service, signal);
+  }
+
+  /** The bootstrap's last step (finishBootstrap), keeping the credentials it made. */
+  private async bootstrap(): Promise<void> {
+    this.bootstrapped = await this.finishBootstrap(
+      this.runStartup("bootstrap"),
+      this.runningConsensus("bootstrap"),
+    );
+  }
+
+  /** Whether the member is a learner: one that does not answer is not known to vote yet. */
+  private async roleOf(running: RunningConsensus, signal: AbortSignal): Promise<MemberRole> {
+    const status = await abortable(running.raftStatus(), signal).catch((e: unknown) => {
+      if (signal.aborted) throw e;
+      return undefined;
+    });
+    return status && !status.isLearner ? "voter" : "learner";
+  }
+
+  /** Asks the member every {@link voterPollMs} until it votes (the cluster promoted it). */
+  private async untilVoter(signal: AbortSignal): Promise<void> {
+    const running = this.runningConsensus("untilVoter");
+    while ((await this.roleOf(running, signal)) === "learner") {
+      await abortableSleep(voterPollMs, signal);
+    }
+    this.ctx.logger.info("this node's etcd member is a voter");
   }
 
   /**
-   * No control plane: none is published, and once etcd has confirmed that
-   * this node's member is gone (or there never was one), no stale etcd data
-   * and no unlock key stay. See the module comment.
+   * No control plane: none is published. With etcd data on disk, its member
+   * is started from that data (see the module comment); the machine then
+   * lingers until etcd removes it, and removes the data only then.
    */
-  private async standDown(ctx: RunContext, startup: StandDown): Promise<never> {
+  private async standDown(): Promise<boolean> {
     this.values.localControlPlane.set(undefined);
-    if (await hasMemberData(this.config.storage)) {
-      if (!startup.credentials) {
-        // Only a node whose bootstrap has not finished lacks them, and it runs a control plane.
-        throw new ControlPlaneInputError("etcd data on disk, but no node credentials to start it");
-      }
-      // etcd decides, from this very data: started as the member it was.
-      const service = this.consensus(ctx, { credentials: startup.credentials });
-      ctx.healthy();
-      // Following the roles meanwhile; ended once etcd decided, to follow them again below.
-      const lingering = new AbortController();
-      const flip = this.untilFlip(false, AbortSignal.any([ctx.signal, lingering.signal]));
-      try {
-        await Promise.race([flip, this.lingerUntilRemoved(ctx, service)]);
-      } finally {
-        lingering.abort();
-        await flip.catch(() => undefined);
-      }
-      // Removed: etcd has exited and will not be started on this data again.
-      await rm(memberDataPath(this.config.storage), { recursive: true, force: true });
-      ctx.logger.info(
+    if (!(await hasMemberData(this.config.storage))) return false;
+    const credentials = this.startup?.credentials;
+    if (!credentials) {
+      // Only a node whose bootstrap has not finished lacks them, and it runs a control plane.
+      throw new ControlPlaneInputError("etcd data on disk, but no node credentials to start it");
+    }
+    // etcd decides, from this very data: started as the member it was.
+    this.service = this.consensus({ credentials });
+    return true;
+  }
+
+  /**
+   * Removes the member's etcd data and the cluster unlock key: once etcd
+   * reported the member removed (it has exited and will not be started on
+   * this data again), or when there was no member's data to start.
+   */
+  private async removeMemberData(): Promise<void> {
+    // Without a member: what a join etcd gave up may have left (member-data.ts), no member's data.
+    await rm(memberDataPath(this.config.storage), { recursive: true, force: true });
+    if (this.service) {
+      this.ctx.logger.info(
         "etcd reported this member's removal from the cluster: removed its etcd data",
       );
-      await this.dropUnlockKey(ctx, this.startups.secrets);
-      return this.untilFlip(false, ctx.signal);
     }
-    // What a join etcd gave up may have left (member-data.ts): no member's data.
-    await rm(memberDataPath(this.config.storage), { recursive: true, force: true });
-    await this.dropUnlockKey(ctx, this.startups.secrets);
-    ctx.healthy();
-    return this.untilFlip(false, ctx.signal);
+    await this.dropUnlockKey(this.startups.secrets);
   }
 
   /**
@@ -163,38 +238,35 @@ class ControlPlaneLauncher {
    * While etcd counts it as a member, it keeps running: its vote keeps the
    * cluster's quorum, whatever this node's roles say.
    */
-  private async lingerUntilRemoved(ctx: RunContext, service: ConsensusService): Promise<void> {
+  private async lingerUntilRemoved(signal: AbortSignal): Promise<void> {
+    const service = this.member("untilRemoved");
     const status = await waitFor(
       service.status,
       (s) => s.state === "running" || s.state === "removed",
-      ctx.signal,
+      signal,
     );
     if (status.state === "running") {
       const member = await status.confirmMember().catch(() => undefined);
-      ctx.logger.warn(
+      this.ctx.logger.warn(
         member === true
           ? "not a consensus member by its roles, but etcd still counts this node as a member: running it until etcd removes it (its data and unlock key stay)"
           : "not a consensus member by its roles; etcd has not said it removed this member: running it until it does (its data and unlock key stay)",
       );
     }
-    await waitFor(service.status, (s) => s.state === "removed", ctx.signal);
+    await waitFor(service.status, (s) => s.state === "removed", signal);
   }
 
   /** Removes the cluster unlock key from the sealed configuration, if it holds one. */
-  private async dropUnlockKey(
-    ctx: RunContext,
-    enrolment: EnrolmentSecrets | undefined,
-  ): Promise<void> {
+  private async dropUnlockKey(enrolment: EnrolmentSecrets | undefined): Promise<void> {
     if (!enrolment || enrolment.sealed.clusterUnlockKey.length === 0) return;
     await this.reseal(enrolment, { clusterUnlockKey: Buffer.alloc(0) });
-    ctx.logger.info(
+    this.ctx.logger.info(
       "not a consensus member: cluster unlock key removed from the sealed configuration",
     );
   }
 
   /** Starts this node's consensus member as the child "consensus", as `startup` says. */
   private consensus(
-    ctx: RunContext,
     startup: Pick<RunStartup, "bootstrap" | "credentials" | "join">,
   ): ConsensusService {
     const privateKey = startup.bootstrap?.nodePrivateKey ?? startup.credentials?.privateKey;
@@ -210,7 +282,7 @@ class ControlPlaneLauncher {
       etcdBinary: this.config.etcdBinary,
       autopromoteIntervalMs: this.config.autopromoteIntervalMs,
     });
-    ctx.run("consensus", service.run);
+    this.ctx.run("consensus", service.run);
     return service;
   }
 
@@ -234,7 +306,6 @@ class ControlPlaneLauncher {
    * retried safely), then keep the node's credentials.
    */
   private async finishBootstrap(
-    ctx: RunContext,
     startup: RunStartup,
     consensus: RunningConsensus,
   ): Promise<NodeCredentials> {
@@ -278,18 +349,27 @@ class ControlPlaneLauncher {
       },
       kubernetesController: {},
     });
-    ctx.logger.info(
+    this.ctx.logger.info(
       result.created ? "cluster bootstrapped" : "cluster bootstrap had already finished",
     );
     return credentials;
   }
 
-  private async startCurator(
-    ctx: RunContext,
-    startup: RunStartup,
-    consensus: RunningConsensus,
-    credentials: NodeCredentials,
-  ): Promise<void> {
+  /**
+   * Keeps the CA and cluster unlock key sealed, starts the curator as the
+   * child "curator" and publishes the local control plane (and, after a
+   * bootstrap, the node's curator connection); resolves with the member's
+   * role, asked meanwhile: the question (etcd's status and metrics, tens of
+   * milliseconds) delays neither the curator nor what is published.
+   */
+  private async startCurator(signal: AbortSignal): Promise<MemberRole> {
+    const startup = this.runStartup("startCurator");
+    const consensus = this.runningConsensus("startCurator");
+    const credentials = startup.credentials ?? this.bootstrapped;
+    if (!credentials) throw new ControlPlaneInputError("no credentials and no bootstrap data");
+    const role = this.roleOf(consensus, signal);
+    // Only awaited once the curator runs; should starting it fail, its outcome is nobody's.
+    role.catch(() => undefined);
     await this.reseal(startup.enrolment, {
       clusterCa: Buffer.from(credentials.caCertificate),
       clusterUnlockKey: Buffer.from(startup.enrolment.clusterUnlockKey),
@@ -304,7 +384,7 @@ class ControlPlaneLauncher {
       heartbeatTimeoutMs: this.config.heartbeatTimeoutMs,
       reconcileIntervalMs: this.config.reconcileIntervalMs,
     });
-    ctx.run("curator", curator.run);
+    this.ctx.run("curator", curator.run);
     if (startup.bootstrap && startup.credentials === undefined) {
       // The bootstrap made the credentials: now the node can reach its cluster.
       this.values.curatorConnection.set({
@@ -319,6 +399,7 @@ class ControlPlaneLauncher {
       this.values.bootstrapData.set(undefined);
     }
     this.values.localControlPlane.set({ consensus, curator, curatorPort: this.curatorPort });
+    return role;
   }
 
   /** Fails once "should run a control plane" differs from `running`. */
@@ -330,10 +411,8 @@ class ControlPlaneLauncher {
   }
 
   /** Fails when the consensus member stops (or is removed) under the curator. */
-  private async untilConsensusStops(
-    service: ConsensusService,
-    signal: AbortSignal,
-  ): Promise<never> {
+  private async untilConsensusStops(signal: AbortSignal): Promise<never> {
+    const service = this.member("untilConsensusStops");
     const status: ConsensusStatus = await waitFor(
       service.status,
       (s) => s.state !== "running",
@@ -359,7 +438,32 @@ class ControlPlaneLauncher {
     enrolment.sealed = next;
   }
 
-  close(): void {
+  /** The startup of a run that runs a control plane. */
+  private runStartup(step: string): RunStartup {
+    if (!this.startup?.run) throw new ControlPlaneStepError(step, "a startup that runs one");
+    return this.startup;
+  }
+
+  /** The member that serves. */
+  private runningConsensus(step: string): RunningConsensus {
+    if (!this.running) throw new ControlPlaneStepError(step, "a member that serves");
+    return this.running;
+  }
+
+  /** The member started (serving or lingering). */
+  private member(step: string): ConsensusService {
+    if (!this.service) throw new ControlPlaneStepError(step, "a member started");
+    return this.service;
+  }
+
+  /**
+   * Ends the run: what its steps still wait for is aborted, and the steps
+   * that do not wait (writes to disk) are waited for, so that the next run
+   * never overlaps them.
+   */
+  async close(): Promise<void> {
+    this.ended.abort();
+    await Promise.allSettled(this.pending);
     this.startups.close();
   }
 }
@@ -371,12 +475,12 @@ class ControlPlaneLauncher {
  */
 export function controlPlaneWorker(values: RoleserveValues, config: ControlPlaneConfig): Runnable {
   return async (ctx) => {
-    const launcher = new ControlPlaneLauncher(values, config);
+    const launcher = new ControlPlaneLauncher(values, config, ctx);
     try {
-      await launcher.run(ctx);
+      await machineRunnable(controlPlaneMachine, { input: { steps: launcher.steps() } })(ctx);
     } finally {
+      await launcher.close();
       values.localControlPlane.set(undefined);
-      launcher.close();
     }
   };
 }

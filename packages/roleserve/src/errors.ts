@@ -55,6 +55,22 @@ export class ControlPlaneInputError extends RoleserveError {
   }
 }
 
+/**
+ * A step of the control plane machine ran before the step that gives it what
+ * it needs (controlplane-machine.ts orders them): a bug of the machine, never
+ * a state of a real node.
+ */
+export class ControlPlaneStepError extends RoleserveError {
+  constructor(
+    /** The step that ran, e.g. "startCurator". */
+    readonly step: string,
+    /** What it lacked, e.g. "a member that serves". */
+    readonly needs: string,
+  ) {
+    super(`control plane: step ${step} ran without ${needs}`);
+  }
+}
+
 /** The local etcd member stopped while the curator used it; the control plane restarts whole. */
 export class ConsensusStoppedError extends RoleserveError {
   constructor() {
