@@ -40,6 +40,9 @@ const bundles = [
     name: "metroctl",
     entry: "packages/metroctl/src/main.ts",
     outfile: "packages/metroctl/bundle/metroctl.js",
+    // grpc-js requires it only to serve channelz or ORCA (and says so: it is
+    // never loaded at start-up); a client never does. 140 KiB with protobufjs.
+    leftOut: ["@grpc/proto-loader"],
   },
   {
     name: "metropolis-node",
@@ -142,8 +145,27 @@ function etcd3Protos() {
   };
 }
 
+/**
+ * Packages an executable never loads, left out of its bundle: a require of
+ * one gets a module whose every use throws, naming what is missing.
+ */
+function leftOut(names) {
+  const filter = new RegExp(`^(${names.map((n) => n.replace(/[/.]/g, "\\$&")).join("|")})$`);
+  return {
+    name: "left-out",
+    setup(build) {
+      build.onResolve({ filter }, (args) => ({ path: args.path, namespace: "left-out" }));
+      build.onLoad({ filter: /.*/, namespace: "left-out" }, (args) => ({
+        contents: `const missing = () => { throw new Error(${JSON.stringify(`${args.path} is not in this bundle (scripts/build-bundles.js)`)}); };
+module.exports = new Proxy({}, { get: missing });`,
+        loader: "js",
+      }));
+    },
+  };
+}
+
 /** esbuild's options for one executable. */
-function buildOptions({ entry, outfile }, packages) {
+function buildOptions({ entry, outfile, leftOut: left = [] }, packages) {
   return {
     absWorkingDir: root,
     entryPoints: [entry],
@@ -157,19 +179,42 @@ function buildOptions({ entry, outfile }, packages) {
     sourcemap: "linked",
     sourcesContent: false,
     inject: [join(__dirname, "bundle-stack-traces.js")],
-    plugins: [workspaceSources(packages), etcd3Protos()],
+    plugins: [
+      workspaceSources(packages),
+      etcd3Protos(),
+      ...(left.length > 0 ? [leftOut(left)] : []),
+    ],
+    metafile: true,
     logLevel: "warning",
   };
 }
 
-/** Builds every bundle; resolves with their paths and sizes. */
+/** The bytes of a bundle by the package they come from (a workspace's src, or a dependency), largest first. */
+function sizesByPackage(metafile, outfile) {
+  const output = Object.entries(metafile.outputs).find(([path]) => path === outfile)?.[1];
+  const sizes = new Map();
+  for (const [input, { bytesInOutput }] of Object.entries(output?.inputs ?? {})) {
+    const dependency = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input);
+    const name = dependency ? dependency[1] : input.split("/src/")[0];
+    sizes.set(name, (sizes.get(name) ?? 0) + bytesInOutput);
+  }
+  return [...sizes].sort((a, b) => b[1] - a[1]);
+}
+
+/** Builds every bundle; resolves with their paths, sizes and sizes by package. */
 async function buildBundles() {
   const packages = workspacePackages();
   const built = [];
   for (const bundle of bundles) {
-    await esbuild.build(buildOptions(bundle, packages));
+    const { metafile } = await esbuild.build(buildOptions(bundle, packages));
     const path = join(root, bundle.outfile);
-    built.push({ name: bundle.name, path, bytes: statSync(path).size });
+    const bytes = statSync(path).size;
+    built.push({
+      name: bundle.name,
+      path,
+      bytes,
+      packages: sizesByPackage(metafile, bundle.outfile),
+    });
   }
   return built;
 }
@@ -180,8 +225,13 @@ if (require.main === module) {
   const started = Date.now();
   buildBundles().then(
     (built) => {
-      for (const { name, path, bytes } of built) {
+      const analyze = process.argv.includes("--analyze");
+      for (const { name, path, bytes, packages } of built) {
         console.log(`${name}: ${relative(root, path)} (${(bytes / 1024).toFixed(0)} KiB)`);
+        if (!analyze) continue;
+        for (const [from, size] of packages.slice(0, 25)) {
+          console.log(`  ${(size / 1024).toFixed(0).padStart(5)} KiB  ${from}`);
+        }
       }
       console.log(`bundles built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     },
