@@ -242,7 +242,15 @@ export function renderTimeline(input: TimelineInput): string {
         `<line x1="${left}" x2="${width - right}" y1="${n(blockTop - 2)}" y2="${n(blockTop - 2)}" stroke="#dadce0"/>`,
       );
     }
-    block.faults.forEach((fault, i) => {
+    // Faults past the last lane first, so that the labels of that lane are drawn over them.
+    const order = block.faults
+      .map((_, i) => i)
+      .sort(
+        (a, b) =>
+          Number(block.faultLanes[b] >= block.count) - Number(block.faultLanes[a] >= block.count),
+      );
+    order.forEach((i) => {
+      const fault = block.faults[i];
       // Past the block's last lane a fault shares that lane, drawn without its label (its
       // tooltip still names it): a label there would cover another's.
       const overflow = block.faultLanes[i] >= block.count;
