@@ -27,14 +27,17 @@
  * workload begins, and every later start (healing a kill or a stop) goes
  * through it too; `preloaded(node)` says whether the running process has it.
  *
- * Guarantees: offsets are written atomically (a new file renamed over the
- * old: libfaketime never reads half a line); `reset()` puts every node back
- * at offset 0; the files live under the run's directory and go with it.
+ * Guarantees: offsets are written atomically (a new file of a name of its
+ * own renamed over the old: libfaketime never reads half a line), one at a
+ * time per node in the order they were asked for (a strobe and a restart
+ * may write at once: seed 23 of the first testbed runs lost a restart to
+ * two writes sharing one temporary file); `reset()` puts every node back at
+ * offset 0; the files live under the run's directory and go with it.
  */
 import { existsSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ClusterNode, LocalCluster, NodeProcess } from "@metropolis/local-cluster";
+import type { ClusterNode, NodeProcess } from "@metropolis/local-cluster";
 
 /** Debian's libfaketime (package `libfaketime`). */
 export const libfaketimePath = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -44,17 +47,23 @@ export function faketimeAvailable(): boolean {
   return existsSync(libfaketimePath);
 }
 
-/** The node processes' wall clocks; see the module comment. */
-export class ClockControl {
-  private readonly withPreload = new WeakSet<NodeProcess>();
+/**
+ * The node processes' wall clocks; see the module comment. `P` is what
+ * starting a node gives (a NodeProcess; tests give less).
+ */
+export class ClockControl<P extends object = NodeProcess> {
+  private readonly withPreload = new WeakSet<object>();
   private readonly offsets = new Map<string, number>();
+  /** Each node's last write of its file: the next one waits for it. */
+  private readonly writes = new Map<string, Promise<void>>();
+  private writeCount = 0;
 
   /**
-   * @param cluster the cluster whose nodes it starts.
+   * @param startNode starts a node that is down (LocalCluster.startNode), synchronously.
    * @param dir where the nodes' offset files are kept.
    */
   constructor(
-    private readonly cluster: LocalCluster,
+    private readonly startNode: (node: ClusterNode) => P,
     private readonly dir: string,
   ) {}
 
@@ -77,14 +86,16 @@ export class ClockControl {
    * Starts `node` (not running) with libfaketime preloaded, at its current
    * offset (0 unless a fault set another).
    */
-  async start(node: ClusterNode): Promise<NodeProcess> {
-    await this.write(node, this.offsets.get(node.name) ?? 0);
+  async start(node: ClusterNode): Promise<P> {
+    // A node that is down must come back whatever: were the file not written, it keeps the
+    // offset written last.
+    await this.write(node, this.offsets.get(node.name) ?? 0).catch(() => undefined);
     const env = this.environment(node);
     const saved = new Map(Object.keys(env).map((k) => [k, process.env[k]]));
     Object.assign(process.env, env);
-    let proc: NodeProcess;
+    let proc: P;
     try {
-      proc = this.cluster.startNode(node);
+      proc = this.startNode(node);
     } finally {
       for (const [k, v] of saved) {
         if (v === undefined) delete process.env[k];
@@ -117,11 +128,19 @@ export class ClockControl {
     for (const node of nodes) if (this.offset(node) !== 0) await this.set(node, 0);
   }
 
-  private async write(node: ClusterNode, seconds: number): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+  /** Writes `node`'s offset once its earlier writes are done. */
+  private write(node: ClusterNode, seconds: number): Promise<void> {
     const text = `${seconds >= 0 ? "+" : ""}${seconds.toFixed(3)}\n`;
-    const tmp = `${this.file(node)}.tmp`;
-    await writeFile(tmp, text);
-    await rename(tmp, this.file(node));
+    const tmp = `${this.file(node)}.${++this.writeCount}.tmp`;
+    const previous = this.writes.get(node.name) ?? Promise.resolve();
+    const next = previous
+      .catch(() => undefined)
+      .then(async () => {
+        await mkdir(this.dir, { recursive: true });
+        await writeFile(tmp, text);
+        await rename(tmp, this.file(node));
+      });
+    this.writes.set(node.name, next);
+    return next;
   }
 }

@@ -179,7 +179,7 @@ async function prepareHosts(
     log("chaos: libfaketime is not installed (Debian's faketime): no clock faults");
     return { network, clock: undefined, spare };
   }
-  const clock = new ClockControl(cluster, join(dir, "faketime"));
+  const clock = new ClockControl((node) => cluster.startNode(node), join(dir, "faketime"));
   const restart = async (node: ClusterNode): Promise<void> => {
     await cluster.stopNode(node);
     const proc = await clock.start(node);
