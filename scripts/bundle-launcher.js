@@ -85,12 +85,13 @@ function readCache(path) {
   }
 }
 
-/** Writes `data` to `path` (mode 0600, atomically) and removes this bundle's older cache files. */
+/** Writes `data` to `path` (mode 0600, atomically) and removes the cache files of this bundle's earlier builds. */
 function writeCache(dir, path, data) {
   const temporary = `${path}.${process.pid}.tmp`;
   fs.writeFileSync(temporary, data, { mode: 0o600, flag: "wx" });
   fs.renameSync(temporary, path);
-  const prefix = `${basename(bundle)}-`;
+  // This bundle's earlier builds (the same path); another checkout's stay.
+  const prefix = `${basename(bundle)}-${fnv1a(bundle)}-`;
   for (const name of fs.readdirSync(dir)) {
     if (name.startsWith(prefix) && join(dir, name) !== path && name.endsWith(".v8")) {
       fs.rmSync(join(dir, name), { force: true });
