@@ -4,9 +4,9 @@
 //   packages/metroctl/bundle/metroctl.js       (+ .map)
 //   packages/node/bundle/metropolis-node.js    (+ .map)
 //
-// and beside each its executable, the package's `bin` (bundle/metroctl,
-// bundle/metropolis-node): scripts/bundle-launcher.js, which runs the bundle
-// through V8's code cache (see there why).
+// and beside each bundle/launcher.js (scripts/bundle-launcher.js), through
+// which the package's `bin` (bin/metroctl.js, bin/metropolis-node.js) runs
+// the bundle with V8's code cache (see there why).
 //
 // Why: unbundled, a start resolves, reads and compiles hundreds of modules
 // (`metroctl nodes` loads ~800 files); a bundle is one file to read and
@@ -32,7 +32,7 @@
 "use strict";
 /* global __dirname */
 const { createRequire } = require("node:module");
-const { chmodSync, copyFileSync, existsSync, readFileSync, statSync } = require("node:fs");
+const { copyFileSync, existsSync, readFileSync, statSync } = require("node:fs");
 const { dirname, join, relative, sep } = require("node:path");
 const esbuild = require("esbuild");
 
@@ -212,9 +212,7 @@ async function buildBundles() {
   for (const bundle of bundles) {
     const { metafile } = await esbuild.build(buildOptions(bundle, packages));
     const path = join(root, bundle.outfile);
-    const executable = path.replace(/\.js$/, "");
-    copyFileSync(join(__dirname, "bundle-launcher.js"), executable);
-    chmodSync(executable, 0o755);
+    copyFileSync(join(__dirname, "bundle-launcher.js"), join(dirname(path), "launcher.js"));
     const bytes = statSync(path).size;
     built.push({
       name: bundle.name,

@@ -1,8 +1,7 @@
-#!/usr/bin/env node
-// The executable of a bundle: scripts/build-bundles.js copies this file next
-// to each bundle, as the bundle's name without ".js" (bundle/metroctl runs
-// bundle/metroctl.js), and the package's `bin` is that copy. It runs the
-// bundle through V8's code cache.
+// Runs a bundle through V8's code cache: scripts/build-bundles.js copies this
+// file next to each bundle (bundle/launcher.js), and the package's `bin`
+// (bin/metroctl.js, bin/metropolis-node.js) calls its `launch` with the
+// bundle's path.
 //
 // Why: a bundle is one file, but V8 still has to parse all of it (1.3 MB for
 // metroctl) on every start before it runs a line, and compile every function
@@ -25,14 +24,12 @@
 // with METROPOLIS_COMPILE_CACHE=off, the bundle is just required. Nothing
 // here ever fails a run: any trouble with the cache runs the bundle without.
 "use strict";
-/* global __filename */
 const fs = require("node:fs");
 const Module = require("node:module");
 const { basename, dirname, join } = require("node:path");
 const v8 = require("node:v8");
 const vm = require("node:vm");
 
-const bundle = `${__filename}.js`;
 /**
  * Bytecode compiled during a run beyond which the cache is saved again. A
  * run the cache covers still compiles some (Node's own modules: 70 KiB for
@@ -85,8 +82,8 @@ function readCache(path) {
   }
 }
 
-/** Writes `data` to `path` (mode 0600, atomically) and removes the cache files of this bundle's earlier builds. */
-function writeCache(dir, path, data) {
+/** Writes `data` to `path` (mode 0600, atomically) and removes the cache files of `bundle`'s earlier builds. */
+function writeCache(bundle, dir, path, data) {
   const temporary = `${path}.${process.pid}.tmp`;
   fs.writeFileSync(temporary, data, { mode: 0o600, flag: "wx" });
   fs.renameSync(temporary, path);
@@ -99,8 +96,8 @@ function writeCache(dir, path, data) {
   }
 }
 
-/** The bundle compiled with the cache (and what to do after the run), or undefined to require it. */
-function compileCached() {
+/** `bundle` compiled with the cache (and what to do after the run), or undefined to require it. */
+function compileCached(bundle) {
   const dir = cacheDir();
   if (dir === undefined) return undefined;
   const stats = fs.statSync(bundle);
@@ -116,7 +113,7 @@ function compileCached() {
   const save = () => {
     if (!unusable && bytecodeBytes() - compiledBefore <= growthToSave) return;
     try {
-      writeCache(dir, path, script.createCachedData());
+      writeCache(bundle, dir, path, script.createCachedData());
     } catch {
       // Another run saving it at the same moment, a full disk: the next run saves it.
     }
@@ -124,25 +121,32 @@ function compileCached() {
   return { run: script.runInThisContext(), save };
 }
 
-let compiled;
-try {
-  compiled = compileCached();
-} catch {
-  compiled = undefined;
-}
-if (compiled === undefined) {
-  require(bundle);
-} else {
+/**
+ * Runs the bundle at `bundle` (an absolute path) as the process's program,
+ * through V8's code cache where there is a private place for it.
+ */
+function launch(bundle) {
+  let compiled;
+  try {
+    compiled = compileCached(bundle);
+  } catch {
+    compiled = undefined;
+  }
+  if (compiled === undefined) {
+    require(bundle);
+    return;
+  }
   const bundleModule = new Module(bundle, module);
   bundleModule.filename = bundle;
   process.once("exit", compiled.save);
-  const bundleRequire = Module.createRequire(bundle);
   compiled.run.call(
     bundleModule.exports,
     bundleModule.exports,
-    bundleRequire,
+    Module.createRequire(bundle),
     bundleModule,
     bundle,
     dirname(bundle),
   );
 }
+
+module.exports = { launch };

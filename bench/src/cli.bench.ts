@@ -17,9 +17,8 @@
  * | `metropolis-node --help` (the bin)         | ≤ 2× node -e 0  |
  * | node boot: start to the first log line     | the bin ≤ tsc's output (no regression) |
  *
- * The bin is what the packages install: the bundle's launcher
- * (bundle/metroctl, bundle/metropolis-node), which runs the bundle through
- * V8's code cache, here in a cache directory of the run's own
+ * The bin is what the packages install (bin/metroctl.js,
+ * bin/metropolis-node.js), which runs the bundle through V8's code cache, here in a cache directory of the run's own
  * ($XDG_CACHE_HOME), filled by an uncounted first round. Each command also
  * runs as the bundle alone (`node bundle/metroctl.js`: no cache), as tsc's
  * output (`dist/main.js`: the same lazily loading code, unbundled), and with
@@ -54,8 +53,8 @@ function executables(dir: string) {
   return {
     metroctlDist: join(dir, "packages", "metroctl", "dist", "main.js"),
     nodeDist: join(dir, "packages", "node", "dist", "main.js"),
-    metroctlBin: join(dir, "packages", "metroctl", "bundle", "metroctl"),
-    nodeBin: join(dir, "packages", "node", "bundle", "metropolis-node"),
+    metroctlBin: join(dir, "packages", "metroctl", "bin", "metroctl.js"),
+    nodeBin: join(dir, "packages", "node", "bin", "metropolis-node.js"),
     metroctlBundle: join(dir, "packages", "metroctl", "bundle", "metroctl.js"),
     nodeBundle: join(dir, "packages", "node", "bundle", "metropolis-node.js"),
   };

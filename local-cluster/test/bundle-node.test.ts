@@ -1,6 +1,6 @@
 /**
  * A cluster on the shipped executables: LocalCluster runs `metropolis-node`
- * as its package's `bin` (packages/node/bundle/metropolis-node, which runs
+ * as its package's `bin` (packages/node/bin/metropolis-node.js, which runs
  * the bundle through V8's code cache; through $METROPOLIS_NODE_BINARY)
  * instead of tsc's output, which `npm start` and the e2e tests run; and
  * metroctl's bin lists it. So the bundles — the etcd client with the protos
@@ -19,8 +19,8 @@ import { randomLoopbackNet } from "../src/loopback-net";
 jest.setTimeout(120_000);
 
 const repo = resolve(__dirname, "..", "..");
-const nodeBin = join(repo, "packages", "node", "bundle", "metropolis-node");
-const metroctlBin = join(repo, "packages", "metroctl", "bundle", "metroctl");
+const nodeBin = join(repo, "packages", "node", "bin", "metropolis-node.js");
+const metroctlBin = join(repo, "packages", "metroctl", "bin", "metroctl.js");
 
 let stateDir: string;
 let cluster: LocalCluster;

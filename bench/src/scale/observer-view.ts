@@ -55,9 +55,9 @@ const LABEL = "bench.scale/observer";
 const samples = 10;
 const longTaskWindowMs = 10_000;
 
-/** metroctl's executable (its bin, bundle/metroctl), found from its package's main module. */
+/** metroctl's command-line entry (bin/metroctl.js), found from its package's main module. */
 function metroctlBin(): string {
-  return join(dirname(require.resolve("@metropolis/metroctl")), "..", "bundle", "metroctl");
+  return join(dirname(require.resolve("@metropolis/metroctl")), "..", "bin", "metroctl.js");
 }
 
 /** A metroctl config dir that makes its user the cluster's owner, dialling `curators`. */

@@ -1,8 +1,8 @@
 /**
  * The `metroctl` executable as shipped: the bundle esbuild builds into
  * bundle/metroctl.js (`npm run build:bundles`, which `npm install` and
- * `npm test` run before jest), and its launcher bundle/metroctl, the
- * package's `bin`, which runs it through V8's code cache. Both answer as
+ * `npm test` run before jest), and the package's `bin`, bin/metroctl.js,
+ * which runs it through V8's code cache (bundle/launcher.js). Both answer as
  * tsc's output of the same sources does (dist/main.js); the cache is kept
  * only in a directory private to the user; a stack trace taken while the
  * bundle runs names the TypeScript sources, through its source map.
@@ -14,8 +14,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 const packageDir = resolve(__dirname, "..");
-const bin = resolve(packageDir, "bundle", "metroctl");
-const bundle = `${bin}.js`;
+const bin = resolve(packageDir, "bin", "metroctl.js");
+const bundle = resolve(packageDir, "bundle", "metroctl.js");
 const dist = resolve(packageDir, "dist", "main.js");
 
 let cacheHome: string;
@@ -57,16 +57,17 @@ async function stackOfFirstWrite(script: string, args: string[]): Promise<string
   return stderr;
 }
 
-it("is built, with its source map and its launcher, the package's bin", async () => {
+it("is built, with its source map and its launcher, and run by the package's bin", async () => {
   expect(existsSync(bundle)).toBe(true);
   expect(existsSync(`${bundle}.map`)).toBe(true);
   expect(statSync(bin).mode & 0o111).not.toBe(0);
   expect((await readFile(bin, "utf8")).startsWith("#!/usr/bin/env node\n")).toBe(true);
   expect((await readFile(bundle, "utf8")).startsWith("#!/usr/bin/env node\n")).toBe(true);
+  expect(existsSync(resolve(packageDir, "bundle", "launcher.js"))).toBe(true);
   const pkg: { bin?: Record<string, string> } = JSON.parse(
     await readFile(resolve(packageDir, "package.json"), "utf8"),
   );
-  expect(pkg.bin).toEqual({ metroctl: "bundle/metroctl" });
+  expect(pkg.bin).toEqual({ metroctl: "bin/metroctl.js" });
 });
 
 it.each([

@@ -1,9 +1,9 @@
 /**
  * The `metropolis-node` executable as shipped: the bundle esbuild builds
  * into bundle/metropolis-node.js (`npm run build:bundles`, which
- * `npm install` and `npm test` run before jest), and its launcher
- * bundle/metropolis-node, the package's `bin`, which runs it through V8's
- * code cache (tested with metroctl's, the same file:
+ * `npm install` and `npm test` run before jest), and the package's `bin`,
+ * bin/metropolis-node.js, which runs it through V8's code cache
+ * (bundle/launcher.js, tested with metroctl's, the same file:
  * packages/metroctl/test/bundle.test.ts). It answers `--help` and a bad
  * flag as tsc's output of the same sources does (dist/main.js), and a stack
  * trace taken while it runs names the TypeScript sources.
@@ -16,8 +16,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 const packageDir = resolve(__dirname, "..");
-const bin = resolve(packageDir, "bundle", "metropolis-node");
-const bundle = `${bin}.js`;
+const bin = resolve(packageDir, "bin", "metropolis-node.js");
+const bundle = resolve(packageDir, "bundle", "metropolis-node.js");
 const dist = resolve(packageDir, "dist", "main.js");
 
 let cacheHome: string;
@@ -42,7 +42,7 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
   );
 }
 
-it("is built, with its source map and its launcher, the package's bin", async () => {
+it("is built, with its source map and its launcher, and run by the package's bin", async () => {
   expect(existsSync(bundle)).toBe(true);
   expect(existsSync(`${bundle}.map`)).toBe(true);
   expect((await readFile(bin, "utf8")).startsWith("#!/usr/bin/env node\n")).toBe(true);
@@ -50,7 +50,8 @@ it("is built, with its source map and its launcher, the package's bin", async ()
   const pkg: { bin?: Record<string, string> } = JSON.parse(
     await readFile(resolve(packageDir, "package.json"), "utf8"),
   );
-  expect(pkg.bin).toEqual({ "metropolis-node": "bundle/metropolis-node" });
+  expect(existsSync(resolve(packageDir, "bundle", "launcher.js"))).toBe(true);
+  expect(pkg.bin).toEqual({ "metropolis-node": "bin/metropolis-node.js" });
 });
 
 it("answers --help with exit 0 and the text of the unbundled entry", async () => {
