@@ -42,9 +42,14 @@
  * observation that was out of place (the second leader acted in it), and
  * the observations that prove it. Anomalies of the same pair of
  * leaderships are reported once with a count; `moments` merges their
- * windows: how many separate stretches of time had two leaders.
+ * windows, and windows less than {@link momentGapMs} apart: how many
+ * separate stretches of time had two leaders (one cut-off leader answering
+ * every probe for two seconds is one moment, not twenty).
  */
 import type { LeaderObservation, Operation } from "./history";
+
+/** Windows of anomalies closer than this are one moment. */
+export const momentGapMs = 1000;
 
 /** Which of the module comment's rules found an anomaly. */
 export type LeaderRule = "older-term-after-newer" | "between-serves-of-another";
@@ -184,7 +189,7 @@ export function checkLeaders(observations: readonly LeaderObservation[]): Leader
   };
 }
 
-/** The anomalies' windows, overlapping ones merged, in time order. */
+/** The anomalies' windows, those that overlap or are less than momentGapMs apart merged, in time order. */
 function mergeWindows(windows: ReadonlyArray<{ from: number; to: number }>): Array<{
   from: number;
   to: number;
@@ -192,7 +197,7 @@ function mergeWindows(windows: ReadonlyArray<{ from: number; to: number }>): Arr
   const merged: Array<{ from: number; to: number }> = [];
   for (const w of [...windows].sort((a, b) => a.from - b.from)) {
     const last = merged.at(-1);
-    if (last !== undefined && w.from <= last.to) last.to = Math.max(last.to, w.to);
+    if (last !== undefined && w.from < last.to + momentGapMs) last.to = Math.max(last.to, w.to);
     else merged.push({ from: w.from, to: w.to });
   }
   return merged;

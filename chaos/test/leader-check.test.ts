@@ -114,10 +114,8 @@ describe("checkLeaders flags", () => {
       }),
     ]);
     expect(result.anomalies[0].observations[0]).toBe(read);
-    expect(result.moments).toEqual([
-      { from: 220, to: 230 },
-      { from: 240, to: 245 },
-    ]);
+    // Windows less than a second apart are one moment.
+    expect(result.moments).toEqual([{ from: 220, to: 245 }]);
   });
 
   it("a newer term between two serves of an older one, once: the older one served too late", () => {
@@ -130,9 +128,20 @@ describe("checkLeaders flags", () => {
     expect(result.anomalies).toEqual([
       expect.objectContaining({ rule: "older-term-after-newer", from: 140, count: 2 }),
     ]);
+    expect(result.moments).toEqual([{ from: 140, to: 170 }]);
+  });
+
+  it("moments more than a second apart as separate moments", () => {
+    const result = checkLeaders([
+      serve("node2", 20, 0, 10),
+      serve("node1", undefined, 100, 110),
+      serve("node1", undefined, 1200, 1210),
+      serve("node2", 20, 5000, 5010),
+    ]);
+    expect(result.anomalies).toEqual([expect.objectContaining({ count: 2 })]);
     expect(result.moments).toEqual([
-      { from: 140, to: 150 },
-      { from: 160, to: 170 },
+      { from: 100, to: 110 },
+      { from: 1200, to: 1210 },
     ]);
   });
 });
