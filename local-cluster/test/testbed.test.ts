@@ -11,10 +11,10 @@
  * elsewhere they are skipped with the reason in the suite's name.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { readlinkSync, statSync } from "node:fs";
+import { chmodSync, readlinkSync, statSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { eventually } from "@metropolis/supervisor/testing";
 import { NodeProcess } from "../src/node-process";
@@ -258,6 +258,28 @@ describeHosts(skipped("Testbed (real namespaces)"), () => {
 const root = process.getuid?.() === 0;
 
 describe("Testbed without root", () => {
+  /**
+   * User nobody must reach this repository's files to run them: a checkout
+   * in a private directory (`mktemp -d` makes one 0700) is not. Directories
+   * above the repository that others may not enter are opened to them
+   * (o+x) for these tests and closed again after.
+   */
+  const opened: { dir: string; mode: number }[] = [];
+  beforeAll(() => {
+    if (!root) return;
+    for (let dir = here("..", ".."); ; dir = dirname(dir)) {
+      const mode = statSync(dir).mode & 0o7777;
+      if ((mode & 0o001) === 0) {
+        chmodSync(dir, mode | 0o005);
+        opened.push({ dir, mode });
+      }
+      if (dirname(dir) === dir) break;
+    }
+  });
+  afterAll(() => {
+    for (const { dir, mode } of opened.splice(0)) chmodSync(dir, mode);
+  });
+
   /** Runs node with `args` (TypeScript of this repository) as user nobody when root, else as is. */
   function unprivileged(args: string[]): { status: number | null; stdout: string; stderr: string } {
     const result = spawnSync(process.execPath, ["-r", register, ...args], {
