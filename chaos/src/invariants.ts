@@ -7,7 +7,11 @@
  * same as at the start, and its log never says it removed etcd data).
  *
  * Also: every node process runs at the end (the nemesis starts again every
- * node it stopped, so one that is not running stopped on its own).
+ * node it stopped, so one that is not running stopped on its own); and,
+ * from the run's own records (`checkAnswers`), no call was answered
+ * INTERNAL — a server's own failure, never what a fault should cause (a node
+ * takes it for a refusal: see the README's bug 1) — and every fault was made
+ * and healed as planned (a role change the cluster refused, say).
  *
  * Guarantees: each check is a result, never an exception: a check that
  * could not be done failed, with the reason in `detail`.
@@ -16,6 +20,8 @@ import { stat, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeExit, type ClusterNode, type ClusterView } from "@metropolis/local-cluster";
 import { InvariantFailure } from "./errors";
+import type { Operation } from "./history";
+import type { FaultRecord } from "./nemesis";
 
 /** One final invariant and whether it held. */
 export interface InvariantResult {
@@ -150,4 +156,49 @@ export async function checkInvariants(args: {
     return "same inodes, no removal logged";
   });
   return results;
+}
+
+/**
+ * The checks of the run's own records: no call of the workload or the
+ * nemesis answered INTERNAL, and every fault made and healed (see the module
+ * comment). Each lists at most five examples.
+ */
+export function checkAnswers(
+  history: readonly Operation[],
+  faults: readonly FaultRecord[],
+): InvariantResult[] {
+  const internal = [
+    ...history
+      .filter((op) => op.error?.startsWith("INTERNAL") ?? false)
+      .map(
+        (op) =>
+          `#${op.id} ${op.type}${op.servedBy ? ` (served by ${op.servedBy})` : ""}: ${op.error ?? ""}`,
+      ),
+    ...faults
+      .filter((f) => f.error?.includes("INTERNAL") ?? false)
+      .map(
+        (f) =>
+          `${f.label ?? `${f.kind} ${f.node}`} at ${(f.start / 1000).toFixed(1)} s: ${f.error ?? ""}`,
+      ),
+  ];
+  const broken = faults.filter((f) => f.error !== undefined);
+  const examples = (lines: string[]) =>
+    lines.slice(0, 5).join("; ") + (lines.length > 5 ? `; … ${lines.length - 5} more` : "");
+  return [
+    {
+      name: "no call answered INTERNAL",
+      ok: internal.length === 0,
+      detail: internal.length === 0 ? "none" : `${internal.length}: ${examples(internal)}`,
+    },
+    {
+      name: "every fault made and healed as planned",
+      ok: broken.length === 0,
+      detail:
+        broken.length === 0
+          ? `${faults.length} faults`
+          : `${broken.length} of ${faults.length}: ${examples(
+              broken.map((f) => `${f.label ?? `${f.kind} ${f.node}`}: ${f.error ?? ""}`),
+            )}`,
+    },
+  ];
 }

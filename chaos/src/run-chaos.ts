@@ -48,7 +48,7 @@ import { renderTimeline } from "./timeline-svg";
 import { ChaosRunError } from "./errors";
 import type { FinalRead, Operation, RegisterId } from "./history";
 import { HistoryRecorder } from "./history-recorder";
-import { checkInvariants, etcdDataMarkers, waitAllHealthy } from "./invariants";
+import { checkAnswers, checkInvariants, etcdDataMarkers, waitAllHealthy } from "./invariants";
 import { checkLeaders, servesInHistory } from "./leader-check";
 import { LeaderProbe } from "./leader-probe";
 import { LeaderWatch } from "./leader-watch";
@@ -290,7 +290,7 @@ async function runOnCluster(
   await leaders.stop();
   await probe.stop();
 
-  const invariants = await checkInvariants({
+  const clusterInvariants = await checkInvariants({
     view,
     members,
     markers,
@@ -299,6 +299,7 @@ async function runOnCluster(
   });
   const final = await finalRead(endpoints, owner, workload.registers, registerNodes, now);
   const history = recorder.history();
+  const invariants = [...clusterInvariants, ...checkAnswers(history, nemesis.faults)];
   const checked = checkHistory(history, final);
   const leaderCheck = checkLeaders([
     ...probe.observations,
