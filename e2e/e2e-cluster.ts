@@ -109,6 +109,8 @@ export interface E2eClusterOptions {
    * first to skip the file elsewhere.
    */
   hosts?: boolean;
+  /** Extra environment of a node's process, each time it starts; gets the file's temp dir. */
+  nodeEnv?: (node: ClusterNode, dir: string) => Record<string, string>;
 }
 
 /** A test file's cluster; see the module comment. */
@@ -134,12 +136,14 @@ export class E2eCluster {
     this.hostsNetwork = hosts?.network;
     const testbed = hosts?.testbed;
     this.address = testbed ? (i) => testbed.address(i) : randomLoopbackNet();
+    const nodeEnv = opts.nodeEnv;
     const clusterOptions: LocalClusterOptions = {
       stateDir: join(dir, "cluster"),
       nodes: opts.nodes,
       ...(testbed ? { hosts: testbed } : { address: this.address }),
       nodeConfig: typeof opts.nodeConfig === "function" ? opts.nodeConfig(dir) : opts.nodeConfig,
       consensusOnEveryNode: opts.consensusOnEveryNode,
+      nodeEnv: nodeEnv ? (node) => nodeEnv(node, dir) : undefined,
       log: () => undefined,
       stepTimeoutMs: 90_000,
     };

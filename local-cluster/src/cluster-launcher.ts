@@ -128,6 +128,11 @@ export interface LocalClusterOptions {
   /** Lines each node process keeps. */
   bufferLines?: number;
   /**
+   * Extra environment of node `node`'s process, asked each time it is
+   * started (e.g. a per-node libfaketime for clock tests).
+   */
+  nodeEnv?: (node: ClusterNode) => Record<string, string>;
+  /**
    * Make every node a consensus member (default). When false, only node1
    * (which bootstrapped the cluster) is one, and `up()` leaves roles alone.
    */
@@ -446,6 +451,7 @@ export class LocalCluster {
       configPath: this.nodeConfigPath,
       onLine: this.opts.onNodeLine,
       bufferLines: this.opts.bufferLines,
+      env: this.opts.nodeEnv?.(node),
       logFile: join(this.stateDir, "logs", `${node.name}.log`),
     });
     this.startedProcesses.push(node.process);
