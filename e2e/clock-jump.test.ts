@@ -141,6 +141,8 @@ describeClock(title, () => {
    * nothing changed: see the module comment.
    */
   const throughJump = async (what: string, jumped: ClusterNode, offset: string) => {
+    // From a cluster at rest: a step before (or its clean-up) may have left a node healing.
+    await e2e.allHealthy(nodes, 30_000);
     const leader = nodeById(await e2e.agreedLeader(nodes));
     const subject = nodes.filter((n) => n !== leader)[0];
     const o = await CuratorObservation.create(
