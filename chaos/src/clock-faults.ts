@@ -3,12 +3,13 @@
  * `libfaketime` package): a node started with
  * `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1` reads the
  * offset of its wall clock from a file of its own
- * (`FAKETIME_TIMESTAMP_FILE`, one line such as `+60` or `-60`), re-read on
- * every call (`FAKETIME_NO_CACHE=1`), so the offset of a running process
- * changes when the file does — no restart. `FAKETIME_DONT_FAKE_MONOTONIC=1`
- * leaves the monotonic clock alone: timers, `performance.now()` and the
- * curator's lease deadline run on it, so a jump of the wall clock is what a
- * node sees when NTP steps its clock, not a stopped machine.
+ * (`FAKETIME_TIMESTAMP_FILE`, one line such as `+60` or `-60`; no file: no
+ * offset), re-read on every call (`FAKETIME_NO_CACHE=1`), so the offset of a
+ * running process changes when the file does — no restart.
+ * `FAKETIME_DONT_FAKE_MONOTONIC=1` leaves the monotonic clock alone: timers,
+ * `performance.now()` and the curator's lease deadline run on it, so a jump
+ * of the wall clock is what a node sees when NTP steps its clock, not a
+ * stopped machine.
  *
  * What it reaches: the node's own process (Node.js reads the wall clock
  * through libc's `clock_gettime`, which libfaketime replaces): `Date.now()`,
@@ -19,13 +20,10 @@
  * curators and nodes against each other and against etcd, whose lease
  * expiry keeps real time.
  *
- * The preload must be in place when a process starts: `start(node)` starts
- * a node with it (LocalCluster.startNode takes no environment, so it is set
- * on this process's environment for the synchronous spawn and restored
- * right after: a spawned child copies the environment at once). A chaos
- * run on the testbed restarts every node through it once before the
- * workload begins, and every later start (healing a kill or a stop) goes
- * through it too; `preloaded(node)` says whether the running process has it.
+ * The preload must be in place when a process starts: a chaos run on the
+ * testbed gives every node `environment(node)` through LocalCluster's
+ * `nodeEnv`, from its first start on (restarts that heal a kill or a stop
+ * included).
  *
  * Guarantees: offsets are written atomically (a new file of a name of its
  * own renamed over the old: libfaketime never reads half a line), one at a
@@ -37,7 +35,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ClusterNode, NodeProcess } from "@metropolis/local-cluster";
+import type { ClusterNode } from "@metropolis/local-cluster";
 
 /** Debian's libfaketime (package `libfaketime`). */
 export const libfaketimePath = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -47,69 +45,29 @@ export function faketimeAvailable(): boolean {
   return existsSync(libfaketimePath);
 }
 
-/**
- * The node processes' wall clocks; see the module comment. `P` is what
- * starting a node gives (a NodeProcess; tests give less).
- */
-export class ClockControl<P extends object = NodeProcess> {
-  private readonly withPreload = new WeakSet<object>();
+/** The node processes' wall clocks; see the module comment. */
+export class ClockControl {
   private readonly offsets = new Map<string, number>();
   /** Each node's last write of its file: the next one waits for it. */
   private readonly writes = new Map<string, Promise<void>>();
   private writeCount = 0;
 
-  /**
-   * @param startNode starts a node that is down (LocalCluster.startNode), synchronously.
-   * @param dir where the nodes' offset files are kept.
-   */
-  constructor(
-    private readonly startNode: (node: ClusterNode) => P,
-    private readonly dir: string,
-  ) {}
+  /** @param dir where the nodes' offset files are kept. */
+  constructor(private readonly dir: string) {}
 
   /** The offset file of `node`. */
-  file(node: ClusterNode): string {
+  file(node: Pick<ClusterNode, "name">): string {
     return join(this.dir, `${node.name}.faketime`);
   }
 
   /** The environment that makes a process read its wall clock's offset from `node`'s file. */
-  environment(node: ClusterNode): Record<string, string> {
+  environment(node: Pick<ClusterNode, "name">): Record<string, string> {
     return {
       LD_PRELOAD: libfaketimePath,
       FAKETIME_TIMESTAMP_FILE: this.file(node),
       FAKETIME_NO_CACHE: "1",
       FAKETIME_DONT_FAKE_MONOTONIC: "1",
     };
-  }
-
-  /**
-   * Starts `node` (not running) with libfaketime preloaded, at its current
-   * offset (0 unless a fault set another).
-   */
-  async start(node: ClusterNode): Promise<P> {
-    // A node that is down must come back whatever: were the file not written, it keeps the
-    // offset written last.
-    await this.write(node, this.offsets.get(node.name) ?? 0).catch(() => undefined);
-    const env = this.environment(node);
-    const saved = new Map(Object.keys(env).map((k) => [k, process.env[k]]));
-    Object.assign(process.env, env);
-    let proc: P;
-    try {
-      proc = this.startNode(node);
-    } finally {
-      for (const [k, v] of saved) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-    }
-    this.withPreload.add(proc);
-    return proc;
-  }
-
-  /** Whether `node`'s running process reads its offset file. */
-  preloaded(node: ClusterNode): boolean {
-    const proc = node.process;
-    return proc !== undefined && proc.running && this.withPreload.has(proc);
   }
 
   /** Sets `node`'s wall clock `seconds` off the real time (negative: behind). */

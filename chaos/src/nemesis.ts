@@ -98,8 +98,6 @@ export interface NemesisOptions {
   log: (line: string) => void;
   /** Stops injecting (faults in place are still healed). */
   signal: AbortSignal;
-  /** Starts a node that is down (default `cluster.startNode`): the clock's start on the testbed. */
-  startNode?: (node: ClusterNode) => Promise<unknown>;
   /** The testbed's network: enables the network faults. */
   network?: Network;
   /** Enables the clock faults. */
@@ -262,8 +260,8 @@ export class Nemesis {
 
   /** Starts `node` again (its process is down). */
   private async start(node: ClusterNode): Promise<void> {
-    if (this.opts.startNode) await this.opts.startNode(node);
-    else this.opts.cluster.startNode(node);
+    this.opts.cluster.startNode(node);
+    await Promise.resolve();
   }
 
   /** Injects process fault `kind` on `node` now; it heals itself after `durationMs`. */
@@ -418,14 +416,15 @@ export class Nemesis {
     this.track(record, undefined, durationMs, () => network.heal());
   }
 
-  /** A clock fault of `kind` on a node whose process reads a faked clock, unless one is in place. */
+  /** A clock fault of `kind` on a running node, unless one is in place. */
   private async injectClock(kind: ClockFaultKind): Promise<void> {
     const { clock, prng } = this.opts;
     if (!clock || this.count("clock") > 0) return;
     // Half of the time the curator leader: the node whose clock matters most.
     const leader = prng.chance(0.5) ? await this.leader() : undefined;
-    const candidates = this.opts.nodes.filter((n) => clock.preloaded(n));
-    const node = leader && clock.preloaded(leader) ? leader : undefined;
+    const running = (n: ClusterNode) => n.process?.running ?? false;
+    const candidates = this.opts.nodes.filter(running);
+    const node = leader && running(leader) ? leader : undefined;
     const target = node ?? (candidates.length > 0 ? prng.pick(candidates) : undefined);
     if (!target) return;
     const start = this.opts.now();

@@ -10,8 +10,8 @@
  * With `hosts`, the cluster runs on a testbed instead (local-cluster's
  * hosts mode: every node in a network namespace of its own on a bridge):
  * 6 nodes, node1…node5 consensus members (a majorities ring needs 5), node6
- * the spare whose consensus role the nemesis changes; every node restarted
- * once with libfaketime preloaded before the run begins (clock-faults.ts);
+ * the spare whose consensus role the nemesis changes; every node started
+ * with libfaketime preloaded (LocalCluster's `nodeEnv`, clock-faults.ts);
  * and the nemesis also breaks the network, the clocks and the membership.
  * Throughout, the leader probe (leader-probe.ts) asks every curator
  * directly who leads and reads through it, and the checker also proves that
@@ -121,6 +121,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   silenceIpServerNameWarning();
   const dir = await mkdtemp(join(tmpdir(), `metropolis-chaos-${options.seed}-`));
   const stateDir = join(dir, "cluster");
+  // On the testbed every node reads its wall clock's offset from a file of its own, from its
+  // first start on (no file: no offset).
+  const clock = hosts && faketimeAvailable() ? new ClockControl(join(dir, "faketime")) : undefined;
   const cluster = new LocalCluster({
     stateDir,
     nodes: nodeCount,
@@ -128,6 +131,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     consensusOnEveryNode: false,
     log,
     stepTimeoutMs: 90_000,
+    ...(clock && { nodeEnv: (node: ClusterNode) => clock.environment(node) }),
   });
   try {
     log(
@@ -137,7 +141,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await cluster.up();
     const memberNodes = cluster.nodes.slice(0, members);
     for (const m of memberNodes.slice(1)) await cluster.setConsensus(m, true);
-    const testbed = hosts ? await prepareHosts(cluster, memberNodes, dir, log) : undefined;
+    const testbed = hosts ? await prepareHosts(cluster, memberNodes, clock, log) : undefined;
     const { report, svg, history } = await runOnCluster(cluster, memberNodes, testbed, {
       ...options,
       minutes,
@@ -160,47 +164,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
 }
 
-/**
- * The testbed's part before the run: the network's fault chains, and every
- * node restarted once with libfaketime preloaded (members one at a time, each
- * back serving consensus and HEALTHY before the next; the others together).
- */
+/** The testbed's part before the run: the network's fault chains; the clocks, if any. */
 async function prepareHosts(
   cluster: LocalCluster,
   members: readonly ClusterNode[],
-  dir: string,
+  clock: ClockControl | undefined,
   log: (line: string) => void,
 ): Promise<HostsRun> {
   const testbed = cluster.testbed;
   if (!testbed) throw new ChaosRunError("hosts mode without a testbed");
   const network = await Network.create(testbed);
-  const spare = cluster.nodes[members.length];
-  if (!faketimeAvailable()) {
-    log("chaos: libfaketime is not installed (Debian's faketime): no clock faults");
-    return { network, clock: undefined, spare };
-  }
-  const clock = new ClockControl((node) => cluster.startNode(node), join(dir, "faketime"));
-  const restart = async (node: ClusterNode): Promise<void> => {
-    await cluster.stopNode(node);
-    const proc = await clock.start(node);
-    const wait = { signal: cluster.signal };
-    await proc.waitForProgress("cluster.enrolled", cluster.stepTimeoutMs, {
-      ...wait,
-      where: (e) => e.flow === "rejoin",
-    });
-    if (members.includes(node)) {
-      await proc.waitForProgress("consensus.serving", cluster.stepTimeoutMs, wait);
-    }
-    await cluster.waitFor(node, { state: "UP", health: "HEALTHY" });
-  };
-  await cluster.timed(
-    (ms) => `every node restarted with libfaketime preloaded in ${(ms / 1000).toFixed(1)} s`,
-    async () => {
-      for (const m of members) await restart(m);
-      await Promise.all(cluster.nodes.filter((n) => !members.includes(n)).map(restart));
-    },
-  );
-  return { network, clock, spare };
+  if (!clock) log("chaos: libfaketime is not installed (Debian's libfaketime): no clock faults");
+  return { network, clock, spare: cluster.nodes[members.length] };
 }
 
 /** The run proper, on a cluster that is up: workload, nemesis, recovery, checks. */
@@ -266,7 +241,6 @@ async function runOnCluster(
       network: hosts.network,
       clock: hosts.clock,
       spare: hosts.spare,
-      startNode: hosts.clock ? (node: ClusterNode) => startWith(hosts, node) : undefined,
       raftLeader: () => Promise.resolve(probe.raftLeader()),
     }),
   });
@@ -383,11 +357,6 @@ async function runOnCluster(
     allHealthyAt: seconds(report.allHealthyAt ?? endMs),
   });
   return { report, svg, history };
-}
-
-/** Starts `node` with libfaketime preloaded (every start on the testbed, once the clocks are set up). */
-async function startWith(hosts: HostsRun, node: ClusterNode): Promise<void> {
-  await hosts.clock?.start(node);
 }
 
 /**
