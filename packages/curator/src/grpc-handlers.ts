@@ -3,7 +3,9 @@
  * statuses in one place: a CuratorError is answered with its code and
  * message; the etcd client's "unavailable" and "deadline exceeded" (this
  * curator's etcd member is down or without quorum) are answered UNAVAILABLE,
- * so that clients retry; anything else is a bug, logged, and answered
+ * so that clients retry, and so is the etcd client closed under a call (the
+ * node is stopping its consensus member while the curator still answers
+ * the calls it admitted); anything else is a bug, logged, and answered
  * INTERNAL without its details. Nothing a client sends can crash the process.
  *
  * A status message is an HTTP/2 header: messages quote client values cut
@@ -16,7 +18,7 @@ import {
   type ServerUnaryCall,
   type ServerWritableStream,
 } from "@grpc/grpc-js";
-import { GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
+import { ClientClosedError, GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
 import { MembershipRefusedError } from "@metropolis/consensus";
 import type { Logger } from "@metropolis/supervisor";
 import { clipped } from "./bounded-text";
@@ -27,8 +29,24 @@ export interface GrpcError {
   details: string;
 }
 
+/** Whether `e`, or an error it was caused by, is etcd3's "the client was already closed". */
+function clientClosed(e: unknown): boolean {
+  for (let cause = e, depth = 0; cause instanceof Error && depth < 8; depth++) {
+    if (cause instanceof ClientClosedError) return true;
+    cause = cause.cause;
+  }
+  return false;
+}
+
 export function toGrpcError(e: unknown, logger: Logger, method: string): GrpcError {
   if (e instanceof CuratorError) return { code: e.code, details: clipped(e.message) };
+  if (clientClosed(e)) {
+    // The node is stopping: its consensus member closed the client the curator shares. Not a
+    // bug: the client retries elsewhere. (Answered INTERNAL, a joining node took it for a
+    // refusal; the chaos run on the testbed found it with SIGTERM of the curator leader's node.)
+    logger.warn(`${method}: the curator is shutting down: ${e instanceof Error ? e.message : e}`);
+    return { code: status.UNAVAILABLE, details: "the curator is shutting down; retry" };
+  }
   if (e instanceof MembershipRefusedError) {
     // etcd refused a membership change for now (an unhealthy cluster, a change
     // still fresh) or held it for want of quorum until the call's time ran out.

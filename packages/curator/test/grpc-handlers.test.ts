@@ -16,7 +16,7 @@ import {
   type ServiceError,
 } from "@grpc/grpc-js";
 import { MembershipRefusedError } from "@metropolis/consensus";
-import { GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
+import { ClientClosedError, GRPCDeadlineExceededError, GRPCUnavailableError } from "etcd3";
 import { createLogger } from "winston";
 import { NotFoundError } from "../src/errors";
 import { callSignal, toGrpcError } from "../src/grpc-handlers";
@@ -52,6 +52,19 @@ describe("toGrpcError", () => {
     const answer = toGrpcError(refused, logger, "Management.UpdateNodeRoles");
     expect(answer.code).toBe(status.UNAVAILABLE);
     expect(answer?.details).toMatch(/as a learner: still refused .*unhealthy cluster.*; retry$/);
+  });
+
+  it.each([
+    ["itself", new ClientClosedError("Cluster")],
+    [
+      "as the cause of another error",
+      new Error("listing members", { cause: new ClientClosedError("Cluster") }),
+    ],
+  ])("answers the etcd client closed under a call (%s) as UNAVAILABLE", (_name, e) => {
+    expect(toGrpcError(e, logger, "Management.UpdateNodeRoles")).toEqual({
+      code: status.UNAVAILABLE,
+      details: "the curator is shutting down; retry",
+    });
   });
 
   it("answers anything else as INTERNAL, without its details", () => {
