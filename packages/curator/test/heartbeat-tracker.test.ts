@@ -80,3 +80,21 @@ describe("HeartbeatTracker", () => {
     expect(seen[1]).toHaveLength(5);
   });
 });
+
+describe("HeartbeatTracker's default clock", () => {
+  it("is monotonic and whole: a wall-clock jump changes no health", () => {
+    const realNow = Date.now;
+    const tracker = new HeartbeatTracker(1000);
+    try {
+      tracker.beat("n");
+      // The wall clock jumps a minute forward, then two back: nothing the tracker reads.
+      Date.now = () => realNow() + 60_000;
+      expect(tracker.health("n")).toBe(common.NodeHealth.HEALTHY);
+      Date.now = () => realNow() - 60_000;
+      expect(tracker.sinceLast("n")).toBeGreaterThanOrEqual(0);
+      expect(Number.isInteger(tracker.now())).toBe(true);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+});
