@@ -19,7 +19,7 @@
  * the leader at once, every final invariant held (every node back UP and
  * HEALTHY, voters, etcd membership, etcd data kept, no node exited on its
  * own), and that no process the run started is left — on the testbed, no
- * namespace either.
+ * namespace either, nor libfaketime's shared memory of its node processes.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -147,8 +147,12 @@ describeHosts(hostsTitle, () => {
     expect(report.passed).toBe(true);
   });
 
-  it("leaves no process and no namespace behind", () => {
+  it("leaves no process, no namespace and no libfaketime shared memory behind", () => {
     expectNothingLeft(report);
+    for (const pid of report.startedPids) {
+      expect(existsSync(`/dev/shm/faketime_shm_${pid}`)).toBe(false);
+      expect(existsSync(`/dev/shm/sem.faketime_sem_${pid}`)).toBe(false);
+    }
     const tag = report.testbed;
     expect(tag).not.toBeNull();
     const namespaces = execFileSync("ip", ["netns", "list"], { encoding: "utf8" });

@@ -25,6 +25,15 @@
  * `nodeEnv`, from its first start on (restarts that heal a kill or a stop
  * included).
  *
+ * libfaketime (0.9.10) keeps a shared memory segment and a semaphore per
+ * process tree, `/dev/shm/faketime_shm_<pid>` and `sem.faketime_sem_<pid>`,
+ * named after the first preloaded process: nsenter, which execs the node,
+ * so the node's PID. It removes them only when that process image exits by
+ * itself — never after the exec, nor a SIGKILL — and a stale pair makes a
+ * later process that gets the same PID fail at start ("shm_open failed:
+ * File exists"). `removeFaketimeLeftovers(pids)` removes the pairs of the node
+ * processes a run started, once they are gone.
+ *
  * Guarantees: offsets are written atomically (a new file of a name of its
  * own renamed over the old: libfaketime never reads half a line), one at a
  * time per node in the order they were asked for (a strobe and a restart
@@ -33,12 +42,36 @@
  * offset 0; the files live under the run's directory and go with it.
  */
 import { existsSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ClusterNode } from "@metropolis/local-cluster";
 
 /** Debian's libfaketime (package `libfaketime`). */
 export const libfaketimePath = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/** Where libfaketime keeps its per-process-tree shared memory and semaphores. */
+export const faketimeShmDir = "/dev/shm";
+
+/**
+ * Removes libfaketime's shared memory and semaphore of each of `pids` (the
+ * node processes a run started, all gone by now); see the module comment.
+ * @returns how many files it removed.
+ */
+export async function removeFaketimeLeftovers(
+  pids: readonly number[],
+  dir = faketimeShmDir,
+): Promise<number> {
+  let removed = 0;
+  for (const pid of new Set(pids)) {
+    for (const name of [`faketime_shm_${pid}`, `sem.faketime_sem_${pid}`]) {
+      const path = join(dir, name);
+      if (!existsSync(path)) continue;
+      await rm(path, { force: true });
+      removed++;
+    }
+  }
+  return removed;
+}
 
 /** Whether libfaketime is installed here. */
 export function faketimeAvailable(): boolean {

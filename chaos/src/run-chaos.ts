@@ -43,7 +43,7 @@ import { placeNodeRoot } from "@metropolis/localstorage";
 import type { api } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
 import { checkHistory } from "./checker";
-import { ClockControl, faketimeAvailable } from "./clock-faults";
+import { ClockControl, faketimeAvailable, removeFaketimeLeftovers } from "./clock-faults";
 import { renderTimeline } from "./timeline-svg";
 import { ChaosRunError } from "./errors";
 import type { FinalRead, Operation, RegisterId } from "./history";
@@ -158,6 +158,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await stopAll(cluster);
     // Removes the testbed the cluster owns (hosts mode); the nodes are down already.
     await cluster.stop().catch((e: unknown) => log(`chaos: stopping the cluster: ${String(e)}`));
+    if (clock) await removeFaketimeLeftovers(cluster.started.map((p) => p.pid));
     cluster.release();
     if (options.keep) log(`chaos: state and node logs kept in ${dir}`);
     else await rm(dir, { recursive: true, force: true });

@@ -4,13 +4,14 @@
  * the last offset asked for — seed 23 of the first testbed runs lost a
  * node's restart to two writes sharing one temporary file; and a node's
  * environment preloads libfaketime reading its own file, re-read on every
- * call, with the monotonic clock left alone.
+ * call, with the monotonic clock left alone; libfaketime's shared memory
+ * and semaphore of the run's node PIDs are removed, nobody else's.
  */
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ClusterNode } from "@metropolis/local-cluster";
-import { ClockControl, libfaketimePath } from "../src/clock-faults";
+import { ClockControl, libfaketimePath, removeFaketimeLeftovers } from "../src/clock-faults";
 
 const node: ClusterNode = {
   index: 5,
@@ -50,5 +51,19 @@ describe("ClockControl", () => {
       FAKETIME_NO_CACHE: "1",
       FAKETIME_DONT_FAKE_MONOTONIC: "1",
     });
+  });
+
+  it("removes libfaketime's leftovers of the PIDs given, and only those", async () => {
+    for (const name of [
+      "faketime_shm_101",
+      "sem.faketime_sem_101",
+      "faketime_shm_102",
+      "faketime_shm_999",
+      "sem.faketime_sem_999",
+    ]) {
+      await writeFile(join(dir, name), "");
+    }
+    expect(await removeFaketimeLeftovers([101, 102, 103, 101], dir)).toBe(3);
+    expect((await readdir(dir)).sort()).toEqual(["faketime_shm_999", "sem.faketime_sem_999"]);
   });
 });
