@@ -29,10 +29,13 @@
  * process tree, `/dev/shm/faketime_shm_<pid>` and `sem.faketime_sem_<pid>`,
  * named after the first preloaded process: nsenter, which execs the node,
  * so the node's PID. It removes them only when that process image exits by
- * itself — never after the exec, nor a SIGKILL — and a stale pair makes a
- * later process that gets the same PID fail at start ("shm_open failed:
- * File exists"). `removeFaketimeLeftovers(pids)` removes the pairs of the node
- * processes a run started, once they are gone.
+ * itself — never after the exec, nor a SIGKILL. libfaketime's README warns
+ * that a stale pair makes a later process with the same PID fail at start
+ * ("shm_open failed: File exists"); Debian's 0.9.10 starts it normally (a
+ * process given such a PID in a PID namespace, and a node of a run that got
+ * the PID of a stale pair, both ran), so they are litter, not a hazard here.
+ * `removeFaketimeLeftovers(pids)` removes the pairs of the node processes a
+ * run started, once they are gone.
  *
  * Guarantees: offsets are written atomically (a new file of a name of its
  * own renamed over the old: libfaketime never reads half a line), one at a
