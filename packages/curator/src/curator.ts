@@ -166,7 +166,7 @@ export class Curator {
       this.setLeader(undefined);
       // The machine is stopped; what its states started ends with their signals.
       await Promise.allSettled(run.steps);
-      await Promise.all([run.candidacy?.resign(), listener.close()]);
+      await Promise.all([run.candidacy?.resign(stepDownTimeoutMs), listener.close()]);
       election.close();
     }
   };
@@ -226,11 +226,7 @@ export class Curator {
    */
   private async stepDown(candidacy: Candidacy): Promise<void> {
     this.setLeader(undefined);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      candidacy.resign(),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, stepDownTimeoutMs))),
-    ]).finally(() => clearTimeout(timer));
+    await candidacy.resign(stepDownTimeoutMs);
   }
 
   /** The leader's services whose calls a curator that does not lead answers "not the leader". */

@@ -3,6 +3,10 @@
  * one leader at a time, writes guarded by the election key, and a leader
  * whose lease expired never commits again.
  */
+import { rm } from "node:fs/promises";
+import { createServer, connect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Etcd3, EtcdLeaseInvalidError } from "etcd3";
 import { eventually } from "@metropolis/supervisor/testing";
 import { ConsensusClient } from "@metropolis/consensus";
@@ -42,6 +46,39 @@ function curatorKv() {
   });
   clients.push(etcd);
   return { etcd, kv: ConsensusClient.root(etcd).sub("curator").kv };
+}
+
+/**
+ * A unix-socket proxy to etcd that, once frozen, forwards nothing either way
+ * while keeping the connections open: etcd cut off without the client noticing.
+ */
+async function freezableProxy(target: string) {
+  // etcd3 names a unix socket with a port, which grpc-js keeps in the path.
+  const path = join(tmpdir(), `leadership-proxy-${process.pid}.sock:0`);
+  await rm(path, { force: true });
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((down) => {
+    const up = connect(target);
+    for (const s of [down, up]) {
+      sockets.add(s);
+      s.on("error", () => s.destroy());
+      s.on("close", () => sockets.delete(s));
+    }
+    down.on("data", (d) => frozen || up.write(d));
+    up.on("data", (d) => frozen || down.write(d));
+    down.on("close", () => up.destroy());
+    up.on("close", () => down.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+  return {
+    path,
+    freeze: () => (frozen = true),
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 const endpoint = (n: number): CuratorEndpoint => ({
@@ -132,6 +169,30 @@ describe("leadership", () => {
     // The key lives in the same namespace: the main client reads it.
     expect(await electionKeys(main.kv)).toContain(c.key);
     await c.resign();
+  });
+
+  it("resigns within its bound while etcd does not answer: the lease expires by itself", async () => {
+    const main = curatorKv();
+    const proxy = await freezableProxy(`${node.storage.ephemeral.consensus.fullPath}/client.sock:0`);
+    try {
+      const renewals = new Etcd3({ hosts: `unix://${proxy.path}` });
+      clients.push(renewals);
+      const leaseKv = ConsensusClient.root(renewals).sub("curator").kv;
+      const c = await campaign(main.kv, endpoint(9), 2, { leaseKv });
+      proxy.freeze();
+      // Unbounded, the revocation waits on a connection that never answers:
+      // the test would time out here.
+      await c.resign(100);
+      // Not revoked (etcd never heard of it): the key goes with the lease's TTL.
+      expect(await electionKeys(main.kv)).toContain(c.key);
+      await eventually(
+        async () => !(await electionKeys(main.kv)).includes(c.key),
+        "the election key expired with its lease",
+        { timeoutMs: 10_000 },
+      );
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("distinguishes a failed comparison of the caller's own from lost leadership", async () => {
