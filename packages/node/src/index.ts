@@ -9,6 +9,9 @@
  *              ├─ debug      (Debug gRPC: logs, tree, conditions; NodeManagement: logs, reboot, power off)
  *              ├─ metrics    (Prometheus over mTLS: /metrics/{core,node,etcd}, /discovery)
  *              └─ plainmetrics (opt-in plain /metrics on 127.0.0.1)
+ *
+ * `metropolis-node install-service` writes the systemd unit that runs it
+ * (install-service.ts, service-unit.ts).
  */
 export { nodeServices, nodeVersion, type NodeServices } from "./node-tree";
 export {
@@ -39,6 +42,24 @@ export {
   type DiscoveryGroup,
   type SecureMetricsOptions,
 } from "./secure-metrics";
+export {
+  isUnitSafe,
+  renderServiceUnit,
+  serviceCommandLine,
+  serviceFileLimit,
+  serviceStopTimeoutSeconds,
+  type ServiceUnitOptions,
+} from "./service-unit";
+export {
+  defaultUnitDir,
+  defaultUnitName,
+  installService,
+  InstallServiceError,
+  ownCommand,
+  parseInstallService,
+  type InstallServiceIo,
+  type InstallServiceRequest,
+} from "./install-service";
 export { nodeLogger } from "./node-logger";
 export { formatFatal } from "./boxed-error";
 export { NodeError } from "./errors";

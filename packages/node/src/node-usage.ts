@@ -35,7 +35,40 @@ Configuration file fields (all optional):
 
 Exit status: 0 stopped (SIGTERM, SIGINT, power off), 1 failed (enrolment, deletion from the
 cluster), 2 bad flags or configuration, 75 reboot asked by the owner (start it again).
+
+To run it as a systemd service: metropolis-node install-service --help
 `;
+
+/** The command line of `install-service`, as errors about it end. */
+export const installServiceUsage =
+  "usage: metropolis-node install-service --root DIR --address IP [--parameters FILE] [--config FILE]\n" +
+  "                                       [--name NAME] [--unit-dir DIR] [--print]";
+
+/** What `metropolis-node install-service --help` prints. */
+export const installServiceHelp = `${installServiceUsage}
+
+Writes a systemd unit that runs this metropolis-node with these flags, and creates the node's
+root (mode 0700); then \`systemctl daemon-reload && systemctl enable --now NAME\` starts it.
+The node's flags are checked as the node checks them before anything is written.
+
+Flags:
+  --root, --address, --parameters, --config   the node's flags (metropolis-node --help)
+  --name NAME         the unit's name (default metropolis-node: metropolis-node.service)
+  --unit-dir DIR      where the unit is written (default /etc/systemd/system)
+  --print             print the unit on stdout; write and create nothing
+  -h, --help          print this text and exit
+
+The unit restarts the node on failure and after the owner's reboot (exit 75), never after a
+power-off or a stop (exit 0) nor bad flags (exit 2); puts ephemeral/ on a tmpfs of its own; lets
+the node write only under its root.
+
+Exit status: 0 written (or printed), 1 could not write, 2 bad flags.
+`;
+
+/** Whether the command line is the `install-service` command. */
+export function wantsInstallService(argv: readonly string[]): boolean {
+  return argv[0] === "install-service";
+}
 
 /** Whether the command line asks for the help text (`-h` or `--help` anywhere in it). */
 export function wantsHelp(argv: readonly string[]): boolean {
