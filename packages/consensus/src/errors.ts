@@ -149,3 +149,25 @@ export class GuardLostError extends ConsensusError {
     );
   }
 }
+
+/**
+ * etcd hands raft leadership over only when asked by the raft leader itself,
+ * and the member asked does not lead raft.
+ */
+export class NotRaftLeaderError extends ConsensusError {
+  constructor(
+    /** The member asked, hex. */
+    readonly memberId: string,
+    /** The member that leads raft as the one asked sees it, hex; undefined while none does. */
+    readonly leaderId: string | undefined,
+  ) {
+    super(
+      leaderId === undefined
+        ? `etcd member ${memberId} knows of no raft leader (an election, or no quorum)`
+        : `etcd member ${memberId} does not lead raft (member ${leaderId} does): only the raft leader can hand its leadership over`,
+    );
+  }
+}
+
+/** An etcd maintenance call (MoveLeader, Defragment, Alarm) that failed or was refused. */
+export class MemberMaintenanceError extends ConsensusError {}

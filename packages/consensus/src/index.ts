@@ -43,7 +43,21 @@ export {
   RotationError,
   GuardLostError,
   RaftStatusError,
+  NotRaftLeaderError,
+  MemberMaintenanceError,
 } from "./errors";
+export {
+  decimalMemberId,
+  defragmentMember,
+  disarmAlarm,
+  listAlarms,
+  maintenanceCallTimeoutMs,
+  moveRaftLeader,
+  raiseAlarm,
+  type Defragmented,
+  type EtcdAlarm,
+  type MemberAlarm,
+} from "./member-maintenance";
 export { hexMemberId, raftStatusTimeoutMs, readRaftStatus, type RaftStatus } from "./raft-status";
 export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";

@@ -1,5 +1,5 @@
 /**
- * The one refusal UpdateNodeRoles and DeleteNode share, whatever else their
+ * The one refusal UpdateNodeRoles, DeleteNode and DecommissionNode share, whatever else their
  * requests say (bypass flags included): no change may leave the cluster
  * without a consensus member. The cluster's whole state lives in its
  * members' etcd; taking the role from the last one, or deleting it, removes
@@ -10,12 +10,13 @@ import { FailedPreconditionError } from "./errors";
 import { hasRole } from "./management-nodes";
 import type { StoredNode } from "./node-record";
 
-/** What is about to happen to the node: its consensus role is taken away, or it is deleted. */
-export type ConsensusMemberChange = "remove-role" | "delete";
+/** What is about to happen to the node: its consensus role is taken away, it is deleted or decommissioned. */
+export type ConsensusMemberChange = "remove-role" | "delete" | "decommission";
 
 const refusal: Record<ConsensusMemberChange, string> = {
   "remove-role": "its consensus member role cannot be taken away",
   delete: "it cannot be deleted, bypass or not",
+  decommission: "it cannot be decommissioned, forced or not",
 };
 
 /**

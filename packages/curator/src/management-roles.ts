@@ -15,6 +15,9 @@
  *   sees the role gone. A failed write is repaired by retrying the call
  *   (removing a member that is gone already changes nothing).
  *
+ * Taking the role away is quorum-checked first (quorum-safety.ts), unless
+ * the request forces it.
+ *
  * The leader never takes the role from its own node: removing its own etcd
  * member stops the etcd its curator writes through, so the role could not
  * be written any more. It hands its leadership over and answers
@@ -25,6 +28,7 @@ import { logProgress } from "@metropolis/supervisor/node-progress";
 import { FailedPreconditionError, LeadershipHandedOverError } from "./errors";
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import type { LeaderContext } from "./leader-context";
+import { checkConsensusMaintenance } from "./management-maintenance";
 import { changeNode, hasRole, resolveNode, type NodeChange } from "./management-nodes";
 import { listNodes } from "./node-record";
 import type { StoredNode } from "./node-record";
@@ -129,6 +133,9 @@ export async function updateNodeRoles(
     );
   } else if (req.consensusMember === false && isMember) {
     checkNotLastConsensusMember(stored, await listNodes(ctx.kv), "remove-role");
+    if (req.force !== true) {
+      await checkConsensusMaintenance(ctx, "remove-consensus-role", { nodeId: stored.id });
+    }
     if (stored.id === ctx.self.nodeId) {
       await ctx.leadership.handOver();
       logProgress(

@@ -39,6 +39,15 @@ import { readRegisterTicket, registerTicketLength, sealRegisterTicket } from "./
 import { checkNotLastConsensusMember } from "./last-consensus-member";
 import { watchNodes } from "./management-watch";
 import { ConsensusFeed, getClusterConsensus } from "./management-consensus";
+import { decommissionNode } from "./management-decommission";
+import { checkNodeMaintenance } from "./management-maintenance";
+import {
+  defragmentConsensus,
+  disarmConsensusAlarm,
+  getConsensusAlarms,
+  moveConsensusLeader,
+  removeConsensusMember,
+} from "./management-members";
 import {
   maxConsensusWatchStreams,
   maxConsensusWatchStreamsPerConnection,
@@ -321,6 +330,36 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     ),
     configureCluster: ownerOnly(ctx, "ConfigureCluster", (req: api.ConfigureClusterRequest) =>
       configureCluster(ctx, req),
+    ),
+    checkNodeMaintenance: ownerOnly(
+      ctx,
+      "CheckNodeMaintenance",
+      (req: api.CheckNodeMaintenanceRequest) => checkNodeMaintenance(ctx, req),
+    ),
+    decommissionNode: ownerOnly(ctx, "DecommissionNode", (req: api.DecommissionNodeRequest, call) =>
+      decommissionNode(ctx, req, callSignal(call)),
+    ),
+    removeConsensusMember: ownerOnly(
+      ctx,
+      "RemoveConsensusMember",
+      (req: api.RemoveConsensusMemberRequest, call) =>
+        removeConsensusMember(ctx, req, callSignal(call)),
+    ),
+    moveConsensusLeader: ownerOnly(
+      ctx,
+      "MoveConsensusLeader",
+      (req: api.MoveConsensusLeaderRequest) => moveConsensusLeader(ctx, req),
+    ),
+    defragmentConsensus: ownerOnly(
+      ctx,
+      "DefragmentConsensus",
+      (req: api.DefragmentConsensusRequest) => defragmentConsensus(ctx, req),
+    ),
+    getConsensusAlarms: ownerOnly(ctx, "GetConsensusAlarms", () => getConsensusAlarms(ctx)),
+    disarmConsensusAlarm: ownerOnly(
+      ctx,
+      "DisarmConsensusAlarm",
+      (req: api.DisarmConsensusAlarmRequest) => disarmConsensusAlarm(ctx, req),
     ),
   };
 }

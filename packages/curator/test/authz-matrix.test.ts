@@ -26,7 +26,7 @@ import {
   tlsMaterial,
   userTemplate,
 } from "@metropolis/pki";
-import { common } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import { ownerCommonName } from "../src/identity";
 import {
   newKeys,
@@ -85,6 +85,17 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.UpdateNodeRoles": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.WatchClusterConsensus": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.WatchNodes": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.CheckNodeMaintenance": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.DecommissionNode": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  // The owner's probe names a member etcd does not have: removing a real one could end the cluster.
+  "Management.RemoveConsensusMember": {
+    leader: certified({ owner: "NOT_FOUND" }),
+    follower: everyone("UNAVAILABLE"),
+  },
+  "Management.MoveConsensusLeader": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.DefragmentConsensus": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.GetConsensusAlarms": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.DisarmConsensusAlarm": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
 };
 
 /** Services whose matrix lives in another package's tests (they are not served by the curator). */
@@ -246,6 +257,30 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
     request: {
       node: { $case: "id", id: (await cluster.addUpNode()).nodeId },
       kubernetesWorker: true,
+    },
+  }),
+  // A node without an etcd member: the consensus does not depend on it.
+  "Management.CheckNodeMaintenance": async () => ({
+    request: { node: { $case: "id", id: node.nodeId }, action: api.NodeMaintenance.REBOOT },
+  }),
+  "Management.DecommissionNode": async () => ({
+    request: { node: { $case: "id", id: (await cluster.addUpNode()).nodeId } },
+  }),
+  "Management.RemoveConsensusMember": async () => ({
+    request: { memberId: "ffffffffffffffff" },
+  }),
+  // The fixture's one etcd member leads raft: moving it to itself changes nothing.
+  "Management.MoveConsensusLeader": async () => ({
+    request: { nodeId: cluster.firstNode.nodeId },
+  }),
+  // Forced: the fixture's one voter cannot be away without losing quorum.
+  "Management.DefragmentConsensus": async () => ({ request: { force: true } }),
+  "Management.GetConsensusAlarms": async () => ({ request: {} }),
+  // No alarm is raised: disarming every alarm of the member disarms none.
+  "Management.DisarmConsensusAlarm": async () => ({
+    request: {
+      memberId: (await cluster.member.status.raftStatus()).memberId,
+      alarm: api.ConsensusAlarmType.NONE,
     },
   }),
 };

@@ -37,7 +37,9 @@
  * UpdateNodeRoles (its record is what the node-only RPCs are fuzzed as).
  * Their targets are throwaway nodes that never report an address, so
  * UpdateNodeRoles never adds an etcd member here (the roles tests cover
- * membership changes).
+ * membership changes). DecommissionNode takes throwaway UP nodes only;
+ * RemoveConsensusMember may name the one member, which its node's role
+ * keeps (refused, forced or not).
  */
 import { status, Client } from "@grpc/grpc-js";
 import fc from "fast-check";
@@ -139,10 +141,13 @@ let node: UpNode;
 /** Nodes made for the fuzzer to change: NEW, STANDBY and UP (no roles, no address). */
 let throwaway: { ids: string[]; publicKeys: Buffer[]; upIds: string[]; upPublicKeys: Buffer[] };
 let fixedTls: Partial<Record<Caller, Tls>>;
+/** The etcd member (hex) of the first node, the fixture's only one. */
+let memberId: string;
 beforeAll(async () => {
   console.log(`fuzz seed ${seed}: METROPOLIS_FUZZ_SEED=${seed} replays this run`);
   cluster = await startCurators({ follower: false });
   node = await cluster.addUpNode();
+  memberId = (await cluster.member.status.raftStatus()).memberId;
   const attacker = newKeys();
   const claim = await selfSignCertificate(
     { ...nodeTemplate(), subject: { commonName: node.nodeId } },
@@ -382,6 +387,51 @@ const targets: Record<string, Target> = {
         consensusMember: optionalBool,
         kubernetesController: optionalBool,
         kubernetesWorker: optionalBool,
+        force: fc.boolean(),
+      }),
+  },
+  // Read only: any node, the first (the one etcd member) included.
+  "Management.CheckNodeMaintenance": {
+    callers: ownerCallers,
+    request: () =>
+      fc.record({
+        node: selector(watchable(), keys()),
+        action: enumValue(enumValues(api.NodeMaintenance)),
+      }),
+  },
+  "Management.DecommissionNode": {
+    callers: ownerCallers,
+    request: () => fc.record({ node: selector(upIds(), upKeys()), force: fc.boolean() }),
+  },
+  // The one member belongs to the first node, which holds the role: refused, forced or not.
+  "Management.RemoveConsensusMember": {
+    callers: ownerCallers,
+    request: () =>
+      fc.record({
+        memberId: fc.oneof(
+          fc.constant(memberId),
+          fc.stringMatching(/^[0-9a-f]{1,16}$/),
+          fc.stringMatching(/^[0-9A-Fa-f]{15,18}$/),
+          text,
+        ),
+        force: fc.boolean(),
+      }),
+  },
+  "Management.MoveConsensusLeader": {
+    callers: ownerCallers,
+    request: () => fc.record({ nodeId: nodeId(watchable()) }),
+  },
+  "Management.DefragmentConsensus": {
+    callers: ownerCallers,
+    request: () => fc.record({ force: fc.boolean() }),
+  },
+  "Management.GetConsensusAlarms": { callers: ownerCallers, request: empty },
+  "Management.DisarmConsensusAlarm": {
+    callers: ownerCallers,
+    request: () =>
+      fc.record({
+        memberId: fc.oneof(fc.constant(memberId), fc.stringMatching(/^[0-9a-f]{1,16}$/), text),
+        alarm: enumValue(enumValues(api.ConsensusAlarmType)),
       }),
   },
 };

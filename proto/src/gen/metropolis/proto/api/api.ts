@@ -35,6 +35,22 @@ import {
   nodeStateToJSON,
   NodeStatus,
 } from "../common/common";
+import {
+  CheckNodeMaintenanceRequest,
+  CheckNodeMaintenanceResponse,
+  DecommissionNodeRequest,
+  DecommissionNodeResponse,
+  DefragmentConsensusRequest,
+  DefragmentConsensusResponse,
+  DisarmConsensusAlarmRequest,
+  DisarmConsensusAlarmResponse,
+  GetConsensusAlarmsRequest,
+  GetConsensusAlarmsResponse,
+  MoveConsensusLeaderRequest,
+  MoveConsensusLeaderResponse,
+  RemoveConsensusMemberRequest,
+  RemoveConsensusMemberResponse,
+} from "./maintenance";
 
 export const protobufPackage = "metropolis.proto.api";
 
@@ -665,7 +681,14 @@ export interface UpdateNodeRolesRequest {
     | boolean
     | undefined;
   /** Give (true) or take away (false) the Kubernetes worker role. */
-  kubernetesWorker?: boolean | undefined;
+  kubernetesWorker?:
+    | boolean
+    | undefined;
+  /**
+   * Take the consensus member role away even when the quorum check
+   * (CheckNodeMaintenance) refuses it.
+   */
+  force?: boolean | undefined;
 }
 
 /** UpdateNodeRolesResponse has no fields. */
@@ -3704,7 +3727,13 @@ export const ApproveNodeResponse: MessageFns<ApproveNodeResponse> = {
 };
 
 function createBaseUpdateNodeRolesRequest(): UpdateNodeRolesRequest {
-  return { node: undefined, consensusMember: undefined, kubernetesController: undefined, kubernetesWorker: undefined };
+  return {
+    node: undefined,
+    consensusMember: undefined,
+    kubernetesController: undefined,
+    kubernetesWorker: undefined,
+    force: undefined,
+  };
 }
 
 export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
@@ -3725,6 +3754,9 @@ export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
     }
     if (message.kubernetesWorker !== undefined) {
       writer.uint32(40).bool(message.kubernetesWorker);
+    }
+    if (message.force !== undefined) {
+      writer.uint32(48).bool(message.force);
     }
     return writer;
   },
@@ -3782,6 +3814,14 @@ export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
             message.kubernetesWorker = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.force = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3816,6 +3856,7 @@ export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
         : isSet(object.kubernetes_worker)
         ? globalThis.Boolean(object.kubernetes_worker)
         : undefined,
+      force: isSet(object.force) ? globalThis.Boolean(object.force) : undefined,
     };
   },
 
@@ -3834,6 +3875,9 @@ export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
     }
     if (message.kubernetesWorker !== undefined) {
       obj.kubernetesWorker = message.kubernetesWorker;
+    }
+    if (message.force !== undefined) {
+      obj.force = message.force;
     }
     return obj;
   },
@@ -3860,6 +3904,7 @@ export const UpdateNodeRolesRequest: MessageFns<UpdateNodeRolesRequest> = {
     message.consensusMember = object.consensusMember ?? undefined;
     message.kubernetesController = object.kubernetesController ?? undefined;
     message.kubernetesWorker = object.kubernetesWorker ?? undefined;
+    message.force = object.force ?? undefined;
     return message;
   },
 };
@@ -6400,6 +6445,114 @@ export const ManagementService = {
       Buffer.from(ConfigureClusterResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ConfigureClusterResponse => ConfigureClusterResponse.decode(value),
   },
+  /**
+   * CheckNodeMaintenance answers whether rebooting, powering off,
+   * decommissioning a node or taking its consensus role away keeps a quorum
+   * of healthy etcd voters: FAILED_PRECONDITION, naming why, when afterwards
+   * fewer healthy voters than a quorum would remain, or another member is a
+   * learner or unhealthy. Changes nothing.
+   */
+  checkNodeMaintenance: {
+    path: "/metropolis.proto.api.Management/CheckNodeMaintenance" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckNodeMaintenanceRequest): Buffer =>
+      Buffer.from(CheckNodeMaintenanceRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckNodeMaintenanceRequest => CheckNodeMaintenanceRequest.decode(value),
+    responseSerialize: (value: CheckNodeMaintenanceResponse): Buffer =>
+      Buffer.from(CheckNodeMaintenanceResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckNodeMaintenanceResponse => CheckNodeMaintenanceResponse.decode(value),
+  },
+  /**
+   * DecommissionNode takes an UP node out of service for good: its etcd
+   * member removed (and etcd's word that it is gone), then its roles, its
+   * certificates revoked, its state DECOMMISSIONED. Refused like
+   * CheckNodeMaintenance unless forced.
+   */
+  decommissionNode: {
+    path: "/metropolis.proto.api.Management/DecommissionNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DecommissionNodeRequest): Buffer =>
+      Buffer.from(DecommissionNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DecommissionNodeRequest => DecommissionNodeRequest.decode(value),
+    responseSerialize: (value: DecommissionNodeResponse): Buffer =>
+      Buffer.from(DecommissionNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DecommissionNodeResponse => DecommissionNodeResponse.decode(value),
+  },
+  /**
+   * RemoveConsensusMember removes an etcd member that no node holding the
+   * consensus role accounts for (a node's own member leaves with
+   * UpdateNodeRoles or DecommissionNode). Refused when it would lose quorum
+   * unless forced.
+   */
+  removeConsensusMember: {
+    path: "/metropolis.proto.api.Management/RemoveConsensusMember" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveConsensusMemberRequest): Buffer =>
+      Buffer.from(RemoveConsensusMemberRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveConsensusMemberRequest => RemoveConsensusMemberRequest.decode(value),
+    responseSerialize: (value: RemoveConsensusMemberResponse): Buffer =>
+      Buffer.from(RemoveConsensusMemberResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveConsensusMemberResponse => RemoveConsensusMemberResponse.decode(value),
+  },
+  /**
+   * MoveConsensusLeader hands raft leadership to another healthy voter.
+   * etcd takes it only from the raft leader, so it works while the curator
+   * leader's own etcd member leads raft.
+   */
+  moveConsensusLeader: {
+    path: "/metropolis.proto.api.Management/MoveConsensusLeader" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: MoveConsensusLeaderRequest): Buffer =>
+      Buffer.from(MoveConsensusLeaderRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): MoveConsensusLeaderRequest => MoveConsensusLeaderRequest.decode(value),
+    responseSerialize: (value: MoveConsensusLeaderResponse): Buffer =>
+      Buffer.from(MoveConsensusLeaderResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): MoveConsensusLeaderResponse => MoveConsensusLeaderResponse.decode(value),
+  },
+  /**
+   * DefragmentConsensus defragments the curator leader's etcd member (the
+   * member stalls while it runs). Refused when the others would not form a
+   * quorum meanwhile, unless forced.
+   */
+  defragmentConsensus: {
+    path: "/metropolis.proto.api.Management/DefragmentConsensus" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DefragmentConsensusRequest): Buffer =>
+      Buffer.from(DefragmentConsensusRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DefragmentConsensusRequest => DefragmentConsensusRequest.decode(value),
+    responseSerialize: (value: DefragmentConsensusResponse): Buffer =>
+      Buffer.from(DefragmentConsensusResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DefragmentConsensusResponse => DefragmentConsensusResponse.decode(value),
+  },
+  /** GetConsensusAlarms lists the etcd alarms raised on any member. */
+  getConsensusAlarms: {
+    path: "/metropolis.proto.api.Management/GetConsensusAlarms" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetConsensusAlarmsRequest): Buffer =>
+      Buffer.from(GetConsensusAlarmsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetConsensusAlarmsRequest => GetConsensusAlarmsRequest.decode(value),
+    responseSerialize: (value: GetConsensusAlarmsResponse): Buffer =>
+      Buffer.from(GetConsensusAlarmsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetConsensusAlarmsResponse => GetConsensusAlarmsResponse.decode(value),
+  },
+  /** DisarmConsensusAlarm disarms an etcd alarm of a member. */
+  disarmConsensusAlarm: {
+    path: "/metropolis.proto.api.Management/DisarmConsensusAlarm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DisarmConsensusAlarmRequest): Buffer =>
+      Buffer.from(DisarmConsensusAlarmRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DisarmConsensusAlarmRequest => DisarmConsensusAlarmRequest.decode(value),
+    responseSerialize: (value: DisarmConsensusAlarmResponse): Buffer =>
+      Buffer.from(DisarmConsensusAlarmResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DisarmConsensusAlarmResponse => DisarmConsensusAlarmResponse.decode(value),
+  },
 } as const;
 
 export interface ManagementServer extends UntypedServiceImplementation {
@@ -6476,6 +6629,44 @@ export interface ManagementServer extends UntypedServiceImplementation {
    * ClusterConfiguration for when each field takes effect.
    */
   configureCluster: handleUnaryCall<ConfigureClusterRequest, ConfigureClusterResponse>;
+  /**
+   * CheckNodeMaintenance answers whether rebooting, powering off,
+   * decommissioning a node or taking its consensus role away keeps a quorum
+   * of healthy etcd voters: FAILED_PRECONDITION, naming why, when afterwards
+   * fewer healthy voters than a quorum would remain, or another member is a
+   * learner or unhealthy. Changes nothing.
+   */
+  checkNodeMaintenance: handleUnaryCall<CheckNodeMaintenanceRequest, CheckNodeMaintenanceResponse>;
+  /**
+   * DecommissionNode takes an UP node out of service for good: its etcd
+   * member removed (and etcd's word that it is gone), then its roles, its
+   * certificates revoked, its state DECOMMISSIONED. Refused like
+   * CheckNodeMaintenance unless forced.
+   */
+  decommissionNode: handleUnaryCall<DecommissionNodeRequest, DecommissionNodeResponse>;
+  /**
+   * RemoveConsensusMember removes an etcd member that no node holding the
+   * consensus role accounts for (a node's own member leaves with
+   * UpdateNodeRoles or DecommissionNode). Refused when it would lose quorum
+   * unless forced.
+   */
+  removeConsensusMember: handleUnaryCall<RemoveConsensusMemberRequest, RemoveConsensusMemberResponse>;
+  /**
+   * MoveConsensusLeader hands raft leadership to another healthy voter.
+   * etcd takes it only from the raft leader, so it works while the curator
+   * leader's own etcd member leads raft.
+   */
+  moveConsensusLeader: handleUnaryCall<MoveConsensusLeaderRequest, MoveConsensusLeaderResponse>;
+  /**
+   * DefragmentConsensus defragments the curator leader's etcd member (the
+   * member stalls while it runs). Refused when the others would not form a
+   * quorum meanwhile, unless forced.
+   */
+  defragmentConsensus: handleUnaryCall<DefragmentConsensusRequest, DefragmentConsensusResponse>;
+  /** GetConsensusAlarms lists the etcd alarms raised on any member. */
+  getConsensusAlarms: handleUnaryCall<GetConsensusAlarmsRequest, GetConsensusAlarmsResponse>;
+  /** DisarmConsensusAlarm disarms an etcd alarm of a member. */
+  disarmConsensusAlarm: handleUnaryCall<DisarmConsensusAlarmRequest, DisarmConsensusAlarmResponse>;
 }
 
 export interface ManagementClient extends Client {
@@ -6704,6 +6895,142 @@ export interface ManagementClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ConfigureClusterResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckNodeMaintenance answers whether rebooting, powering off,
+   * decommissioning a node or taking its consensus role away keeps a quorum
+   * of healthy etcd voters: FAILED_PRECONDITION, naming why, when afterwards
+   * fewer healthy voters than a quorum would remain, or another member is a
+   * learner or unhealthy. Changes nothing.
+   */
+  checkNodeMaintenance(
+    request: CheckNodeMaintenanceRequest,
+    callback: (error: ServiceError | null, response: CheckNodeMaintenanceResponse) => void,
+  ): ClientUnaryCall;
+  checkNodeMaintenance(
+    request: CheckNodeMaintenanceRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckNodeMaintenanceResponse) => void,
+  ): ClientUnaryCall;
+  checkNodeMaintenance(
+    request: CheckNodeMaintenanceRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckNodeMaintenanceResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * DecommissionNode takes an UP node out of service for good: its etcd
+   * member removed (and etcd's word that it is gone), then its roles, its
+   * certificates revoked, its state DECOMMISSIONED. Refused like
+   * CheckNodeMaintenance unless forced.
+   */
+  decommissionNode(
+    request: DecommissionNodeRequest,
+    callback: (error: ServiceError | null, response: DecommissionNodeResponse) => void,
+  ): ClientUnaryCall;
+  decommissionNode(
+    request: DecommissionNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DecommissionNodeResponse) => void,
+  ): ClientUnaryCall;
+  decommissionNode(
+    request: DecommissionNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DecommissionNodeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RemoveConsensusMember removes an etcd member that no node holding the
+   * consensus role accounts for (a node's own member leaves with
+   * UpdateNodeRoles or DecommissionNode). Refused when it would lose quorum
+   * unless forced.
+   */
+  removeConsensusMember(
+    request: RemoveConsensusMemberRequest,
+    callback: (error: ServiceError | null, response: RemoveConsensusMemberResponse) => void,
+  ): ClientUnaryCall;
+  removeConsensusMember(
+    request: RemoveConsensusMemberRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveConsensusMemberResponse) => void,
+  ): ClientUnaryCall;
+  removeConsensusMember(
+    request: RemoveConsensusMemberRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveConsensusMemberResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * MoveConsensusLeader hands raft leadership to another healthy voter.
+   * etcd takes it only from the raft leader, so it works while the curator
+   * leader's own etcd member leads raft.
+   */
+  moveConsensusLeader(
+    request: MoveConsensusLeaderRequest,
+    callback: (error: ServiceError | null, response: MoveConsensusLeaderResponse) => void,
+  ): ClientUnaryCall;
+  moveConsensusLeader(
+    request: MoveConsensusLeaderRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: MoveConsensusLeaderResponse) => void,
+  ): ClientUnaryCall;
+  moveConsensusLeader(
+    request: MoveConsensusLeaderRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: MoveConsensusLeaderResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * DefragmentConsensus defragments the curator leader's etcd member (the
+   * member stalls while it runs). Refused when the others would not form a
+   * quorum meanwhile, unless forced.
+   */
+  defragmentConsensus(
+    request: DefragmentConsensusRequest,
+    callback: (error: ServiceError | null, response: DefragmentConsensusResponse) => void,
+  ): ClientUnaryCall;
+  defragmentConsensus(
+    request: DefragmentConsensusRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DefragmentConsensusResponse) => void,
+  ): ClientUnaryCall;
+  defragmentConsensus(
+    request: DefragmentConsensusRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DefragmentConsensusResponse) => void,
+  ): ClientUnaryCall;
+  /** GetConsensusAlarms lists the etcd alarms raised on any member. */
+  getConsensusAlarms(
+    request: GetConsensusAlarmsRequest,
+    callback: (error: ServiceError | null, response: GetConsensusAlarmsResponse) => void,
+  ): ClientUnaryCall;
+  getConsensusAlarms(
+    request: GetConsensusAlarmsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetConsensusAlarmsResponse) => void,
+  ): ClientUnaryCall;
+  getConsensusAlarms(
+    request: GetConsensusAlarmsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetConsensusAlarmsResponse) => void,
+  ): ClientUnaryCall;
+  /** DisarmConsensusAlarm disarms an etcd alarm of a member. */
+  disarmConsensusAlarm(
+    request: DisarmConsensusAlarmRequest,
+    callback: (error: ServiceError | null, response: DisarmConsensusAlarmResponse) => void,
+  ): ClientUnaryCall;
+  disarmConsensusAlarm(
+    request: DisarmConsensusAlarmRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DisarmConsensusAlarmResponse) => void,
+  ): ClientUnaryCall;
+  disarmConsensusAlarm(
+    request: DisarmConsensusAlarmRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DisarmConsensusAlarmResponse) => void,
   ): ClientUnaryCall;
 }
 

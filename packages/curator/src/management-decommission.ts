@@ -1,0 +1,128 @@
+/**
+ * Management.DecommissionNode: an UP node taken out of service for good, in
+ * an order where every step that fails half-way leaves something a retry of
+ * the same call finishes (each step is idempotent):
+ *
+ *   quorum check (unless forced) ─▶ etcd member removed ─▶ etcd's word that it is gone
+ *     ─▶ roles taken away (consensus with the rest) ─▶ certificates revoked ─▶ DECOMMISSIONED
+ *
+ * The consensus member goes first and alone, as UpdateNodeRoles takes the
+ * role: the node stops its etcd only once etcd itself reports the member
+ * removed. The role is written away only once the leader's own etcd member
+ * no longer lists it (the proof from the source of truth); then its node
+ * certificate and etcd peer certificates are revoked (curators, Debug
+ * services and etcd peers refuse it: the node's watch of itself is refused,
+ * and it stops as a node of no cluster), and its record is kept as
+ * DECOMMISSIONED: it is never let back in, and `delete` removes the record
+ * later without bypasses (no roles, not UP).
+ *
+ * The leader never removes its own etcd member: it hands its leadership over
+ * (UNAVAILABLE) and the client retries with the new leader, as for
+ * UpdateNodeRoles.
+ */
+import { defaultPeerPort } from "@metropolis/consensus";
+import { status } from "@grpc/grpc-js";
+import { api, common } from "@metropolis/proto";
+import { logProgress } from "@metropolis/supervisor/node-progress";
+import { revokeNodeCertificate } from "./curator-pki";
+import { CuratorError, FailedPreconditionError, LeadershipHandedOverError } from "./errors";
+import { checkNotLastConsensusMember } from "./last-consensus-member";
+import type { LeaderContext } from "./leader-context";
+import { checkConsensusMaintenance } from "./management-maintenance";
+import { changeNode, hasRole, resolveNode, type NodeChange } from "./management-nodes";
+import { waitUntilMemberGone } from "./member-gone";
+import { listNodes, type StoredNode } from "./node-record";
+
+/** The node's state, for refusals. */
+const stateName = (node: StoredNode) => common.nodeStateToJSON(node.node.state);
+
+/** Refuses a node that is neither UP nor DECOMMISSIONED already (a retry finishes what an earlier call left). */
+function checkDecommissionable(stored: StoredNode): void {
+  if (stored.node.state === common.NodeState.UP) return;
+  if (stored.node.state === common.NodeState.DECOMMISSIONED) return;
+  throw new FailedPreconditionError(
+    `node ${stored.id} is ${stateName(stored)}: only UP nodes are decommissioned; a node that never joined is deleted (metroctl delete)`,
+  );
+}
+
+/**
+ * Implements DecommissionNode; `signal` (the call's) bounds the removal of
+ * the node's etcd member.
+ */
+export async function decommissionNode(
+  ctx: LeaderContext,
+  req: api.DecommissionNodeRequest,
+  signal: AbortSignal,
+): Promise<api.DecommissionNodeResponse> {
+  // From etcd, not the leader's copy: the decision destroys state.
+  const target = await resolveNode(ctx, req.node);
+  checkDecommissionable(target);
+  const already = target.node.state === common.NodeState.DECOMMISSIONED;
+  const isMember = hasRole(target.node.roles, api.NodeRole.CONSENSUS_MEMBER);
+  const host = target.node.status?.externalAddress || undefined;
+
+  let consensusMemberRemoved = false;
+  if (isMember) {
+    // First, and whatever `force` says: force waives the quorum check, not the cluster's survival.
+    checkNotLastConsensusMember(target, await listNodes(ctx.kv), "decommission");
+    if (!req.force) await checkConsensusMaintenance(ctx, "decommission", { nodeId: target.id });
+    if (target.id === ctx.self.nodeId) {
+      await ctx.leadership.handOver();
+      logProgress(ctx.logger, `handed the leadership over: node ${target.id} is decommissioned`, {
+        event: "curator.handed-over",
+        nodeId: target.id,
+      });
+      throw new LeadershipHandedOverError(target.id);
+    }
+    consensusMemberRemoved = await ctx.consensus.removeNode(
+      target.id,
+      host === undefined ? undefined : { host },
+      signal,
+    );
+    const peerUrl = host === undefined ? undefined : `https://${host}:${defaultPeerPort}`;
+    await waitUntilMemberGone(
+      ctx,
+      (m) =>
+        m.name === target.id ||
+        (m.name === "" && peerUrl !== undefined && m.peerURLs.includes(peerUrl)),
+      `the etcd member of node ${target.id}`,
+      signal,
+    );
+    ctx.logger.info(`node ${target.id}: etcd member removed (etcd no longer lists it)`);
+  }
+
+  // Every role, in one write: the consensus member is gone, and a Kubernetes
+  // controller keeps its state in it, so neither may outlive the other.
+  await changeNode(ctx, req.node, (current): NodeChange => {
+    checkDecommissionable(current);
+    // A consensus role given since the read above has a member this call did not remove.
+    if (!isMember && hasRole(current.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
+      throw new CuratorError(
+        status.ABORTED,
+        `node ${current.id} was made a consensus member while it was decommissioned; retry`,
+      );
+    }
+    const roles = current.node.roles ?? {};
+    if (Object.values(roles).every((role) => role === undefined)) return { kind: "unchanged" };
+    return { kind: "put", node: { ...current.node, roles: {} } };
+  });
+
+  // Locked out before it is marked: a call that fails here leaves an UP node
+  // without roles whose certificate is refused, and a retry finishes the job.
+  await revokeNodeCertificate(ctx, target);
+  const revokedPeerCertificates = await ctx.consensus.revokeNode(target.id);
+  ctx.heartbeats.forget(target.id);
+
+  await changeNode(ctx, req.node, (current): NodeChange => {
+    checkDecommissionable(current);
+    if (current.node.state === common.NodeState.DECOMMISSIONED) return { kind: "unchanged" };
+    return { kind: "put", node: { ...current.node, state: common.NodeState.DECOMMISSIONED } };
+  });
+  ctx.logger.info(`node ${target.id} decommissioned`);
+  return {
+    nodeId: target.id,
+    consensusMemberRemoved,
+    revokedPeerCertificates,
+    alreadyDecommissioned: already,
+  };
+}
