@@ -20,7 +20,6 @@ jest.setTimeout(120_000);
 let e2e: E2eCluster;
 let register: api.NodeParameters_ClusterRegister;
 let baseline: NodeView[];
-let nextHost = 10;
 
 beforeAll(async () => {
   e2e = await E2eCluster.create("bad-input", { nodes: 1 });
@@ -64,10 +63,9 @@ async function run(attempt: Attempt): Promise<{ exit: NodeExit; stderr: string; 
     await writeFile(configPath, attempt.config);
   }
   const started = performance.now();
-  const proc = e2e.spawn({
+  const proc = await e2e.spawn({
     name: attempt.name,
     root,
-    address: e2e.address(nextHost++),
     parametersPath,
     configPath,
   });

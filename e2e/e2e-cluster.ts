@@ -6,11 +6,12 @@
  * PID, even after a failure, removes the temp dir, and prints the step
  * timings the file measured so that they can be compared over time.
  *
- * With `hosts: true` the nodes run on a testbed of their own instead (each
- * in a network namespace, on a bridge, at an address of a random /24 of
+ * Where it can (as root, as CI is: `Testbed.available()`), or always with
+ * `hosts: true`, the nodes run on a testbed of their own instead (each in a
+ * network namespace, on a bridge, at an address of a random /24 of
  * 198.18.0.0/15: ../local-cluster's testbed.ts), and `network` breaks the
  * network between them (network.ts); `teardown()` then also removes the
- * testbed. Node `i` runs on host `i`.
+ * testbed. Node `i` runs on host `i`. `hosts: false` keeps a file on loopback.
  *
  * Also here: the owner's view of a node from outside metroctl — the node's
  * Debug service (GetCondition), a curator's CuratorLocal (GetCurrentLeader)
@@ -105,8 +106,11 @@ export interface E2eClusterOptions {
   /**
    * Hosts mode: every node in a network namespace of its own, on a testbed
    * the file owns (`network` then breaks the network between them). Needs
-   * root and ip, iptables, conntrack, nsenter: check `Testbed.available()`
-   * first to skip the file elsewhere.
+   * root and ip, iptables, conntrack, nsenter: with `true`, check
+   * `Testbed.available()` first to skip the file elsewhere; `false` keeps
+   * the nodes on loopback.
+   * @default on the testbed where `Testbed.available()` (as root, as CI
+   *   is), on loopback elsewhere: the suites run across hosts wherever they can
    */
   hosts?: boolean;
   /** Extra environment of a node's process, each time it starts; gets the file's temp dir. */
@@ -161,8 +165,8 @@ export class E2eCluster {
     // Nodes are dialled by IP by design (see @metropolis/curator's credentials).
     silenceIpServerNameWarning();
     let hosts: { testbed: Testbed; network: Network } | undefined;
-    if (opts.hosts) {
-      const availability = Testbed.available();
+    const availability = opts.hosts === false ? undefined : Testbed.available();
+    if (availability && (opts.hosts === true || availability.ok)) {
       if (!availability.ok) throw new E2eHarnessError(`no hosts mode here: ${availability.reason}`);
       const testbed = await Testbed.create({ hosts: opts.nodes });
       try {
@@ -212,9 +216,24 @@ export class E2eCluster {
     return result;
   }
 
-  /** Starts a `metropolis-node` outside the cluster's nodes; stopped at teardown. */
-  spawn(opts: Omit<NodeProcessOptions, "name"> & { name?: string }): NodeProcess {
-    const proc = NodeProcess.start({ name: `extra${this.extra.length + 1}`, ...opts });
+  /**
+   * Starts a `metropolis-node` outside the cluster's nodes, at an address of
+   * its own: a new host of the testbed in hosts mode (so a later
+   * `cluster.addNode()` would share it: don't mix the two), from .200 of the
+   * file's /24 on loopback. Stopped at teardown.
+   */
+  async spawn(
+    opts: Omit<NodeProcessOptions, "name" | "address" | "netns"> & { name?: string },
+  ): Promise<NodeProcess> {
+    const name = opts.name ?? `extra${this.extra.length + 1}`;
+    let place: { address: string; netns?: string };
+    if (this.testbed) {
+      const host = await this.testbed.addHost();
+      place = { address: this.testbed.address(host), netns: this.testbed.namespace(host) };
+    } else {
+      place = { address: this.address(200 + this.extra.length) };
+    }
+    const proc = NodeProcess.start({ ...opts, ...place, name });
     this.extra.push(proc);
     return proc;
   }

@@ -138,8 +138,9 @@ describe("rogue: an approved node without roles poses as the curator", () => {
       expect(clusterUnlockKey).toHaveLength(32);
       unlockKeys.set(node.id, Buffer.from(clusterUnlockKey));
     }
-    // An address of this file's /24 that no node uses.
-    const host = e2e.address(10);
+    // An address of this file's /24 that no node uses, where this process can listen: on the
+    // testbed the bridge's own (the owner's side), on loopback any.
+    const host = e2e.testbed ? e2e.testbed.ownerAddress : e2e.address(10);
     expect(nodes.map((n) => n.address)).not.toContain(host);
     const r = await e2e.measure("rogue enrolled (RegisterNode, approve, CommitNode)", () =>
       enrolRogue(e2e, nodes, host),
