@@ -27,7 +27,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { processGroupMembers } from "../local-cluster/src/node-process";
-import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
 import { runChaos, type ChaosOptions } from "../chaos/src/run-chaos";
 import type { ChaosReport } from "../chaos/src/report";
 
@@ -103,13 +103,11 @@ describe("chaos: a short run with seed 7", () => {
   });
 });
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const hostsTitle = availability.ok
-  ? "chaos on a testbed: a 2-minute run with seed 3, partitions, clocks and role changes"
-  : `chaos on a testbed: SKIPPED, no testbed here: ${availability.reason}`;
+const onTestbed = testbedSuite(
+  "chaos on a testbed: a 2-minute run with seed 3, partitions, clocks and role changes",
+);
 
-describeHosts(hostsTitle, () => {
+(onTestbed.runs ? describe : describe.skip)(onTestbed.title, () => {
   let dir: string | undefined;
   let report: ChaosReport;
 

@@ -46,7 +46,7 @@ import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { localNodeConfig } from "../local-cluster/src/cluster-launcher";
 import { ownerTowardsNode } from "../local-cluster/src/cluster-view";
-import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
 import {
   CuratorObservation,
   fencedFailover,
@@ -62,17 +62,10 @@ jest.setTimeout(300_000);
 /** Debian's libfaketime (package faketime). */
 const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-const availability = Testbed.available();
-const skipped = !availability.ok
-  ? `no testbed here: ${availability.reason}`
-  : !existsSync(libfaketime)
-    ? `no ${libfaketime} (apt-get install faketime)`
-    : undefined;
-const describeClock = skipped === undefined ? describe : describe.skip;
-const title =
-  skipped === undefined
-    ? "clock jump: a node's wall clock a minute ahead, then behind, while it runs"
-    : `clock jump: SKIPPED, ${skipped}`;
+const suite = testbedSuite(
+  "clock jump: a node's wall clock a minute ahead, then behind, while it runs",
+  () => (existsSync(libfaketime) ? undefined : `no ${libfaketime} (apt-get install faketime)`),
+);
 
 /** The heartbeat timeout of the local cluster's nodes. */
 const heartbeatTimeoutMs = localNodeConfig.heartbeatTimeoutMs ?? 4000;
@@ -82,7 +75,7 @@ const watchMs = Math.max(3 * leaseTtlMs, 2 * heartbeatTimeoutMs);
 /** Node `name`'s libfaketime timestamp file in the test's dir. */
 const clockFile = (dir: string, name: string) => join(dir, `faketime-${name}`);
 
-describeClock(title, () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   let e2e: E2eCluster;
   let nodes: ClusterNode[];
   const observations: CuratorObservation[] = [];

@@ -21,21 +21,18 @@ import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { processGroupMembers } from "../local-cluster/src/node-process";
 import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
 import { linkNames, namespaceNames } from "../local-cluster/src/testbed-slot";
 import { E2eCluster } from "./e2e-cluster";
 
 jest.setTimeout(240_000);
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const title = availability.ok
-  ? "hosts: three consensus members, each in a network namespace of its own"
-  : `hosts: SKIPPED, no testbed here: ${availability.reason}`;
+const suite = testbedSuite("hosts: three consensus members, each in a network namespace of its own");
 
 /** The heartbeat timeout of the local cluster's nodes (heartbeatTimeoutMs). */
 const heartbeatTimeoutMs = 4000;
 
-describeHosts(title, () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   let e2e: E2eCluster;
   let testbed: Testbed;
   let nodes: ClusterNode[];

@@ -49,7 +49,7 @@ import { performance } from "node:perf_hooks";
 import { api } from "@metropolis/proto";
 import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
-import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
 import {
   CuratorObservation,
   fencedFailover,
@@ -62,16 +62,14 @@ import { E2eCluster } from "./e2e-cluster";
 
 jest.setTimeout(300_000);
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const title = availability.ok
-  ? "partition faults: a follower, the raft leader, a bridge, the etcd peer port"
-  : `partition faults: SKIPPED, no testbed here: ${availability.reason}`;
+const suite = testbedSuite(
+  "partition faults: a follower, the raft leader, a bridge, the etcd peer port",
+);
 
 /** The nodes' etcd peer port (the node configuration's `ports.consensus` default). */
 const etcdPeerPort = 7834;
 
-describeHosts(title, () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   let e2e: E2eCluster;
   let nodes: ClusterNode[];
   const observations: CuratorObservation[] = [];

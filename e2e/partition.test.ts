@@ -31,21 +31,17 @@ import { eventually } from "@metropolis/supervisor/testing";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { localNodeConfig } from "../local-cluster/src/cluster-launcher";
 import { ownerTowardsNode } from "../local-cluster/src/cluster-view";
-import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
 import { E2eCluster } from "./e2e-cluster";
 import { DirectCurator, probeIntervalMs, startProbing } from "./direct-curator";
 
 jest.setTimeout(300_000);
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const title = availability.ok
-  ? "partition: the curator leader's host cut off from the two others"
-  : `partition: SKIPPED, no testbed here: ${availability.reason}`;
+const suite = testbedSuite("partition: the curator leader's host cut off from the two others");
 
 /** The nodes' election lease TTL (local clusters' configuration). */
 const ttlMs = (localNodeConfig.leaderTtlSeconds ?? 10) * 1000;
-describeHosts(title, () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   let e2e: E2eCluster;
   let nodes: ClusterNode[];
   const clients: DirectCurator[] = [];

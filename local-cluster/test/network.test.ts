@@ -13,21 +13,18 @@ import { spawnSync } from "node:child_process";
 import { eventually } from "@metropolis/supervisor/testing";
 import { describeFault, Network, NetworkFaultError } from "../src/network";
 import { Testbed } from "../src/testbed";
+import { testbedSuite } from "../src/testing";
 import { ownerReaches, Probe } from "./netns-probe";
 
 jest.setTimeout(60_000);
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const title = availability.ok
-  ? "Network (3 namespaces, real iptables)"
-  : `Network: SKIPPED, no testbed here: ${availability.reason}`;
+const suite = testbedSuite("Network (3 namespaces, real iptables)");
 
 /** The echo ports: an "etcd peer" one and a "curator" one. */
 const peerPort = 7834;
 const curatorPort = 7835;
 
-describeHosts(title, () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   let testbed: Testbed;
   let network: Network;
   const probes = new Map<number, Probe>();

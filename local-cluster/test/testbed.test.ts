@@ -19,14 +19,12 @@ import { createInterface } from "node:readline";
 import { eventually } from "@metropolis/supervisor/testing";
 import { NodeProcess } from "../src/node-process";
 import { Testbed, TestbedBusyError, TestbedError } from "../src/testbed";
+import { testbedSuite } from "../src/testing";
 import { linkNames, namespaceNames, SlotLock } from "../src/testbed-slot";
 
 jest.setTimeout(60_000);
 
-const availability = Testbed.available();
-const describeHosts = availability.ok ? describe : describe.skip;
-const skipped = (what: string) =>
-  availability.ok ? what : `${what}: SKIPPED, no testbed here: ${availability.reason}`;
+const suite = testbedSuite("Testbed (real namespaces)");
 
 const register = join(__dirname, "swc-register.js");
 const here = (...parts: string[]) => join(__dirname, ...parts);
@@ -63,7 +61,7 @@ function alive(pid: number): boolean {
   return !/\) [ZX] /.test(stat);
 }
 
-describeHosts(skipped("Testbed (real namespaces)"), () => {
+(suite.runs ? describe : describe.skip)(suite.title, () => {
   const children: ChildProcess[] = [];
   const testbeds: Testbed[] = [];
 
