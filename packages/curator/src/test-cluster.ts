@@ -84,6 +84,10 @@ export interface PutNodeOptions {
   state?: common.NodeState;
   roles?: common.NodeRoles;
   labels?: Map<string, string>;
+  /** The node's key pair (default a fresh one): a consensus test member's, to give its member a record. */
+  keys?: KeyPair;
+  /** Its status (default none): an external address makes it dialable as an etcd peer. */
+  status?: common.NodeStatus;
 }
 
 /** A bootstrapped cluster; see the module comment. */
@@ -171,9 +175,14 @@ export async function bootstrapTestCluster(opts: TestClusterOptions = {}): Promi
 
     const putNode = async (
       leadership: Leadership,
-      { state = common.NodeState.UP, roles = {}, labels = new Map() }: PutNodeOptions = {},
+      {
+        state = common.NodeState.UP,
+        roles = {},
+        labels = new Map(),
+        keys = newKeyPair(),
+        status,
+      }: PutNodeOptions = {},
     ): Promise<ClusterNode> => {
-      const keys = newKeyPair();
       const nodeId = nodeIdFromPublicKey(keys.publicKey);
       const nodeJoin = newKeyPair();
       const cuk = randomBytes(32);
@@ -184,6 +193,7 @@ export async function bootstrapTestCluster(opts: TestClusterOptions = {}): Promi
         state,
         roles,
         labels,
+        status,
       });
       const txn = leadership.txn().and(nodeKey(nodeId), "Create", "==", 0);
       const ops = [
