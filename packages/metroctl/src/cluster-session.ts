@@ -268,6 +268,53 @@ export class ClusterSession {
     return this.call((l, m, o, cb) => l.management.rotateClusterSecretsKey({}, m, o, cb));
   }
 
+  /** Whether an action on a node keeps a quorum of healthy voters (FAILED_PRECONDITION otherwise). */
+  checkNodeMaintenance(
+    req: api.CheckNodeMaintenanceRequest,
+  ): Promise<api.CheckNodeMaintenanceResponse> {
+    return this.call((l, m, o, cb) => l.management.checkNodeMaintenance(req, m, o, cb));
+  }
+
+  /** DecommissionNode, within `timeoutMs` (it waits for etcd to remove the node's member). */
+  decommissionNode(
+    req: api.DecommissionNodeRequest,
+    timeoutMs?: number,
+  ): Promise<api.DecommissionNodeResponse> {
+    return this.call((l, m, o, cb) => l.management.decommissionNode(req, m, o, cb), timeoutMs);
+  }
+
+  /** RemoveConsensusMember, within `timeoutMs`. */
+  removeConsensusMember(
+    req: api.RemoveConsensusMemberRequest,
+    timeoutMs?: number,
+  ): Promise<api.RemoveConsensusMemberResponse> {
+    return this.call((l, m, o, cb) => l.management.removeConsensusMember(req, m, o, cb), timeoutMs);
+  }
+
+  moveConsensusLeader(
+    req: api.MoveConsensusLeaderRequest,
+  ): Promise<api.MoveConsensusLeaderResponse> {
+    return this.call((l, m, o, cb) => l.management.moveConsensusLeader(req, m, o, cb));
+  }
+
+  /** DefragmentConsensus, within `timeoutMs` (a large database takes a while). */
+  defragmentConsensus(
+    req: api.DefragmentConsensusRequest,
+    timeoutMs?: number,
+  ): Promise<api.DefragmentConsensusResponse> {
+    return this.call((l, m, o, cb) => l.management.defragmentConsensus(req, m, o, cb), timeoutMs);
+  }
+
+  getConsensusAlarms(): Promise<api.GetConsensusAlarmsResponse> {
+    return this.call((l, m, o, cb) => l.management.getConsensusAlarms({}, m, o, cb));
+  }
+
+  disarmConsensusAlarm(
+    req: api.DisarmConsensusAlarmRequest,
+  ): Promise<api.DisarmConsensusAlarmResponse> {
+    return this.call((l, m, o, cb) => l.management.disarmConsensusAlarm(req, m, o, cb));
+  }
+
   escrow(publicKey: Uint8Array): Promise<api.EscrowResponse> {
     return this.call((l, m, o, cb) =>
       l.aaa.escrow({ publicKey: Buffer.from(publicKey) }, m, o, cb),

@@ -25,7 +25,8 @@ import {
   metricsExporters,
 } from "./flag-defaults";
 import { addListingOptions, type ListingOptions } from "./listing-options";
-import type { NodeLogsOptions } from "./node-management-commands";
+import type { NodeLogsOptions, NodePowerOptions } from "./node-management-commands";
+import type { DecommissionOptions } from "./node-decommission";
 import type { SetRoleOptions } from "./node-changes";
 import type { ObserveOptions } from "./observe/observe-command";
 import {
@@ -109,7 +110,11 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .argument("<id>", "node ID")
     .addOption(onOff("consensus", "consensus member (etcd + curator)"))
     .addOption(onOff("controller", "Kubernetes controller"))
-    .addOption(onOff("worker", "Kubernetes worker"));
+    .addOption(onOff("worker", "Kubernetes worker"))
+    .option(
+      "--force",
+      "with --consensus off: skip the quorum check (refused when fewer healthy etcd voters than a quorum would remain, or another member is a learner or unhealthy)",
+    );
   define("label", async (ctx, [id, ...changes]) =>
     (await import("./node-changes.js")).labelNode(ctx, id, changes),
   )
@@ -152,6 +157,38 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .description(
       "show the etcd members (voter or learner, raft leader, reachable, curator) and how many failures the cluster survives",
     )
+    .addOption(outputFormatOption());
+
+  define<{ force?: boolean }>("cluster remove-member", async (ctx, [memberId], opts) =>
+    (await import("./consensus-commands.js")).removeMember(ctx, memberId, opts),
+  )
+    .description(
+      "remove an etcd member that no node holding the consensus role accounts for (refused when it would lose quorum)",
+    )
+    .argument("<member-id>", "the member's ID, hex, as `cluster members` prints it")
+    .option("--force", "skip the quorum check (says what it risks)");
+  define("cluster move-leader", async (ctx, [nodeId]) =>
+    (await import("./consensus-commands.js")).moveLeader(ctx, nodeId),
+  )
+    .description(
+      "hand raft leadership to another healthy voter (works while the curator leader's etcd member leads raft)",
+    )
+    .argument("<node-id>", "the node whose etcd member is to lead raft");
+  define<{ force?: boolean; output: OutputFormat }>("cluster defrag", async (ctx, _args, opts) =>
+    (await import("./consensus-commands.js")).defrag(ctx, opts),
+  )
+    .description(
+      "defragment the curator leader's etcd member (refused when the others would not form a quorum meanwhile)",
+    )
+    .option("--force", "skip the quorum check (says what it risks)")
+    .addOption(outputFormatOption());
+  define<{ alarm?: string; output: OutputFormat }>("cluster alarms", async (ctx, args, opts) =>
+    (await import("./consensus-commands.js")).alarms(ctx, args, opts),
+  )
+    .description("list etcd's alarms (list, the default), or disarm a member's (disarm MEMBER_ID)")
+    .addArgument(new Argument("[action]", "list or disarm").choices(["list", "disarm"]))
+    .argument("[member-id]", "disarm: the member's ID, hex")
+    .option("--alarm <alarm>", "disarm: only this alarm, nospace or corrupt (default: every alarm)")
     .addOption(outputFormatOption());
 
   define<{ output: OutputFormat }>("rotate-secrets-key", async (ctx, _args, opts) =>
@@ -250,20 +287,33 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .option("-f, --follow", "then print new entries as they are logged, until interrupted")
     .option("--concise", "print just `time level message`")
     .option("--debug-port <port>", nodeManagementPortHelp);
-  define<{ debugPort?: string }>("node reboot", async (ctx, [id], opts) =>
+  const quorumForce =
+    "skip the curator's quorum check (refused when fewer healthy etcd voters than a quorum would remain, or another member is a learner or unhealthy); says what it risks";
+  define<NodePowerOptions>("node reboot", async (ctx, [id], opts) =>
     (await import("./node-management-commands.js")).nodePower(ctx, id, "reboot", opts),
   )
     .description(
-      "reboot a node: it stops gracefully and its service manager (local-cluster) starts it again",
+      "reboot a node: it stops gracefully and its service manager (local-cluster) starts it again; quorum-checked first",
     )
     .argument("<id>", "node ID")
+    .option("--force", quorumForce)
     .option("--debug-port <port>", nodeManagementPortHelp);
-  define<{ debugPort?: string }>("node poweroff", async (ctx, [id], opts) =>
+  define<NodePowerOptions>("node poweroff", async (ctx, [id], opts) =>
     (await import("./node-management-commands.js")).nodePower(ctx, id, "poweroff", opts),
   )
-    .description("power a node off: it stops gracefully and stays stopped")
+    .description("power a node off: it stops gracefully and stays stopped; quorum-checked first")
     .argument("<id>", "node ID")
+    .option("--force", quorumForce)
     .option("--debug-port <port>", nodeManagementPortHelp);
+  define<DecommissionOptions>("node decommission", async (ctx, [id], opts) =>
+    (await import("./node-decommission.js")).decommissionNode(ctx, id, opts),
+  )
+    .description(
+      "take an UP node out of service for good: its etcd member removed first, then its roles; its certificate revoked; DECOMMISSIONED (quorum-checked)",
+    )
+    .argument("<id>", "node ID")
+    .option("--force", quorumForce)
+    .addOption(outputFormatOption());
 
   debugPortOption(
     define<ObserveOptions>("observe", async (ctx, _args, opts) =>

@@ -10,6 +10,7 @@ import type { CommandContext } from "./command-context";
 import { UsageError } from "./errors";
 import { bypassChecks } from "./flag-defaults";
 import { parseLabelChanges, parseNodeId, parseOnOff } from "./flag-values";
+import { warnForced } from "./forced";
 import { writeLine } from "./io";
 import { listNodesWith, type ListingOptions } from "./nodes-command";
 
@@ -49,6 +50,7 @@ export interface SetRoleOptions {
   consensus?: string;
   controller?: string;
   worker?: string;
+  force?: boolean;
 }
 
 /** Roles to give (true) or take away (false); an unset role stays as it is. */
@@ -102,6 +104,13 @@ export async function setRole(
     worker: flag(opts.worker, "--worker"),
   };
   const req = rolesRequest(id, changes);
+  if (opts.force === true) {
+    if (changes.consensus !== false) {
+      throw new UsageError("--force skips the quorum check of --consensus off: give it with that");
+    }
+    req.force = true;
+    warnForced(ctx, "set-role", `taking the consensus role from node ${id}`);
+  }
   await withOwnerSession(ctx, (session) => session.updateNodeRoles(req));
   writeLine(ctx.io.stdout, `node ${id}: ${describeRoleChanges(changes)}`);
 }

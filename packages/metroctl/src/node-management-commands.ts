@@ -1,7 +1,8 @@
 /**
  * `node logs`, `node reboot` and `node poweroff`: the owner's NodeManagement
  * service, which every node serves itself on its Debug port (default 7837)
- * at the address it reported to the cluster. Dialled like the Debug
+ * at the address it reported to the cluster; reboot and power-off are
+ * quorum-checked by the curator leader first. Dialled like the Debug
  * commands: owner certificate, the node verified by its certificate from
  * the cluster CA, naming the node asked for.
  */
@@ -11,7 +12,10 @@ import type { CommandContext } from "./command-context";
 import { defaultDebugPort, formatLogEntry, nodeClient, readStream } from "./debug-commands";
 import { UsageError } from "./errors";
 import type { LogLevelName } from "./flag-defaults";
-import { parseCount, parsePortFlag } from "./flag-values";
+import { parseCount, parseNodeId, parsePortFlag } from "./flag-values";
+import { warnForced } from "./forced";
+import { withOwnerSession } from "./cluster-session";
+import { byId } from "./node-changes";
 import { writeLine } from "./io";
 
 /** The severities `--level` takes (`logLevelNames`), least severe first. */
@@ -98,14 +102,39 @@ export async function nodeManagementLogs(
   }
 }
 
-/** `node reboot ID` / `node poweroff ID`: asks the node, which answers, then stops. */
+/** Flags of `node reboot` and `node poweroff`, as given. */
+export interface NodePowerOptions {
+  debugPort?: string;
+  force?: boolean;
+}
+
+/**
+ * `node reboot ID [--force]` / `node poweroff ID [--force]`: first asks the
+ * curator leader whether the node may go away (CheckNodeMaintenance: a
+ * refusal, FAILED_PRECONDITION naming why, is the command's error and the
+ * node is not asked), then the node, which answers, then stops. `--force`
+ * skips the check and says what it risks: the node's own NodeManagement
+ * service does not know the consensus, so the check is the curator's.
+ */
 export async function nodePower(
   ctx: CommandContext,
   id: string,
   action: "reboot" | "poweroff",
-  opts: { debugPort?: string },
+  opts: NodePowerOptions,
 ): Promise<void> {
-  const client = await nodeClient(ctx, id, debugPortOf(opts), api.NodeManagementClient);
+  parseNodeId(id);
+  const port = debugPortOf(opts);
+  if (opts.force === true) {
+    warnForced(ctx, `node ${action}`, `taking node ${id} away`);
+  } else {
+    await withOwnerSession(ctx, (session) =>
+      session.checkNodeMaintenance({
+        node: byId(id),
+        action: action === "reboot" ? api.NodeMaintenance.REBOOT : api.NodeMaintenance.POWER_OFF,
+      }),
+    );
+  }
+  const client = await nodeClient(ctx, id, port, api.NodeManagementClient);
   try {
     await new Promise<void>((resolve, reject) => {
       const options = { deadline: Date.now() + ctx.dialTimeoutMs };

@@ -202,18 +202,31 @@ describe("node logs", () => {
 });
 
 describe("node reboot and node poweroff", () => {
-  it("ask the node as the owner and say what it does", async () => {
+  it("ask the curator leader's quorum check, then the node as the owner, and say what they do", async () => {
     const id = cluster.leader.firstNode.nodeId;
     const node = await serveNodeManagement(async () => undefined);
     const port = ["--debug-port", String(node.port)];
-    expect(await metroctl(config, ["node", "reboot", id, ...port])).toEqual({
+    // The first node is the cluster's only etcd voter: its going away is refused, and the node not asked.
+    for (const action of ["reboot", "poweroff"]) {
+      const refused = await metroctl(config, ["node", action, id, ...port]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(
+        new RegExp(
+          `^metroctl: node ${action}: FAILED_PRECONDITION: (rebooting|powering off) node ${id} is refused: afterwards 0 healthy voters would remain, fewer than the quorum of 1 \\(of 1 voter\\); .*--force`,
+        ),
+      );
+    }
+    expect(node.power).toEqual([]);
+    const risk = (action: string) =>
+      `metroctl: node ${action}: --force: taking node ${id} away is not quorum-checked; if fewer healthy etcd voters than a quorum remain, the cluster stops committing writes (no node changes, no curator failover) until enough of them are back\n`;
+    expect(await metroctl(config, ["node", "reboot", id, "--force", ...port])).toEqual({
       code: 0,
-      stderr: "",
+      stderr: risk("reboot"),
       stdout: `node ${id} is rebooting\n`,
     });
-    expect(await metroctl(config, ["node", "poweroff", id, ...port])).toEqual({
+    expect(await metroctl(config, ["node", "poweroff", id, "--force", ...port])).toEqual({
       code: 0,
-      stderr: "",
+      stderr: risk("poweroff"),
       stdout: `node ${id} is powering off\n`,
     });
     expect(node.power).toEqual(["reboot", "poweroff"]);
@@ -222,10 +235,15 @@ describe("node reboot and node poweroff", () => {
 
   it("reports a node that is not in the cluster", async () => {
     const missing = "metropolis-" + "ef".repeat(16);
-    const res = await metroctl(config, ["node", "reboot", missing]);
-    expect(res).toMatchObject({
+    // The curator's quorum check answers first; forced, metroctl finds no address for it.
+    expect(await metroctl(config, ["node", "reboot", missing])).toMatchObject({
       code: 1,
-      stderr: `metroctl: node reboot: node ${missing} not found\n`,
+      stderr: `metroctl: node reboot: NOT_FOUND: node ${missing} not found\n`,
     });
+    const forced = await metroctl(config, ["node", "reboot", missing, "--force"]);
+    expect(forced.code).toBe(1);
+    expect(forced.stderr).toMatch(
+      new RegExp(`metroctl: node reboot: node ${missing} not found\\n$`),
+    );
   });
 });
