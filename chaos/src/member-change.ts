@@ -1,6 +1,6 @@
 /**
  * A consensus role change as the nemesis makes it: `metroctl set-role ID
- * --consensus on|off` (retried while the curator answers UNAVAILABLE or
+ * --consensus on|off` (off with `--force`, past the quorum check; retried while the curator answers UNAVAILABLE or
  * DEADLINE_EXCEEDED: etcd refuses membership changes for a while after one,
  * and a leader may be gone), then a poll of the cluster itself until the
  * change took effect — on: metroctl shows the role, the node's own etcd
@@ -39,7 +39,9 @@ export async function changeConsensusRole(
   timeoutMs = memberChangeTimeoutMs,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const args = ["set-role", node.id, "--consensus", on ? "on" : "off"];
+  // Forced off: the nemesis takes the role under faults on purpose, which the
+  // curator's quorum check (issue 38) would refuse while a voter is cut off.
+  const args = ["set-role", node.id, "--consensus", on ? "on" : "off", ...(on ? [] : ["--force"])];
   await until(deadline, `metroctl ${args.join(" ")}`, async () => {
     try {
       await cluster.metroctlOk(args);
