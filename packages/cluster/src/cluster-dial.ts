@@ -19,8 +19,13 @@ import {
 } from "@metropolis/curator";
 import { encodePem, tlsMaterial, type ParsedCertificate } from "@metropolis/pki";
 import type { common } from "@metropolis/proto";
-import type { RunContext } from "@metropolis/supervisor";
-import { ClusterCaMismatchError, ClusterRefusedError, EnrolmentError } from "./errors";
+import { abortable, answerDeadline, type RunContext } from "@metropolis/supervisor";
+import {
+  ClusterCaMismatchError,
+  ClusterRefusedError,
+  EnrolmentAnswerTimeoutError,
+  EnrolmentError,
+} from "./errors";
 
 /**
  * The curators of a directory: every address of its consensus members, each
@@ -75,6 +80,7 @@ function details(e: unknown): string {
  */
 export function isUnreachable(e: unknown): boolean {
   if (e instanceof NoLeaderError) return !tlsFailure.test(details(e));
+  if (e instanceof EnrolmentAnswerTimeoutError) return true;
   const code = (e as Partial<ServiceError>)?.code;
   return (
     // UNIMPLEMENTED: a follower answered, the leader is changing (e.g. in a cold start).
@@ -90,30 +96,88 @@ export function isUnreachable(e: unknown): boolean {
 }
 
 /**
+ * How long one attempt of an enrolment call waits for the leader's answer
+ * before the leader is given up as unresponsive and the call is retried.
+ * A curator may name a leader that is gone: after a power cut of the whole
+ * cluster, the election key of the last leader outlives its process until
+ * its lease expires, and the curators name it until then. A machine that is
+ * gone drops the packets sent to it rather than refusing them, and grpc-js
+ * sets no timeout on connecting: a call without a deadline waited until the
+ * kernel gave the TCP connection up (over two minutes), and a consensus
+ * member's JoinNode after a cold start with one member's machine gone waited
+ * that long on it (e2e ha-cold).
+ */
+export const enrolmentAnswerTimeoutMs = 10_000;
+
+/** Options of {@link callCluster}. */
+export interface CallClusterOptions {
+  /** Called with each failure that means the cluster is unreachable, before the retry. */
+  onUnreachable?: (e: unknown) => void;
+  /** How long each attempt waits for the leader's answer; default {@link enrolmentAnswerTimeoutMs}. */
+  answerTimeoutMs?: number;
+}
+
+/**
  * Runs `call` on the cluster's leader; retries with backoff while the cluster
  * is unreachable (calling `onUnreachable` each time), and turns every other
- * failure into a typed error naming `what`. `accept` may claim an error as a
- * result instead (e.g. "not approved yet").
+ * failure into a typed error naming `what`. A leader that does not answer an
+ * attempt within `answerTimeoutMs` is given up as unresponsive (the next
+ * attempt looks for the leader again, waiting past answers that still name
+ * it), and the attempt counts as the cluster being unreachable.
  */
 export async function callCluster<T>(
   ctx: RunContext,
   connection: CuratorConnection,
   what: string,
   call: (leader: LeaderClients) => Promise<T>,
-  onUnreachable: (e: unknown) => void = () => undefined,
+  opts: CallClusterOptions = {},
 ): Promise<T> {
+  const answerTimeoutMs = opts.answerTimeoutMs ?? enrolmentAnswerTimeoutMs;
+  const attempt = (leader: LeaderClients) =>
+    answeredInTime(connection, leader, what, call, answerTimeoutMs, ctx.signal);
   let delay = 250;
   for (;;) {
     try {
-      return await connection.call(call, { timeoutMs: 10_000, signal: ctx.signal });
+      return await connection.call(attempt, { timeoutMs: 10_000, signal: ctx.signal });
     } catch (e) {
       ctx.signal.throwIfAborted();
       if (!isUnreachable(e)) throw classify(e, what);
-      onUnreachable(e);
+      opts.onUnreachable?.(e);
       ctx.logger.warn(`${what}: cluster unreachable (${details(e)}); retrying in ${delay} ms`);
       await ctx.sleep(delay);
       delay = Math.min(delay * 2, 5_000);
     }
+  }
+}
+
+/**
+ * `call(leader)`, or EnrolmentAnswerTimeoutError after `timeoutMs` on the
+ * monotonic clock (a grpc-js deadline is a wall-clock time), when `leader`
+ * is given up as unresponsive: its connection is closed, which ends the
+ * call still waiting on it.
+ */
+async function answeredInTime<T>(
+  connection: CuratorConnection,
+  leader: LeaderClients,
+  what: string,
+  call: (leader: LeaderClients) => Promise<T>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<T> {
+  const deadline = answerDeadline(
+    timeoutMs,
+    () => new EnrolmentAnswerTimeoutError(what, leader.endpoint.nodeId, timeoutMs),
+    signal,
+  );
+  try {
+    return await abortable(call(leader), deadline.signal);
+  } catch (e) {
+    if (deadline.signal.aborted && !signal.aborted) {
+      connection.leaderUnresponsive(leader, deadline.signal.reason);
+    }
+    throw e;
+  } finally {
+    deadline.clear();
   }
 }
 

@@ -60,6 +60,23 @@ export class ClusterRefusedError extends EnrolmentError {}
 export class ClusterCaMismatchError extends EnrolmentError {}
 
 /**
+ * An attempt of an enrolment call got no answer from the leader in time (a
+ * leader whose machine is gone, say): the leader is given up and the call
+ * retried, like one to an unreachable cluster.
+ */
+export class EnrolmentAnswerTimeoutError extends ClusterError {
+  constructor(
+    /** The call, e.g. "JoinNode". */
+    readonly call: string,
+    /** The node of the leader that did not answer. */
+    readonly leaderNodeId: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${call}: leader ${leaderNodeId} did not answer within ${timeoutMs} ms`);
+  }
+}
+
+/**
  * The node's data directory holds a node, but its sealed configuration is
  * gone. The node cannot rejoin (the sealed configuration holds its node
  * unlock key and join key), and enrolling afresh would register a new node
