@@ -11,7 +11,8 @@
  * node can watch itself through it.
  *
  * It is also where a node learns that the cluster deleted it (a tombstone
- * of itself, or a refused watch): it sets `values.disowned`.
+ * of itself, or a refused watch) or decommissioned it (its record
+ * DECOMMISSIONED): it sets `values.disowned`.
  */
 import { rm } from "node:fs/promises";
 import { status } from "@grpc/grpc-js";
@@ -96,6 +97,13 @@ export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions)
           }
           if (publish(roles, encoded))
             ctx.logger.info(`roles from the curator: ${describe(roles)}`);
+          // Decommissioned: its roles are gone (persisted above) and its
+          // certificate revoked; a stream opened before the revocation still
+          // delivers this, so the node need not wait to be refused.
+          if (node.state === common.NodeState.DECOMMISSIONED) {
+            ctx.logger.warn(`this node (${nodeId}) was decommissioned`);
+            values.disowned.set("the owner decommissioned it");
+          }
         }
       };
 

@@ -70,6 +70,8 @@ export interface TestCluster {
   ): Promise<api.UpdateNodeRolesResponse>;
   /** DeleteNode as the owner, with every bypass (the node may be UP and hold roles). */
   deleteNode(nodeId: string): Promise<void>;
+  /** DecommissionNode as the owner (a node without an etcd member: no quorum check). */
+  decommissionNode(nodeId: string): Promise<void>;
   /** UpdateNodeStatus as `node` itself. */
   reportStatus(node: NodeCredentials, status: Partial<common.NodeStatus>): Promise<void>;
   /** Stops the curator and starts a new one on the same address (open streams break). */
@@ -217,6 +219,14 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
             bypassHasRoles: true,
             bypassNodeUp: true,
           }),
+        );
+      },
+      decommissionNode: async (nodeId) => {
+        await management((m) =>
+          unaryCall<api.DecommissionNodeRequest, api.DecommissionNodeResponse>(
+            m.decommissionNode.bind(m),
+            { node: { $case: "id", id: nodeId }, force: false },
+          ),
         );
       },
       reportStatus: async (n, status) => {

@@ -2,7 +2,8 @@
  * The role fetch worker: persisted roles are published before any curator is
  * reachable (the cold start of a whole cluster depends on it), then the
  * curator's roles replace them, are persisted, and are published only when
- * they change; a broken watch fails the worker.
+ * they change; a broken watch fails the worker; a deletion or decommission
+ * of the node is passed on.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -199,5 +200,25 @@ describe("roleFetchWorker", () => {
         ),
       ],
     ]);
+  });
+
+  it("passes on that the cluster decommissioned this node, from its record, with its roles gone", async () => {
+    const node = await cluster.addNode();
+    await cluster.updateRoles(node.nodeId, { kubernetesWorker: true });
+    const values = new RoleserveValues();
+    values.curatorConnection.set(cluster.connect(node));
+    const disowned = jest.spyOn(values.disowned, "set");
+    const roles = jest.spyOn(values.localRoles, "set");
+    const run = start(values, await rolesFile("decommissioned"));
+    try {
+      await eventually(() => run.ctx.state === "healthy", "the worker healthy");
+      await cluster.decommissionNode(node.nodeId);
+      await eventually(() => disowned.mock.calls.length > 0, "the decommission passed on");
+      expect(disowned.mock.calls[0]).toEqual(["the owner decommissioned it"]);
+      // Its roles went first, and were published.
+      expect(roles.mock.calls.map(([r]) => roleNames(r))).toEqual([["worker"], []]);
+    } finally {
+      await run.stop();
+    }
   });
 });
