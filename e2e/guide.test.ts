@@ -1,0 +1,528 @@
+/**
+ * e2e guide: the root README's "Running a cluster on several machines",
+ * run as written on the multi-host testbed, so that the guide cannot rot.
+ * Every block marked `<!-- guide: … -->` (guide-blocks.ts) runs in order,
+ * through bash, with the real `metropolis-node` and `metroctl` (the
+ * packages' bins symlinked onto PATH as the guide says, which run the
+ * bundles `npm run build:bundles` builds; not METROPOLIS_NODE_BINARY's
+ * build): operator blocks in
+ * this process's network namespace (on the testbed's bridge), machine N's
+ * blocks in host N's namespace (`nsenter --net`, as root). Machine N's node
+ * is then started with exactly the `ExecStart` of the unit its
+ * `install-service` wrote, in its namespace, and the guide's later blocks
+ * drive the cluster it forms: ownership, registration, approval, roles,
+ * health. The test then checks what the guide promises (three nodes UP and
+ * HEALTHY at their addresses with their labels, three voting consensus
+ * members, one failure survived) and that `systemctl stop` (SIGTERM to the
+ * node) stops each with exit 0 and nothing left behind.
+ *
+ * What stands in for what a real machine has (each defined below, in the
+ * preludes):
+ *
+ * - addresses `10.0.0.N` → host N's address on the testbed; machine N's
+ *   `/var/lib/…` and `/root/…` → the same paths under the test's directory
+ *   for machine N (under /dev/shm: install-service refuses /tmp, which a
+ *   service sees private);
+ * - `scp FILE root@ADDR:PATH` → a copy into that machine's directory;
+ * - `metropolis-node install-service …` → the real command, plus
+ *   `--unit-dir` (the machine's `/etc/systemd/system`); the unit it wrote
+ *   passes `systemd-analyze verify` (where installed);
+ * - `systemctl daemon-reload` → nothing; `systemctl enable --now NAME` → the
+ *   test starts the unit's `ExecStart` (a `NodeProcess`, so that it stops
+ *   it by PID). systemd's sandbox (`TemporaryFileSystem=`, `ProtectSystem=`…)
+ *   is not reproduced: the node, as root, mounts its ephemeral tmpfs itself;
+ * - the operator's `~/.config` → a directory of the test's (`HOME`,
+ *   `XDG_CONFIG_HOME`); shell variables a block sets (`NODE1=…`) are kept for
+ *   the blocks after it.
+ *
+ * Where the guide's prose says to wait for something before a block ("once
+ * `metroctl approve` lists both"), the test polls for it with a deadline
+ * (`preconditions`). It needs root, a testbed (ip, iptables, conntrack,
+ * nsenter) and jq; elsewhere it is skipped with the reason in its name.
+ * `METROPOLIS_E2E_KEEP=1` keeps its directory (the nodes' logs:
+ * `machineN/node.log`).
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readlinkSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
+import { join, resolve } from "node:path";
+import { defaultCuratorPort } from "@metropolis/curator";
+import { eventually } from "@metropolis/supervisor/testing";
+import { findTool } from "../local-cluster/src/host-command";
+import { NodeProcess, processGroupMembers } from "../local-cluster/src/node-process";
+import { removeNodeRoot } from "../local-cluster/src/node-root-removal";
+import { Testbed } from "../local-cluster/src/testbed";
+import { testbedSuite } from "../local-cluster/src/testing";
+import {
+  describePlace,
+  guideBlocks,
+  substituteAddresses,
+  type GuideBlock,
+  type GuidePlace,
+} from "./guide-blocks";
+
+jest.setTimeout(900_000);
+
+const repo = resolve(__dirname, "..");
+const readme = join(repo, "README.md");
+/** The executables as the guide puts them on PATH: the packages' bins, which run their bundles. */
+const nodeBin = join(repo, "packages", "node", "bin", "metropolis-node.js");
+const metroctlBin = join(repo, "packages", "metroctl", "bin", "metroctl.js");
+/** The bundle a bin runs (`npm run build:bundles`, which `npm install` and `npm test` run). */
+const bundleOf = (bin: string) =>
+  join(
+    bin,
+    "..",
+    "..",
+    "bundle",
+    bin.endsWith("metroctl.js") ? "metroctl.js" : "metropolis-node.js",
+  );
+
+/** Where the blocks run, in the guide's order: a changed guide fails here first. */
+const expectedPlaces = [
+  "operator", // bootstrap parameters, scp
+  "machine 1", // install-service, systemctl
+  "operator", // takeownership, wait
+  "operator", // register parameters, scp
+  "machines 2 3", // install-service, systemctl
+  "operator", // approve, wait
+  "operator", // set-role
+  "operator", // health
+];
+
+/** How long one block may run: its `metroctl wait`s have 300 s. */
+const blockTimeoutMs = 330_000;
+/** How long the test waits for what the guide's prose says to wait for. */
+const waitTimeoutMs = 120_000;
+
+const suite = testbedSuite(
+  "guide: the README's cluster on several machines, run on the testbed",
+  () => (findTool("jq") === undefined ? "the guide uses jq: apt-get install jq" : undefined),
+);
+
+/** What a bash run printed, or why it failed. */
+interface BashResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `script` with `bash -s` (the script on stdin), `argv` before it (e.g.
+ * `nsenter … --`), in its own process group, killed (the group, by its PID)
+ * after `timeoutMs`.
+ */
+function runBash(
+  script: string,
+  timeoutMs: number,
+  prefix: readonly string[] = [],
+): Promise<BashResult> {
+  const [command, ...args] = [...prefix, "bash", "-s"];
+  return new Promise((done, fail) => {
+    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
+    child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+    }, timeoutMs);
+    child.once("error", (e) => {
+      clearTimeout(timer);
+      fail(e);
+    });
+    child.once("close", (code, signal) => {
+      clearTimeout(timer);
+      done({ code, signal, stdout, stderr });
+    });
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(script);
+  });
+}
+
+/** Whether a TCP connection to `host:port` is accepted (it is closed at once). */
+function accepts(host: string, port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = connect({ host, port });
+    socket.setTimeout(2000);
+    const end = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.once("connect", () => end(true));
+    socket.once("error", () => end(false));
+    socket.once("timeout", () => end(false));
+  });
+}
+
+/** A JSON object's fields, or an error naming `what`. */
+function record(value: unknown, what: string): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new Error(`${what}: not a JSON object: ${JSON.stringify(value)}`);
+  }
+  return Object.fromEntries(Object.entries(value));
+}
+
+/** A JSON array's elements, each an object. */
+function records(value: unknown, what: string): Record<string, unknown>[] {
+  if (!Array.isArray(value)) throw new Error(`${what}: not a JSON array: ${JSON.stringify(value)}`);
+  return value.map((v: unknown, i) => record(v, `${what}[${i}]`));
+}
+
+/** A node as `metroctl nodes -o json` prints it: the fields the guide promises. */
+interface ListedNode {
+  id: string;
+  address: string | null;
+  state: string;
+  health: string;
+  roles: string[];
+  machineLabel: string | undefined;
+}
+
+function listedNode(v: Record<string, unknown>): ListedNode {
+  const labels = record(v.labels, "labels");
+  const roles = Array.isArray(v.roles) ? v.roles.map(String) : [];
+  return {
+    id: String(v.id),
+    address: typeof v.address === "string" ? v.address : null,
+    state: String(v.state),
+    health: String(v.health),
+    roles,
+    machineLabel: typeof labels.machine === "string" ? labels.machine : undefined,
+  };
+}
+
+/** The single-quoted shell word for `s`. */
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** Names a block assigns at the start of a line (`NODE1=$(…)`), kept for later blocks. */
+function assignedNames(script: string): string[] {
+  return [...script.matchAll(/^([A-Za-z_][A-Za-z0-9_]*)=/gm)].map((m) => m[1]);
+}
+
+(suite.runs ? describe : describe.skip)(suite.title, () => {
+  let testbed: Testbed | undefined;
+  let base: string;
+  const nodes = new Map<number, NodeProcess>();
+  let blocks: GuideBlock[];
+
+  const operatorDir = () => join(base, "operator");
+  const machineDir = (machine: number) => join(base, `machine${machine}`);
+  const unitDir = (machine: number) => join(machineDir(machine), "etc", "systemd", "system");
+  const bed = (): Testbed => {
+    if (!testbed) throw new Error("no testbed");
+    return testbed;
+  };
+
+  /** What every block's bash gets first: errors stop it, the wrappers on PATH. */
+  const commonPrelude = () =>
+    `set -euo pipefail\nexport PATH=${shellQuote(join(base, "bin"))}:"$PATH"\n`;
+
+  /** The operator's machine: its home and config dir, `scp` to the machines' directories. */
+  function operatorPrelude(): string {
+    const t = bed();
+    const cases = [1, 2, 3]
+      .map((m) => `    ${t.address(m)}) dir=${shellQuote(machineDir(m))} ;;`)
+      .join("\n");
+    return `${commonPrelude()}export HOME=${shellQuote(operatorDir())}
+export XDG_CONFIG_HOME=${shellQuote(join(operatorDir(), ".config"))}
+cd "$HOME"
+if [ -f .guide-env ]; then source .guide-env; fi
+# scp FILE root@ADDR:PATH, to a machine's directory
+scp() {
+  local src="$1" dest="$2" addr path dir
+  addr="\${dest#*@}"; addr="\${addr%%:*}"; path="\${dest#*:}"
+  case "$addr" in
+${cases}
+    *) echo "scp: no machine at $addr" >&2; return 1 ;;
+  esac
+  case "$path" in /*) ;; *) path="/root/$path" ;; esac
+  case "$path" in */) path="$path$(basename "$src")" ;; esac
+  mkdir -p "$(dirname "$dir$path")"
+  cp "$src" "$dir$path"
+}
+set -x
+`;
+  }
+
+  /** Machine `m`: its /etc/systemd/system for install-service, `systemctl` recorded for the test. */
+  function machinePrelude(m: number): string {
+    const dir = machineDir(m);
+    return `${commonPrelude()}export HOME=${shellQuote(join(dir, "root"))}
+cd "$HOME"
+metropolis-node() {
+  if [ "\${1-}" = install-service ]; then
+    command metropolis-node "$@" --unit-dir ${shellQuote(unitDir(m))}
+  else
+    command metropolis-node "$@"
+  fi
+}
+systemctl() {
+  case "$*" in
+    daemon-reload) ;;
+    "enable --now "*) echo "$3" >> ${shellQuote(join(dir, "systemctl-enabled"))} ;;
+    *) echo "systemctl $*: not stood in for by the guide test" >&2; return 1 ;;
+  esac
+}
+set -x
+`;
+  }
+
+  /** Machine `m`'s paths in place of the guide's `/var/lib/…` and `/root/…`. */
+  const machinePaths = (script: string, m: number) =>
+    script.replace(/(^|[\s="'])\/(var\/lib|root)\//gm, `$1${machineDir(m)}/$2/`);
+
+  /** Runs a block's `script` (substituted) at `place`; throws with its output when it fails. */
+  async function run(block: GuideBlock, machine?: number): Promise<string> {
+    const t = bed();
+    const where = machine === undefined ? "operator" : `machine ${machine}`;
+    let result: BashResult;
+    if (machine === undefined) {
+      const script = substituteAddresses(block.script, (n) => t.address(n));
+      const keep = assignedNames(script)
+        .map((name) => `declare -p ${name} >> .guide-env\n`)
+        .join("");
+      result = await runBash(`${operatorPrelude()}${script}${keep}`, blockTimeoutMs);
+    } else {
+      const written = block.place.kind === "machines" ? block.place.machines[0] : machine;
+      const script = machinePaths(
+        substituteAddresses(block.script, (n) => t.address(n === written ? machine : n)),
+        machine,
+      );
+      const [nsenter, args] = t.commandLine(machine, "true", []);
+      result = await runBash(`${machinePrelude(machine)}${script}`, blockTimeoutMs, [
+        nsenter,
+        ...args.slice(0, -1),
+      ]);
+    }
+    process.stdout.write(
+      `guide, README line ${block.line}, ${where}:\n${result.stderr}${result.stdout}\n`,
+    );
+    if (result.code !== 0) {
+      throw new Error(
+        `the guide's block at README line ${block.line} failed on ${where} ` +
+          `(${result.signal ?? `exit ${result.code}`}):\n${result.stderr}${result.stdout}`,
+      );
+    }
+    return result.stdout;
+  }
+
+  /** Runs one `metroctl` command line as the operator and parses its JSON output. */
+  async function operatorJson(commandLine: string): Promise<unknown> {
+    const result = await runBash(`${operatorPrelude()}${commandLine}\n`, 60_000);
+    if (result.code !== 0) throw new Error(`${commandLine}: ${result.stderr}`);
+    return JSON.parse(result.stdout);
+  }
+
+  const listNodes = async () =>
+    records(await operatorJson("metroctl nodes -o json"), "nodes").map(listedNode);
+
+  /**
+   * Starts the units `systemctl enable --now` named on machine `m`: each
+   * unit's ExecStart, which must be this node binary with the node's flags,
+   * run as it is in the machine's namespace.
+   */
+  async function startEnabledUnits(m: number): Promise<void> {
+    const enabled = (await readFile(join(machineDir(m), "systemctl-enabled"), "utf8"))
+      .split("\n")
+      .filter((name) => name !== "");
+    expect(enabled).toEqual(["metropolis-node"]);
+    const unitPath = join(unitDir(m), `${enabled[0]}.service`);
+    const unit = await readFile(unitPath, "utf8");
+    const analyze = findTool("systemd-analyze");
+    if (analyze !== undefined) {
+      const verified = await runBash(
+        `${shellQuote(analyze)} verify ${shellQuote(unitPath)}\n`,
+        60_000,
+      );
+      expect({ code: verified.code, stderr: verified.stderr }).toEqual({ code: 0, stderr: "" });
+    }
+    const execStart = unit.split("\n").filter((l) => l.startsWith("ExecStart="));
+    expect(execStart).toHaveLength(1);
+    const argv = execStart[0].slice("ExecStart=".length).split(" ");
+    // Exactly what NodeProcess runs: node BINARY --root R --address A [--parameters P].
+    const [executable, binary, ...flags] = argv;
+    expect(executable).toBe(process.execPath);
+    expect(binary).toBe(nodeBin);
+    const value = (flag: string) => {
+      const i = flags.indexOf(flag);
+      return i < 0 ? undefined : flags[i + 1];
+    };
+    const root = value("--root");
+    const address = value("--address");
+    const parametersPath = value("--parameters");
+    if (root === undefined || address === undefined)
+      throw new Error(`${unitPath}: ${execStart[0]}`);
+    expect(flags).toEqual([
+      "--root",
+      root,
+      "--address",
+      address,
+      ...(parametersPath === undefined ? [] : ["--parameters", parametersPath]),
+    ]);
+    expect(address).toBe(bed().address(m));
+    nodes.set(
+      m,
+      NodeProcess.start({
+        name: `machine${m}`,
+        root,
+        address,
+        parametersPath,
+        binary,
+        netns: bed().namespace(m),
+        logFile: join(machineDir(m), "node.log"),
+      }),
+    );
+  }
+
+  /** What the guide's prose says to wait for before block `index`, polled. */
+  const preconditions = new Map<number, () => Promise<unknown>>([
+    [
+      2, // "once the node listens on 7835"
+      () =>
+        eventually(
+          () => accepts(bed().address(1), defaultCuratorPort),
+          "node 1's curator port to accept connections",
+          { timeoutMs: waitTimeoutMs, intervalMs: 200 },
+        ),
+    ],
+    [
+      3, // "Once `metroctl nodes` shows node 1 at its address"
+      () =>
+        eventually(
+          async () => (await listNodes()).some((n) => n.address === bed().address(1)),
+          "metroctl nodes to show node 1 at its address",
+          { timeoutMs: waitTimeoutMs, intervalMs: 500 },
+        ),
+    ],
+    [
+      5, // "Once `metroctl approve` lists both"
+      () =>
+        eventually(
+          async () =>
+            records(await operatorJson("metroctl approve -o json"), "approve").length === 2,
+          "metroctl approve to list machines 2 and 3",
+          { timeoutMs: waitTimeoutMs, intervalMs: 500 },
+        ),
+    ],
+  ]);
+
+  beforeAll(async () => {
+    blocks = guideBlocks(await readFile(readme, "utf8"));
+    // Not under /tmp: install-service refuses it (the service would see it private).
+    base = await mkdtemp("/dev/shm/metropolis-e2e-guide-");
+    await mkdir(join(base, "bin"));
+    // As the guide installs them: the packages' bins, symlinked onto PATH.
+    for (const [name, bin] of [
+      ["metropolis-node", nodeBin],
+      ["metroctl", metroctlBin],
+    ]) {
+      if (!existsSync(bundleOf(bin))) {
+        throw new Error(`${bundleOf(bin)} is not built: npm run build:bundles`);
+      }
+      await symlink(bin, join(base, "bin", name));
+    }
+    await mkdir(join(operatorDir(), ".config"), { recursive: true });
+    for (const m of [1, 2, 3]) {
+      await mkdir(join(machineDir(m), "root"), { recursive: true });
+      await mkdir(unitDir(m), { recursive: true });
+      await writeFile(join(machineDir(m), "systemctl-enabled"), "");
+    }
+    testbed = await Testbed.create({ hosts: 3 });
+  });
+
+  afterAll(async () => {
+    // Every node this test started, by its PID (SIGTERM, SIGKILL to its group after 30 s).
+    await Promise.all([...nodes.values()].map((node) => node.stop()));
+    // A node killed at the deadline still has its ephemeral tmpfs mounted in its root.
+    for (const node of nodes.values()) await removeNodeRoot(node.root);
+    await testbed?.destroy();
+    if (base !== undefined) {
+      if (process.env.METROPOLIS_E2E_KEEP) {
+        process.stdout.write(`e2e guide: kept ${base}\n`);
+      } else {
+        await rm(base, { recursive: true, force: true });
+      }
+    }
+  });
+
+  it("has its blocks where the guide says, in order", () => {
+    expect(blocks.map((b) => describePlace(b.place))).toEqual(expectedPlaces);
+  });
+
+  // One test per block, in the guide's order (jest runs them in order; a
+  // failed block fails the ones after it).
+  let failedBlock: number | undefined;
+  for (let index = 0; index < expectedPlaces.length; index++) {
+    it(`runs block ${index + 1} (${expectedPlaces[index]})`, async () => {
+      if (failedBlock !== undefined) throw new Error(`block ${failedBlock + 1} failed before`);
+      failedBlock = index;
+      const block = blocks[index];
+      await preconditions.get(index)?.();
+      const place: GuidePlace = block.place;
+      if (place.kind === "operator") {
+        await run(block);
+        failedBlock = undefined;
+        return;
+      }
+      for (const m of place.machines) {
+        await run(block, m);
+        await startEnabledUnits(m);
+      }
+      failedBlock = undefined;
+    });
+  }
+
+  it("made the cluster the guide promises: three nodes UP and HEALTHY, three voting members", async () => {
+    const t = bed();
+    const listed = await listNodes();
+    expect(listed).toHaveLength(3);
+    for (const m of [1, 2, 3]) {
+      const node = listed.find((n) => n.machineLabel === `m${m}`);
+      expect(node).toMatchObject({
+        address: t.address(m),
+        state: "UP",
+        health: "HEALTHY",
+      });
+      expect(node?.roles).toContain("consensus");
+    }
+    // "voters once they caught up": a new member is a learner first.
+    const members = await eventually(
+      async () => {
+        const view = record(await operatorJson("metroctl cluster members -o json"), "members");
+        const voters = records(view.members, "members").filter((m) => m.status === "voter");
+        return voters.length === 3 ? view : false;
+      },
+      "three voting etcd members",
+      { timeoutMs: waitTimeoutMs, intervalMs: 500 },
+    );
+    expect(record(members.faultTolerance, "faultTolerance")).toMatchObject({
+      voters: 3,
+      tolerates: 1,
+    });
+    // Each node, and its etcd, in its machine's namespace.
+    for (const [m, node] of nodes) {
+      const want = `net:[${statSync(t.namespacePath(m)).ino}]`;
+      const group = processGroupMembers(node.pid) ?? [];
+      expect(group.length).toBeGreaterThanOrEqual(2);
+      for (const pid of group)
+        expect([pid, readlinkSync(`/proc/${pid}/ns/net`)]).toEqual([pid, want]);
+    }
+  });
+
+  it("stops every node as `systemctl stop` does (SIGTERM): exit 0, nothing left", async () => {
+    for (const [m, node] of nodes) {
+      const exit = await node.stop();
+      expect([m, exit, node.leftovers]).toEqual([m, { code: 0, signal: null }, false]);
+    }
+    for (const m of [1, 2, 3]) expect(await bed().processes(m)).toEqual([]);
+  });
+});
