@@ -38,7 +38,7 @@ import {
   nodeIdFromPublicKey,
   tlsMaterial,
 } from "@metropolis/pki";
-import { api, common, curator } from "@metropolis/proto";
+import { api, common, curator, protocolVersion } from "@metropolis/proto";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import { curatorPort, E2eHarnessError, type E2eCluster } from "./e2e-cluster";
 
@@ -107,6 +107,7 @@ export async function enrolRogue(
           registerTicket,
           joinKey: generateKeyPair().publicKey,
           labels: new Map([["purpose", "rogue"]]),
+          protocolVersion,
         },
       ),
     );

@@ -224,9 +224,62 @@ async function buildBundles() {
   return built;
 }
 
-module.exports = { bundles, buildBundles, etcd3ProtoDescriptor };
+/**
+ * Builds metropolis-node into `outfile` with some of its workspace sources
+ * replaced (`replacements`: a source's path from the repository root → the
+ * file whose text stands in for it): a node built differently, for tests
+ * (e2e/version-skew.test.ts: a node of another wire protocol version).
+ */
+async function buildNodeVariant(outfile, replacements) {
+  const node = bundles.find((b) => b.name === "metropolis-node");
+  const options = buildOptions({ ...node, outfile }, workspacePackages());
+  const texts = new Map(
+    Object.entries(replacements).map(([source, file]) => [join(root, source), file]),
+  );
+  for (const source of texts.keys()) {
+    if (!existsSync(source)) throw new Error(`no ${relative(root, source)} to replace`);
+  }
+  options.plugins.unshift({
+    name: "replacements",
+    setup(build) {
+      build.onLoad({ filter: /\.ts$/ }, (args) =>
+        texts.has(args.path)
+          ? { contents: readFileSync(texts.get(args.path), "utf8"), loader: "ts" }
+          : undefined,
+      );
+    },
+  });
+  await esbuild.build({ ...options, metafile: false });
+}
 
-if (require.main === module) {
+module.exports = { bundles, buildBundles, buildNodeVariant, etcd3ProtoDescriptor };
+
+/** `--node-variant OUTFILE SOURCE=FILE…`: see buildNodeVariant. */
+function nodeVariantArgs(argv) {
+  const at = argv.indexOf("--node-variant");
+  if (at === -1) return undefined;
+  const [outfile, ...pairs] = argv.slice(at + 1);
+  if (outfile === undefined || pairs.length === 0) {
+    throw new Error("usage: build-bundles.js --node-variant OUTFILE SOURCE=FILE...");
+  }
+  const replacements = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new Error(`--node-variant: ${pair} is not SOURCE=FILE`);
+    replacements[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return { outfile, replacements };
+}
+
+if (require.main === module && process.argv.includes("--node-variant")) {
+  Promise.resolve()
+    .then(() => nodeVariantArgs(process.argv))
+    .then(({ outfile, replacements }) => buildNodeVariant(outfile, replacements))
+    .catch((e) => {
+      console.error(`build-bundles: ${e instanceof Error ? e.message : String(e)}`);
+      process.exit(1);
+    });
+} else if (require.main === module) {
   const started = Date.now();
   buildBundles().then(
     (built) => {

@@ -437,8 +437,10 @@ export class LocalCluster {
    * ({@link rebootExitStatus}, after NodeManagement.Reboot), and says so in
    * its log; `node.process` is then the new process. Any other exit (a
    * PowerOff's 0, a stop, a crash) leaves it stopped.
+   * @param binary another build of the node to run (a test's: e2e version
+   *   skew); @default the cluster's (`nodeBinaryPath()`)
    */
-  startNode(node: ClusterNode, parametersPath?: string): NodeProcess {
+  startNode(node: ClusterNode, parametersPath?: string, binary?: string): NodeProcess {
     if (node.process?.running) {
       throw new LocalClusterError(`${node.name} is already running (pid ${node.process.pid})`);
     }
@@ -448,6 +450,7 @@ export class LocalCluster {
       address: node.address,
       netns: this.netnsOf(node),
       parametersPath,
+      binary,
       configPath: this.nodeConfigPath,
       onLine: this.opts.onNodeLine,
       bufferLines: this.opts.bufferLines,
@@ -464,7 +467,7 @@ export class LocalCluster {
       if (exit.code !== rebootExitStatus || node.process !== proc || this.signal.aborted) return;
       this.log(`${node.name} rebooted (exit status ${rebootExitStatus}): starting it again`);
       try {
-        this.startNode(node, parametersPath);
+        this.startNode(node, parametersPath, binary);
       } catch (e) {
         this.log(`${node.name}: could not start it again: ${e instanceof Error ? e.message : e}`);
       }

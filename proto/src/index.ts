@@ -14,6 +14,9 @@
  * `fromJSON`, `toJSON`, `create` and `fromPartial`; each service `S` has a
  * grpc-js service definition `SService`, a server interface `SServer` and a
  * client class `SClient`.
+ *
+ * Also the wire protocol version (`protocolVersion`, protocol-version.ts):
+ * what nodes and curators check before they talk.
  */
 export * as common from "./gen/metropolis/proto/common/common";
 export * as api from "./api";
@@ -25,3 +28,4 @@ export * as priv from "./gen/metropolis/proto/private/private";
  * node listings are.
  */
 export { BinaryWriter } from "@bufbuild/protobuf/wire";
+export { protocolVersion, servedProtocolVersions, spokenProtocolVersion } from "./protocol-version";

@@ -15,7 +15,7 @@ import {
   nodeIdFromPublicKey,
   tlsMaterial,
 } from "@metropolis/pki";
-import { api, curator as curatorProto } from "@metropolis/proto";
+import { api, curator as curatorProto, protocolVersion } from "@metropolis/proto";
 import type { NodeCredentials } from "@metropolis/roleserve";
 import { median, type Row } from "../report";
 import type { BenchContext } from "./bench-context";
@@ -84,7 +84,7 @@ export async function measureRegistration(
             `RegisterNode of ${nodeId}`,
             rpcDeadlineMs,
             client.registerNode.bind(client),
-            { registerTicket: ticket, joinKey, labels: new Map() },
+            { registerTicket: ticket, joinKey, labels: new Map(), protocolVersion },
           ),
         );
         await untilServing(() =>

@@ -13,7 +13,7 @@
 import { status } from "@grpc/grpc-js";
 import { unaryCall } from "@metropolis/curator";
 import { createEphemeralCertificate } from "@metropolis/pki";
-import { common, type curator, type priv } from "@metropolis/proto";
+import { common, type curator, type priv, protocolVersion } from "@metropolis/proto";
 import { loadCredentials, type NodeCredentials } from "@metropolis/roleserve";
 import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCluster, dialWithEphemeral, directoryEndpoints, hasCode } from "./cluster-dial";
@@ -49,11 +49,12 @@ export async function joinCluster(
     callCluster(ctx, connection, "JoinNode", (leader) =>
       unaryCall<curator.JoinNodeRequest, curator.JoinNodeResponse>(
         leader.curator.joinNode.bind(leader.curator),
-        {},
+        { protocolVersion },
       ),
     ).catch((e: unknown) => {
       // The cluster no longer takes this node back: its join key is unknown
-      // (deleted) or it is no longer UP (decommissioned). Any other refusal
+      // (deleted), it is no longer UP (decommissioned), or it speaks a wire
+      // protocol the curators do not serve (FAILED_PRECONDITION naming both). Any other refusal
       // (a curator's internal error) ends this run, not the node's membership.
       if (
         e instanceof ClusterRefusedError &&

@@ -13,7 +13,7 @@ import {
   nodeIdFromPublicKey,
   verifyCertificate,
 } from "@metropolis/pki";
-import { type api, common, type curator, priv } from "@metropolis/proto";
+import { type api, common, type curator, priv, protocolVersion } from "@metropolis/proto";
 import { saveCredentials, type NodeCredentials } from "@metropolis/roleserve";
 import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCluster, dialWithEphemeral, directoryEndpoints, hasCode } from "./cluster-dial";
@@ -51,6 +51,7 @@ export async function registerNode(
           registerTicket: params.registerTicket,
           joinKey: join.publicKey,
           labels: params.labels,
+          protocolVersion,
         },
       ),
     );

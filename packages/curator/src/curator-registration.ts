@@ -30,6 +30,7 @@ import { clusterConfigurationKey, joinKeyKey, nodeKey } from "./keys";
 import type { LeaderContext } from "./leader-context";
 import { checkLabelBounds, validateLabels } from "./labels";
 import { encodeNode, findNode } from "./node-record";
+import { checkProtocolVersion } from "./protocol-check";
 import { putClusterUnlockKey, readClusterUnlockKey } from "./node-secrets";
 import { readRegisterTicket } from "./register-ticket";
 
@@ -92,6 +93,7 @@ export async function registerNode(
   await checkTicket(ctx, req.registerTicket);
   validateLabels(labels);
   const id = nodeIdFromPublicKey(publicKey);
+  checkProtocolVersion(`node ${id}`, req.protocolVersion);
 
   await retrying(`registering ${id}`, async () => {
     const existing = await findNode(ctx.kv, id);
@@ -180,6 +182,7 @@ export async function commitNode(
 export async function joinNode(
   ctx: LeaderContext,
   caller: Caller,
+  req: curator.JoinNodeRequest,
 ): Promise<curator.JoinNodeResponse> {
   const { publicKey: joinKey } = requireEphemeral(caller);
   const id = await ctx.kv.get(joinKeyKey(joinKey)).string();
@@ -195,6 +198,7 @@ export async function joinNode(
       `node ${id} is ${common.nodeStateToJSON(found.node.state)}, not UP`,
     );
   }
+  checkProtocolVersion(`node ${id}`, req.protocolVersion);
   const clusterUnlockKey = await readClusterUnlockKey(ctx.kv, ctx.secrets, id);
   if (clusterUnlockKey === undefined) {
     throw new CuratorError(status.DATA_LOSS, `node ${id} is UP but its cluster unlock key is gone`);

@@ -53,7 +53,7 @@ export function curatorServer(ctx: LeaderContext): curator.CuratorServer {
       commitNode(ctx, await ctx.identify(call), call.request),
     ),
     joinNode: unary("Curator.JoinNode", log, async (call) =>
-      joinNode(ctx, await ctx.identify(call)),
+      joinNode(ctx, await ctx.identify(call), call.request),
     ),
     getConsensusStatus: unary("Curator.GetConsensusStatus", log, async (call) => {
       await requireCurrentNode(ctx, call);

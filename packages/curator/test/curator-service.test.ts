@@ -10,7 +10,7 @@ import {
   tlsMaterial,
   verifyCertificate,
 } from "@metropolis/pki";
-import { common, curator, priv } from "@metropolis/proto";
+import { common, curator, priv, protocolVersion } from "@metropolis/proto";
 import { bootstrapNodeFinish } from "../src/bootstrap";
 import { curatorServer } from "../src/curator-service";
 import { WATCH_MAX_PENDING } from "../src/curator-watch";
@@ -418,6 +418,7 @@ describe("registration", () => {
             registerTicket: ticket,
             joinKey: join.publicKey,
             labels: new Map([["example.com/rack", "r1"]]),
+            protocolVersion,
           },
           cb,
         ),
@@ -453,7 +454,9 @@ describe("registration", () => {
 
     const joiner = await leader.client(CuratorClient, { ephemeral: join.privateKey });
     for (let i = 0; i < 2; i++) {
-      const joined = await rpc<curator.JoinNodeResponse>((cb) => joiner.joinNode({}, cb));
+      const joined = await rpc<curator.JoinNodeResponse>((cb) =>
+        joiner.joinNode({ protocolVersion }, cb),
+      );
       expect(Buffer.from(joined.clusterUnlockKey)).toEqual(cuk);
     }
 
@@ -494,6 +497,43 @@ describe("registration", () => {
     }
   });
 
+  it("refuses a node that speaks a wire protocol it does not serve, naming both versions; takes an older node's 0 as 1", async () => {
+    const refused = expect.objectContaining({
+      code: status.FAILED_PRECONDITION,
+      details: expect.stringMatching(
+        new RegExp(
+          `speaks wire protocol version ${protocolVersion + 1}; this curator serves version ${protocolVersion}: upgrade the cluster's curators first`,
+        ),
+      ),
+    });
+    const key = newKeyPair();
+    const eph = await leader.client(CuratorClient, { ephemeral: key.privateKey });
+    const register = (sent: number) =>
+      rpc((cb) =>
+        eph.registerNode(
+          curator.RegisterNodeRequest.fromPartial({
+            registerTicket: ticket,
+            joinKey: newKeyPair().publicKey,
+            protocolVersion: sent,
+          }),
+          cb,
+        ),
+      );
+    await expect(register(protocolVersion + 1)).rejects.toEqual(refused);
+    // Refused before anything was written.
+    expect(await leader.getNode(nodeIdFromPublicKey(key.publicKey))).toBeUndefined();
+    // A node older than the field sends 0: it spoke version 1, which is served.
+    await expect(register(0)).resolves.toBeDefined();
+    await leader.deleteNode(nodeIdFromPublicKey(key.publicKey));
+
+    const up = await leader.addNode({ state: common.NodeState.UP });
+    const joiner = await leader.client(CuratorClient, { ephemeral: up.join.privateKey });
+    await expect(
+      rpc((cb) => joiner.joinNode({ protocolVersion: protocolVersion + 1 }, cb)),
+    ).rejects.toEqual(refused);
+    await leader.deleteNode(up.nodeId);
+  });
+
   it("CommitNode needs a registered node and a 32-byte unlock key; JoinNode a known join key of an UP node", async () => {
     const eph = await leader.client(CuratorClient, { ephemeral: newKeyPair().privateKey });
     await expect(
@@ -502,12 +542,12 @@ describe("registration", () => {
     await expect(
       rpc((cb) => eph.commitNode({ clusterUnlockKey: randomBytes(3) }, cb)),
     ).rejects.toEqual(status_(status.INVALID_ARGUMENT));
-    await expect(rpc((cb) => eph.joinNode({}, cb))).rejects.toEqual(
+    await expect(rpc((cb) => eph.joinNode({ protocolVersion }, cb))).rejects.toEqual(
       status_(status.PERMISSION_DENIED),
     );
     const standby = await leader.addNode({ state: common.NodeState.STANDBY });
     const joiner = await leader.client(CuratorClient, { ephemeral: standby.join.privateKey });
-    await expect(rpc((cb) => joiner.joinNode({}, cb))).rejects.toEqual(
+    await expect(rpc((cb) => joiner.joinNode({ protocolVersion }, cb))).rejects.toEqual(
       status_(status.FAILED_PRECONDITION),
     );
     await leader.deleteNode(standby.nodeId);
@@ -580,12 +620,17 @@ describe("authorization", () => {
     registerNode: (c) =>
       rpc((cb) =>
         c.registerNode(
-          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: new Map() },
+          {
+            registerTicket: ticket,
+            joinKey: newKeyPair().publicKey,
+            labels: new Map(),
+            protocolVersion,
+          },
           cb,
         ),
       ),
     commitNode: (c) => rpc((cb) => c.commitNode({ clusterUnlockKey: randomBytes(32) }, cb)),
-    joinNode: (c) => rpc((cb) => c.joinNode({}, cb)),
+    joinNode: (c) => rpc((cb) => c.joinNode({ protocolVersion }, cb)),
     getConsensusStatus: (c) => rpc((cb) => c.getConsensusStatus({}, cb)),
   };
   const nodeOnly = ["watch", "updateNodeStatus", "heartbeat", "getConsensusStatus"];
@@ -684,7 +729,12 @@ describe("lost leadership", () => {
     await expect(
       rpc((cb) =>
         eph.registerNode(
-          { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels: new Map() },
+          {
+            registerTicket: ticket,
+            joinKey: newKeyPair().publicKey,
+            labels: new Map(),
+            protocolVersion,
+          },
           cb,
         ),
       ),

@@ -25,7 +25,7 @@ import {
   type Tls,
 } from "@metropolis/curator/testing";
 import { nodeIdFromPublicKey, tlsMaterial } from "@metropolis/pki";
-import { api, curator } from "@metropolis/proto";
+import { api, curator, protocolVersion } from "@metropolis/proto";
 import type { TestHarness } from "@metropolis/supervisor/testing";
 import { waitFor } from "@metropolis/event";
 import { curatorClientCredentials } from "../src/credentials";
@@ -204,7 +204,7 @@ export async function startCurators(opts: { follower?: boolean } = {}): Promise<
       try {
         await unary((cb) =>
           c.registerNode(
-            { registerTicket: ticket, joinKey: join.publicKey, labels: new Map() },
+            { registerTicket: ticket, joinKey: join.publicKey, labels: new Map(), protocolVersion },
             cb,
           ),
         );

@@ -9,7 +9,7 @@
  */
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { nodeIdFromPublicKey } from "@metropolis/pki";
-import { api, common, curator } from "@metropolis/proto";
+import { api, common, curator, protocolVersion } from "@metropolis/proto";
 import { curatorServer } from "../src/curator-service";
 import { managementServer, managementService } from "../src/management-service";
 import { newKeyPair, startLeader, type LeaderFixture } from "@metropolis/curator/testing";
@@ -50,7 +50,10 @@ async function register(
   const key = newKeyPair();
   const client = await leader.client(curator.CuratorClient, { ephemeral: key.privateKey });
   const answer = rpc<curator.RegisterNodeResponse>((cb) =>
-    client.registerNode({ registerTicket: ticket, joinKey: newKeyPair().publicKey, labels }, cb),
+    client.registerNode(
+      { registerTicket: ticket, joinKey: newKeyPair().publicKey, labels, protocolVersion },
+      cb,
+    ),
   );
   return { id: nodeIdFromPublicKey(key.publicKey), answer };
 }

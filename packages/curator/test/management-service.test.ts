@@ -95,7 +95,7 @@ describe("GetClusterInfo", () => {
     const up = await leader.addNode();
     await leader.updateNode(up.nodeId, (n) => ({
       ...n,
-      status: { externalAddress: "10.1.2.3", version: "", bootId: "" },
+      status: { externalAddress: "10.1.2.3", version: "", bootId: "", protocolVersion: 1 },
     }));
     const fresh = await leader.addNode({ state: common.NodeState.NEW });
     const info = await owner.getClusterInfo();
@@ -122,6 +122,7 @@ describe("GetClusterConsensus", () => {
         externalAddress: "127.0.0.1",
         version: "",
         bootId: "",
+        protocolVersion: 1,
         runningCurator: { port: 7835 },
       },
     }));
@@ -160,7 +161,7 @@ describe("GetClusterConsensus", () => {
     const n = await leader.addNode();
     await leader.updateNode(n.nodeId, (node) => ({
       ...node,
-      status: { externalAddress: "127.0.0.10", version: "", bootId: "" },
+      status: { externalAddress: "127.0.0.10", version: "", bootId: "", protocolVersion: 1 },
     }));
     await owner.updateNodeRoles({ node: byId(n.nodeId), consensusMember: true });
     try {
@@ -201,6 +202,7 @@ describe("WatchClusterConsensus", () => {
         externalAddress: "127.0.0.1",
         version: "",
         bootId: "",
+        protocolVersion: 1,
         ...(running ? { runningCurator: { port: 7835 } } : {}),
       },
     }));
@@ -341,7 +343,7 @@ describe("UpdateNodeRoles", () => {
 
     await leader.updateNode(n.nodeId, (node) => ({
       ...node,
-      status: { externalAddress: "127.0.1.9", version: "", bootId: "" },
+      status: { externalAddress: "127.0.1.9", version: "", bootId: "", protocolVersion: 1 },
     }));
     await owner.updateNodeRoles({ ...req, kubernetesWorker: true });
     const roles = (await leader.getNode(n.nodeId))?.roles;

@@ -26,7 +26,7 @@ function stored(i: number, node: Partial<priv.Node> = {}): StoredNode {
 
 const nodes: StoredNode[] = [
   stored(1, {
-    status: { externalAddress: "127.0.0.2", version: "v1", bootId: "b" },
+    status: { externalAddress: "127.0.0.2", version: "v1", bootId: "b", protocolVersion: 1 },
     roles: { kubernetesWorker: {} },
     labels: new Map([
       ["rack", "r1"],

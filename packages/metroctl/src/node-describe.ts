@@ -35,7 +35,10 @@ export function describeText(n: NodeDescription): string {
         .join(", ") || "-",
     ],
     ["Address", n.address ?? "-"],
-    ["Version", n.version ?? "-"],
+    [
+      "Version",
+      `${n.version ?? "-"}${n.protocolVersion === null ? "" : ` (wire protocol ${n.protocolVersion})`}`,
+    ],
     ["Boot ID", n.bootId ?? "-"],
     ["Status time", n.statusTime ?? "-"],
     ["Consensus", consensus],

@@ -29,6 +29,11 @@ export interface NodeView {
 export interface NodeDescription extends NodeView {
   /** Version of the node software, from its last status; null before the first. */
   version: string | null;
+  /**
+   * The wire protocol version the node speaks (@metropolis/proto's
+   * protocolVersion), from its last status; null before the first.
+   */
+  protocolVersion: number | null;
   /** Identifier of the node's current boot, from its last status; null before the first. */
   bootId: string | null;
   /** When the node produced its last status (ISO 8601); null if unknown. */

@@ -2,7 +2,7 @@
  * A node as the operator sees it in `nodes` and `wait`: the fields of the
  * table, in the form `-o json` prints them.
  */
-import type { api, common } from "@metropolis/proto";
+import { spokenProtocolVersion, type api, type common } from "@metropolis/proto";
 import { nodeHealthName, nodeStateName } from "./flag-values";
 import type { NodeDescription, NodeView } from "./node-fields";
 
@@ -41,6 +41,7 @@ export function nodeDescription(node: api.Node, leaderId: string | undefined): N
   return {
     ...nodeView(node),
     version: status?.version || null,
+    protocolVersion: status ? spokenProtocolVersion(status.protocolVersion) : null,
     bootId: status?.bootId || null,
     statusTime: time === undefined || isNaN(time.getTime()) ? null : time.toISOString(),
     consensus: { member: node.roles?.consensusMember !== undefined, voter: null },

@@ -47,6 +47,7 @@ beforeAll(async () => {
       version: "v1.2.3",
       bootId: "boot-1",
       timestamp: statusTime,
+      protocolVersion: 1,
     }),
   }));
   leader.ctx.heartbeats.beat(leaderId);
@@ -74,7 +75,7 @@ describe("node describe", () => {
       "Roles:       consensus, controller",
       "Labels:      zone=a",
       "Address:     127.0.0.9",
-      "Version:     v1.2.3",
+      "Version:     v1.2.3 (wire protocol 1)",
       "Boot ID:     boot-1",
       "Status time: 2026-01-02T03:04:05.678Z",
       "Consensus:   member (voter or learner: see metroctl cluster members)",
@@ -106,6 +107,7 @@ describe("node describe", () => {
       heartbeatAgeSeconds: expect.any(Number) as unknown,
       labels: { zone: "a" },
       version: "v1.2.3",
+      protocolVersion: 1,
       bootId: "boot-1",
       statusTime: "2026-01-02T03:04:05.678Z",
       consensus: { member: true, voter: null },

@@ -145,6 +145,7 @@ export function fakeNode(i: number, overrides: Partial<ObservedNode> = {}): Obse
     heartbeatAt: 1_700_000_000_000,
     labels: { rack: `r${i % 20}` },
     version: "0.1.0",
+    protocolVersion: 1,
     bootId: `boot-${i}`,
     statusTime: "2024-05-01T12:00:00.000Z",
     consensus: { member: i < 3, voter: null },

@@ -12,7 +12,7 @@
  */
 import { combine } from "@metropolis/event";
 import { unaryCall } from "@metropolis/curator";
-import { common, type curator } from "@metropolis/proto";
+import { common, type curator, protocolVersion } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { logProgress } from "@metropolis/supervisor/node-progress";
 import { callCurator } from "./curator-calls";
@@ -38,6 +38,7 @@ export function nodeStatus(
     version: opts.version,
     bootId: opts.bootId,
     timestamp: undefined,
+    protocolVersion,
   };
 }
 

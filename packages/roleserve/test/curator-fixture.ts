@@ -25,7 +25,7 @@ import {
   nodeIdFromPublicKey,
   tlsMaterial,
 } from "@metropolis/pki";
-import { api, common, curator as curatorProto } from "@metropolis/proto";
+import { api, common, curator as curatorProto, protocolVersion } from "@metropolis/proto";
 import type { TestHarness } from "@metropolis/supervisor/testing";
 import { credentialsPem, type NodeCredentials } from "../src/node-credentials";
 import type { CuratorConnectionValue } from "../src/values";
@@ -162,7 +162,12 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
           await asEphemeral.call((l) =>
             unaryCall<curatorProto.RegisterNodeRequest, curatorProto.RegisterNodeResponse>(
               l.curator.registerNode.bind(l.curator),
-              { registerTicket: ticket, joinKey: generateKeyPair().publicKey, labels: new Map() },
+              {
+                registerTicket: ticket,
+                joinKey: generateKeyPair().publicKey,
+                labels: new Map(),
+                protocolVersion,
+              },
             ),
           );
           await management((m) =>

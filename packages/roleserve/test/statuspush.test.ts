@@ -6,7 +6,7 @@
  */
 import type { ClientReadableStream, ServiceError } from "@grpc/grpc-js";
 import { status as grpcStatus } from "@grpc/grpc-js";
-import { common, curator } from "@metropolis/proto";
+import { common, curator, protocolVersion } from "@metropolis/proto";
 import { readProgressEvent } from "@metropolis/supervisor/node-progress";
 import { eventually, MockContext } from "@metropolis/supervisor/testing";
 import { statusPushWorker } from "../src/statuspush";
@@ -68,6 +68,7 @@ describe("statusPushWorker", () => {
         runningCurator: { port: 7835 },
         version: "v1.2.3",
         bootId: "boot-1",
+        protocolVersion,
       });
       expect(first?.timestamp).toBeInstanceOf(Date);
 

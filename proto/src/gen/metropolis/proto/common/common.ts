@@ -316,7 +316,14 @@ export interface NodeStatus {
    */
   bootId: string;
   /** When the node produced this status. */
-  timestamp?: Date | undefined;
+  timestamp?:
+    | Date
+    | undefined;
+  /**
+   * The wire protocol version the node speaks (@metropolis/proto's
+   * protocolVersion); 0 from a node older than the field, which spoke 1.
+   */
+  protocolVersion: number;
 }
 
 /** A curator served by this node. */
@@ -958,7 +965,14 @@ export const NodeRoles_KubernetesWorker: MessageFns<NodeRoles_KubernetesWorker> 
 };
 
 function createBaseNodeStatus(): NodeStatus {
-  return { externalAddress: "", runningCurator: undefined, version: "", bootId: "", timestamp: undefined };
+  return {
+    externalAddress: "",
+    runningCurator: undefined,
+    version: "",
+    bootId: "",
+    timestamp: undefined,
+    protocolVersion: 0,
+  };
 }
 
 export const NodeStatus: MessageFns<NodeStatus> = {
@@ -977,6 +991,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.timestamp !== undefined) {
       Timestamp.encode(toTimestamp(message.timestamp), writer.uint32(42).fork()).join();
+    }
+    if (message.protocolVersion !== 0) {
+      writer.uint32(48).uint32(message.protocolVersion);
     }
     return writer;
   },
@@ -1034,6 +1051,14 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.timestamp = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.protocolVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1065,6 +1090,11 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? globalThis.String(object.boot_id)
         : "",
       timestamp: isSet(object.timestamp) ? fromJsonTimestamp(object.timestamp) : undefined,
+      protocolVersion: isSet(object.protocolVersion)
+        ? globalThis.Number(object.protocolVersion)
+        : isSet(object.protocol_version)
+        ? globalThis.Number(object.protocol_version)
+        : 0,
     };
   },
 
@@ -1085,6 +1115,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.timestamp !== undefined) {
       obj.timestamp = message.timestamp.toISOString();
     }
+    if (message.protocolVersion !== 0) {
+      obj.protocolVersion = Math.round(message.protocolVersion);
+    }
     return obj;
   },
 
@@ -1100,6 +1133,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.version = object.version ?? "";
     message.bootId = object.bootId ?? "";
     message.timestamp = object.timestamp ?? undefined;
+    message.protocolVersion = object.protocolVersion ?? 0;
     return message;
   },
 };

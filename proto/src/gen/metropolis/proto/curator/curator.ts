@@ -220,6 +220,12 @@ export interface RegisterNodeRequest {
   joinKey: Buffer;
   /** Labels of the node. */
   labels: Map<string, string>;
+  /**
+   * The wire protocol version the node speaks (@metropolis/proto's
+   * protocolVersion): the curator refuses one it does not serve. 0 from a
+   * node older than the field, which spoke 1.
+   */
+  protocolVersion: number;
 }
 
 export interface RegisterNodeRequest_LabelsEntry {
@@ -256,8 +262,10 @@ export interface CommitNodeResponse {
   nodeCertificate: Buffer;
 }
 
-/** JoinNodeRequest has no fields: the caller is known from its join key. */
+/** JoinNodeRequest: the caller is known from its join key. */
 export interface JoinNodeRequest {
+  /** The wire protocol version the node speaks, as in RegisterNodeRequest. */
+  protocolVersion: number;
 }
 
 /** JoinNodeResponse carries what the node needs to mount its storage. */
@@ -1335,7 +1343,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
 };
 
 function createBaseRegisterNodeRequest(): RegisterNodeRequest {
-  return { registerTicket: Buffer.alloc(0), joinKey: Buffer.alloc(0), labels: new Map() };
+  return { registerTicket: Buffer.alloc(0), joinKey: Buffer.alloc(0), labels: new Map(), protocolVersion: 0 };
 }
 
 export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
@@ -1349,6 +1357,9 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
     message.labels.forEach((value, key) => {
       RegisterNodeRequest_LabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
+    if (message.protocolVersion !== 0) {
+      writer.uint32(32).uint32(message.protocolVersion);
+    }
     return writer;
   },
 
@@ -1392,6 +1403,14 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
             }
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.protocolVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1425,6 +1444,11 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
           new Map(),
         )
         : new Map(),
+      protocolVersion: isSet(object.protocolVersion)
+        ? globalThis.Number(object.protocolVersion)
+        : isSet(object.protocol_version)
+        ? globalThis.Number(object.protocol_version)
+        : 0,
     };
   },
 
@@ -1441,6 +1465,9 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
       message.labels.forEach((v, k) => {
         obj.labels[k] = v;
       });
+    }
+    if (message.protocolVersion !== 0) {
+      obj.protocolVersion = Math.round(message.protocolVersion);
     }
     return obj;
   },
@@ -1461,6 +1488,7 @@ export const RegisterNodeRequest: MessageFns<RegisterNodeRequest> = {
       });
       return m;
     })();
+    message.protocolVersion = object.protocolVersion ?? 0;
     return message;
   },
 };
@@ -1792,11 +1820,14 @@ export const CommitNodeResponse: MessageFns<CommitNodeResponse> = {
 };
 
 function createBaseJoinNodeRequest(): JoinNodeRequest {
-  return {};
+  return { protocolVersion: 0 };
 }
 
 export const JoinNodeRequest: MessageFns<JoinNodeRequest> = {
-  encode(_: JoinNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: JoinNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.protocolVersion !== 0) {
+      writer.uint32(8).uint32(message.protocolVersion);
+    }
     return writer;
   },
 
@@ -1813,6 +1844,14 @@ export const JoinNodeRequest: MessageFns<JoinNodeRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.protocolVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1825,20 +1864,30 @@ export const JoinNodeRequest: MessageFns<JoinNodeRequest> = {
     }
   },
 
-  fromJSON(_: any): JoinNodeRequest {
-    return {};
+  fromJSON(object: any): JoinNodeRequest {
+    return {
+      protocolVersion: isSet(object.protocolVersion)
+        ? globalThis.Number(object.protocolVersion)
+        : isSet(object.protocol_version)
+        ? globalThis.Number(object.protocol_version)
+        : 0,
+    };
   },
 
-  toJSON(_: JoinNodeRequest): unknown {
+  toJSON(message: JoinNodeRequest): unknown {
     const obj: any = {};
+    if (message.protocolVersion !== 0) {
+      obj.protocolVersion = Math.round(message.protocolVersion);
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<JoinNodeRequest>, I>>(base?: I): JoinNodeRequest {
     return JoinNodeRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<JoinNodeRequest>, I>>(_: I): JoinNodeRequest {
+  fromPartial<I extends Exact<DeepPartial<JoinNodeRequest>, I>>(object: I): JoinNodeRequest {
     const message = createBaseJoinNodeRequest();
+    message.protocolVersion = object.protocolVersion ?? 0;
     return message;
   },
 };
