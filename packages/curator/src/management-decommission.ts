@@ -11,10 +11,11 @@
  * removed. The role is written away only once the leader's own etcd member
  * no longer lists it (the proof from the source of truth); then its node
  * certificate and etcd peer certificates are revoked (curators, Debug
- * services and etcd peers refuse it: the node's watch of itself is refused,
- * and it stops as a node of no cluster), and its record is kept as
+ * services and etcd peers refuse its new calls), and its record is kept as
  * DECOMMISSIONED: it is never let back in, and `delete` removes the record
- * later without bypasses (no roles, not UP).
+ * later without bypasses (no roles, not UP). The node sees its record turn
+ * DECOMMISSIONED on its watch of itself (or is refused its next one), and
+ * stops as a node of no cluster.
  *
  * The leader never removes its own etcd member: it hands its leadership over
  * (UNAVAILABLE) and the client retries with the new leader, as for
