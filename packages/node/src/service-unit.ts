@@ -28,7 +28,9 @@
  *   machine's), with `NoNewPrivileges`, `ProtectSystem=strict` (everything
  *   read-only but `--root` and the bundle's code cache directory),
  *   `ProtectHome=read-only` (the binary or parameters may sit in a home),
- *   `PrivateTmp` and the kernel, clock and control-group protections. Not
+ *   `PrivateTmp`, the kernel, clock, hostname and control-group
+ *   protections, native system calls only, and `UMask=0077` (what it writes
+ *   is its own). Not
  *   `MemoryDenyWriteExecute` (V8 compiles to executable memory), nor a
  *   capability bounding set, nor `RestrictNamespaces` (workloads may need
  *   them).
@@ -137,9 +139,12 @@ ProtectKernelModules=yes
 ProtectKernelLogs=yes
 ProtectControlGroups=yes
 ProtectClock=yes
+ProtectHostname=yes
 RestrictSUIDSGID=yes
 RestrictRealtime=yes
 LockPersonality=yes
+SystemCallArchitectures=native
+UMask=0077
 
 [Install]
 WantedBy=multi-user.target

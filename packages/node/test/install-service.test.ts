@@ -162,10 +162,13 @@ withSystemdAnalyze(
       "ProtectKernelTunables",
       "ProtectKernelModules",
       "ProtectControlGroups",
+      "ProtectHostname",
     ]) {
       expect([key, directive(unit, "Service", key)]).toEqual([key, "yes"]);
     }
     expect(directive(unit, "Service", "ProtectHome")).toBe("read-only");
+    expect(directive(unit, "Service", "SystemCallArchitectures")).toBe("native");
+    expect(directive(unit, "Service", "UMask")).toBe("0077");
     // V8 needs writable executable memory.
     expect(unit.get("Service")?.has("MemoryDenyWriteExecute")).toBe(false);
     expect(directive(unit, "Unit", "After")).toBe("network-online.target");
