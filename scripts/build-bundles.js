@@ -225,13 +225,17 @@ async function buildBundles() {
 }
 
 /**
- * Builds metropolis-node into `outfile` with some of its workspace sources
- * replaced (`replacements`: a source's path from the repository root → the
- * file whose text stands in for it): a node built differently, for tests
+ * Builds metropolis-node as the package directory `dir` (its bundle in
+ * `dir/bundle/metropolis-node.js`, and the package's package.json, where the
+ * node reads its version) with some of its workspace sources replaced
+ * (`replacements`: a source's path from the repository root → the file
+ * whose text stands in for it): a node built differently, for tests
  * (e2e/version-skew.test.ts: a node of another wire protocol version).
+ * Resolves with the bundle's path.
  */
-async function buildNodeVariant(outfile, replacements) {
+async function buildNodeVariant(dir, replacements) {
   const node = bundles.find((b) => b.name === "metropolis-node");
+  const outfile = join(dir, "bundle", "metropolis-node.js");
   const options = buildOptions({ ...node, outfile }, workspacePackages());
   const texts = new Map(
     Object.entries(replacements).map(([source, file]) => [join(root, source), file]),
@@ -250,17 +254,22 @@ async function buildNodeVariant(outfile, replacements) {
     },
   });
   await esbuild.build({ ...options, metafile: false });
+  copyFileSync(
+    join(root, dirname(dirname(node.outfile)), "package.json"),
+    join(dir, "package.json"),
+  );
+  return outfile;
 }
 
 module.exports = { bundles, buildBundles, buildNodeVariant, etcd3ProtoDescriptor };
 
-/** `--node-variant OUTFILE SOURCE=FILE…`: see buildNodeVariant. */
+/** `--node-variant DIR SOURCE=FILE…`: see buildNodeVariant. */
 function nodeVariantArgs(argv) {
   const at = argv.indexOf("--node-variant");
   if (at === -1) return undefined;
-  const [outfile, ...pairs] = argv.slice(at + 1);
-  if (outfile === undefined || pairs.length === 0) {
-    throw new Error("usage: build-bundles.js --node-variant OUTFILE SOURCE=FILE...");
+  const [dir, ...pairs] = argv.slice(at + 1);
+  if (dir === undefined || pairs.length === 0) {
+    throw new Error("usage: build-bundles.js --node-variant DIR SOURCE=FILE...");
   }
   const replacements = {};
   for (const pair of pairs) {
@@ -268,13 +277,14 @@ function nodeVariantArgs(argv) {
     if (eq <= 0) throw new Error(`--node-variant: ${pair} is not SOURCE=FILE`);
     replacements[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
-  return { outfile, replacements };
+  return { dir, replacements };
 }
 
 if (require.main === module && process.argv.includes("--node-variant")) {
   Promise.resolve()
     .then(() => nodeVariantArgs(process.argv))
-    .then(({ outfile, replacements }) => buildNodeVariant(outfile, replacements))
+    .then(({ dir, replacements }) => buildNodeVariant(dir, replacements))
+    .then((bundle) => console.log(bundle))
     .catch((e) => {
       console.error(`build-bundles: ${e instanceof Error ? e.message : String(e)}`);
       process.exit(1);
