@@ -59,6 +59,7 @@ export {
   type MemberAlarm,
 } from "./member-maintenance";
 export { hexMemberId, raftStatusTimeoutMs, readRaftStatus, type RaftStatus } from "./raft-status";
+export { readDatabaseSize, type DatabaseSize } from "./database-size";
 export { readAtOneRevision } from "./atomic-read";
 export { etcdCertificateKv, type EtcdTransactions } from "./etcd-certificate-kv";
 export { ClusterSecrets, type LoadedKeyring } from "./cluster-secrets";

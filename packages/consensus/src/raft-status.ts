@@ -109,8 +109,11 @@ export function activePeers(metrics: string, local: string): Set<string> {
   return peers;
 }
 
-/** GET /metrics of the member at `socketPath`, within `timeoutMs`. */
-function fetchMetrics(socketPath: string, timeoutMs: number): Promise<string> {
+/**
+ * GET /metrics of the member at `socketPath`, within `timeoutMs` (at most
+ * 8 MiB); rejects with RaftStatusError on another HTTP status.
+ */
+export function fetchMetrics(socketPath: string, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = request(
       { socketPath, path: "/metrics", agent: false, signal: AbortSignal.timeout(timeoutMs) },

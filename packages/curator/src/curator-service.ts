@@ -142,7 +142,7 @@ function heartbeat(
   // A deleted node must not be kept "healthy".
   const authorized = requireCurrentNode(ctx, call);
   authorized.catch(fail);
-  call.on("data", () => {
+  call.on("data", (req: curator.HeartbeatRequest) => {
     authorized.then(
       (nodeId) => {
         // Past the lease deadline this is no leader's answer: end the stream (the node asks again).
@@ -152,6 +152,8 @@ function heartbeat(
           return fail(e);
         }
         ctx.heartbeats.beat(nodeId);
+        // Its wall clock, for the health check only (clock-samples.ts).
+        ctx.clocks.record(nodeId, req.sentAt, req.previousRoundTripMs ?? 0);
         if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
       },
       () => undefined, // already answered by fail()

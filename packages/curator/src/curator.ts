@@ -40,6 +40,7 @@ import { curatorLocalServer } from "./curator-local";
 import { leadershipMachine, type LeadershipSteps } from "./curator-machine";
 import { curatorServer } from "./curator-service";
 import { CandidacyLostError } from "./errors";
+import { ClockSamples } from "./clock-samples";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { IdentityCache, identifier } from "./identity";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
@@ -337,6 +338,7 @@ export class Curator {
         consensus: this.config.consensus,
         clusterCa: ca,
         heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
+        clocks: new ClockSamples(),
         logger: ctx.logger,
         revocations,
         identify: identifier(this.identities, revocations),

@@ -6,6 +6,7 @@ import type { Namespace } from "etcd3";
 import type { Logger } from "@metropolis/supervisor";
 import type { ConsensusStatus } from "@metropolis/consensus";
 import { CertificateStore, type CaCertificate, type SecretSealer } from "@metropolis/pki";
+import type { ClockSamples } from "./clock-samples";
 import type { HeartbeatTracker } from "./heartbeat-tracker";
 import type { Caller, HasAuthContext } from "./identity";
 import { clusterCaName, clusterPkiPrefix } from "./keys";
@@ -36,6 +37,11 @@ export interface LeaderContext {
   readonly nodes: NodeRecordMirror;
   /** Heartbeats of the nodes, kept in the leader's memory. */
   readonly heartbeats: HeartbeatTracker;
+  /**
+   * The nodes' wall clocks against the leader's, from heartbeats: for the
+   * health check of clocks only, never for health, leases or deadlines.
+   */
+  readonly clocks: ClockSamples;
   readonly logger: Logger;
   /** The cluster CA's revocation list, followed from etcd; `identify` refuses what it revokes. */
   readonly revocations: Revocations;

@@ -41,6 +41,7 @@ import { watchNodes } from "./management-watch";
 import { ConsensusFeed, getClusterConsensus } from "./management-consensus";
 import { decommissionNode } from "./management-decommission";
 import { checkNodeMaintenance } from "./management-maintenance";
+import { getClusterHealth } from "./management-health";
 import {
   defragmentConsensus,
   disarmConsensusAlarm,
@@ -222,6 +223,7 @@ async function deleteNode(
   }
   const { before } = await changeNode(ctx, req.node, decide);
   ctx.heartbeats.forget(before.id);
+  ctx.clocks.forget(before.id);
   if (hasRole(before.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
     // The record is gone either way; a member left behind only weakens quorum, and the
     // leader's membership reconciliation removes it if this fails.
@@ -356,6 +358,7 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       (req: api.DefragmentConsensusRequest) => defragmentConsensus(ctx, req),
     ),
     getConsensusAlarms: ownerOnly(ctx, "GetConsensusAlarms", () => getConsensusAlarms(ctx)),
+    getClusterHealth: ownerOnly(ctx, "GetClusterHealth", () => getClusterHealth(ctx)),
     disarmConsensusAlarm: ownerOnly(
       ctx,
       "DisarmConsensusAlarm",

@@ -17,6 +17,7 @@ import type { TestMember, TestNode } from "@metropolis/consensus/testing";
 import { tlsMaterial } from "@metropolis/pki";
 import type { common, priv } from "@metropolis/proto";
 import { curatorClientCredentials, curatorServerCredentials } from "./credentials";
+import { ClockSamples } from "./clock-samples";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { readConfiguration } from "./management-configuration";
 import { identifier } from "./identity";
@@ -171,6 +172,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       consensus: member.status,
       clusterCa: cluster.clusterCa,
       heartbeats: new HeartbeatTracker(opts.heartbeatTimeoutMs),
+      clocks: new ClockSamples(),
       logger,
       revocations,
       identify: identifier(caDer, revocations),

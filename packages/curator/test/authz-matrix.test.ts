@@ -95,6 +95,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.MoveConsensusLeader": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.DefragmentConsensus": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.GetConsensusAlarms": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.GetClusterHealth": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.DisarmConsensusAlarm": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
 };
 
@@ -276,6 +277,7 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
   // Forced: the fixture's one voter cannot be away without losing quorum.
   "Management.DefragmentConsensus": async () => ({ request: { force: true } }),
   "Management.GetConsensusAlarms": async () => ({ request: {} }),
+  "Management.GetClusterHealth": async () => ({ request: {} }),
   // No alarm is raised: disarming every alarm of the member disarms none.
   "Management.DisarmConsensusAlarm": async () => ({
     request: {

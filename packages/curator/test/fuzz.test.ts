@@ -258,7 +258,15 @@ const targets: Record<string, Target> = {
     request: () => fc.record({ clusterUnlockKey: mostly(key32) }),
   },
   "Curator.GetConsensusStatus": { callers: nodeCallers, request: empty },
-  "Curator.Heartbeat": { callers: nodeCallers, request: empty },
+  "Curator.Heartbeat": {
+    callers: nodeCallers,
+    // Any wall clock and round trip: a clock sample, judged only by the health check.
+    request: () =>
+      fc.record({
+        sentAt: fc.option(fc.date(), { nil: undefined }),
+        previousRoundTripMs: fc.oneof(fc.constant(0), fc.nat(120_000), fc.constant(2 ** 32 - 1)),
+      }),
+  },
   "Curator.JoinNode": {
     callers: { authorized: ["ephemeral join"], refused: ["ephemeral", "node", "none"] },
     request: empty,
@@ -426,6 +434,7 @@ const targets: Record<string, Target> = {
     request: () => fc.record({ force: fc.boolean() }),
   },
   "Management.GetConsensusAlarms": { callers: ownerCallers, request: empty },
+  "Management.GetClusterHealth": { callers: ownerCallers, request: empty },
   "Management.DisarmConsensusAlarm": {
     callers: ownerCallers,
     request: () =>

@@ -309,6 +309,11 @@ export class ClusterSession {
     return this.call((l, m, o, cb) => l.management.getConsensusAlarms({}, m, o, cb));
   }
 
+  /** The cluster's health checks, computed by the curator leader (Management.GetClusterHealth). */
+  getClusterHealth(): Promise<api.GetClusterHealthResponse> {
+    return this.call((l, m, o, cb) => l.management.getClusterHealth({}, m, o, cb));
+  }
+
   disarmConsensusAlarm(
     req: api.DisarmConsensusAlarmRequest,
   ): Promise<api.DisarmConsensusAlarmResponse> {

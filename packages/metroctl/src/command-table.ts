@@ -18,6 +18,7 @@ import {
   configureFieldNames,
   defaultDebugPort,
   defaultMetricsPort,
+  defaultNodeTimeoutMs,
   defaultObserverPort,
   defaultPollIntervalMs,
   defaultWaitTimeoutMs,
@@ -28,6 +29,7 @@ import { addListingOptions, type ListingOptions } from "./listing-options";
 import type { NodeLogsOptions, NodePowerOptions } from "./node-management-commands";
 import type { DecommissionOptions } from "./node-decommission";
 import type { SetRoleOptions } from "./node-changes";
+import type { SupportOptions } from "./support-bundle";
 import type { ObserveOptions } from "./observe/observe-command";
 import {
   listingFormatOption,
@@ -190,6 +192,30 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .argument("[member-id]", "disarm: the member's ID, hex")
     .option("--alarm <alarm>", "disarm: only this alarm, nospace or corrupt (default: every alarm)")
     .addOption(outputFormatOption());
+
+  define<{ output: OutputFormat }>("cluster health", async (ctx, _args, opts) =>
+    (await import("./cluster-health-command.js")).clusterHealth(ctx, opts),
+  )
+    .description(
+      "check the cluster's health (curator leader, nodes UP and heartbeating, etcd members, voters, alarms, database size, clocks, versions): one line per check with ok, warn or FAIL; exit 1 if any failed",
+    )
+    .addOption(outputFormatOption());
+  define<SupportOptions>("support", async (ctx, _args, opts) =>
+    (await import("./support-bundle.js")).supportBundle(ctx, opts),
+  )
+    .description(
+      "write a support bundle (.tar.gz, 0600): the cluster's health, members, configuration, versions; each node's description, tree, reports, last 1,000 log lines and metrics; no secrets",
+    )
+    .requiredOption("-o, --output <file>", "where to write it, e.g. support.tar.gz")
+    .option(
+      "--node-timeout <seconds>",
+      `how long each node may take to answer each item (default ${defaultNodeTimeoutMs / 1000})`,
+    )
+    .option("--debug-port <port>", `port of the nodes' Debug service (default ${defaultDebugPort})`)
+    .option(
+      "--metrics-port <port>",
+      `port of the nodes' metrics endpoint (default ${defaultMetricsPort})`,
+    );
 
   define<{ output: OutputFormat }>("rotate-secrets-key", async (ctx, _args, opts) =>
     (await import("./rotate-secrets-key.js")).rotateSecretsKey(ctx, opts),

@@ -15,6 +15,9 @@ export const defaultDebugPort = 7837;
 /** Default port of a node's mTLS metrics endpoint. */
 export const defaultMetricsPort = 7838;
 
+/** How long `support` waits for each item of a node by default. */
+export const defaultNodeTimeoutMs = 10_000;
+
 /** The exporters a node serves under /metrics/. */
 export const metricsExporters = ["core", "node", "etcd"] as const;
 

@@ -9,6 +9,7 @@
 import { request } from "node:https";
 import { parseCertificate } from "@metropolis/pki";
 import type { CommandContext } from "./command-context";
+import type { OwnerCredentials } from "./config-dir";
 import { MetroctlError } from "./errors";
 import { defaultMetricsPort, metricsExporters } from "./flag-defaults";
 import { nodeEndpoint } from "./node-endpoint";
@@ -47,12 +48,47 @@ export async function nodeMetrics(
       ? defaultMetricsPort
       : parsePortFlag(opts.metricsPort, "--metrics-port");
   const { owner, host } = await nodeEndpoint(ctx, id);
-  const body = await new Promise<string>((resolve, reject) => {
+  const body = await fetchNodeMetrics({
+    owner,
+    host,
+    port,
+    id,
+    exporter: which,
+    timeoutMs: ctx.dialTimeoutMs,
+    signal: ctx.signal,
+  });
+  ctx.io.stdout.write(body);
+}
+
+/** Where and how {@link fetchNodeMetrics} asks. */
+export interface NodeMetricsRequest {
+  /** The owner's credentials, which the node checks. */
+  owner: OwnerCredentials;
+  /** The node's address and metrics port. */
+  host: string;
+  port: number;
+  /** The node expected to answer (its certificate must name it). */
+  id: string;
+  /** One of {@link metricsExporters}. */
+  exporter: string;
+  /** How long to wait for the node's answer. */
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * One exporter of node `id`'s metrics, over mutual TLS, at most
+ * {@link maxMetricsBytes}; rejects with MetricsFetchError when the node
+ * answers other than 200, MetroctlError when it does not answer in time.
+ */
+export function fetchNodeMetrics(r: NodeMetricsRequest): Promise<string> {
+  const { owner, host, port, id } = r;
+  return new Promise<string>((resolve, reject) => {
     const req = request(
       {
         host,
         port,
-        path: `/metrics/${which}`,
+        path: `/metrics/${r.exporter}`,
         agent: false,
         ca: owner.ca,
         cert: owner.cert,
@@ -65,8 +101,8 @@ export async function nodeMetrics(
             ? undefined
             : new Error(`expected node ${id} here, but the node answering is ${cn ?? "unnamed"}`);
         },
-        timeout: ctx.dialTimeoutMs,
-        signal: ctx.signal,
+        timeout: r.timeoutMs,
+        signal: r.signal,
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -91,5 +127,4 @@ export async function nodeMetrics(
     req.on("error", reject);
     req.end();
   });
-  ctx.io.stdout.write(body);
 }

@@ -112,6 +112,15 @@ export function heartbeatRestartBackoff(
   };
 }
 
+/**
+ * A heartbeat: this node's wall clock now and the previous heartbeat's
+ * round trip, from which the curator leader estimates how far this node's
+ * clock is from its own (its health check of clocks; nothing times on it).
+ */
+export function clockSample(previousRoundTripMs: number): curator.HeartbeatRequest {
+  return { sentAt: new Date(), previousRoundTripMs };
+}
+
 /** The answer to the heartbeat just sent, or HeartbeatTimeoutError after `timeoutMs`. */
 async function answered(
   stream: CuratorStream<curator.HeartbeatResponse, HeartbeatCall>,
@@ -152,14 +161,18 @@ export function heartbeatWorker(
     let on: { connection: CuratorConnection; leader: LeaderClients } | undefined;
     try {
       const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
-      let sentAt = Date.now();
+      // Paced on the monotonic clock: on the wall clock a step back (an NTP
+      // correction, a clock set by hand) stretched the pause before the next
+      // beat by the step — 60 s back, and the node was HEARTBEAT_TIMEOUT for
+      // a minute — and a step ahead sent the next beat at once.
+      let sentAt = performance.now();
       const opened = await openStream<curator.HeartbeatResponse, HeartbeatCall>(
         connection,
         "Curator.Heartbeat",
         (leader) => {
           const call = leader.curator.heartbeat();
-          sentAt = Date.now();
-          call.write({});
+          sentAt = performance.now();
+          call.write(clockSample(0));
           return call;
         },
         ctx.signal,
@@ -179,16 +192,20 @@ export function heartbeatWorker(
       ctx.logger.info("heartbeats answered by the curator");
       // A random phase for this node's beats (see the top of this file).
       let nextAt = sentAt + Math.random() * intervalMs;
+      /** The previous heartbeat's round trip (monotonic), sent with the next for the clock check. */
+      let roundTripMs = 0;
       for (;;) {
         // Paced from the previous send, so that slow answers do not stretch
         // the interval towards the curator's timeout. The stream's sleep ends
         // early when the stream breaks: the worker fails now, not at the next beat.
-        await stream.sleep(Math.max(0, nextAt - Date.now()), ctx.signal);
-        nextAt = Date.now() + pause();
-        stream.call.write({});
+        await stream.sleep(Math.max(0, nextAt - performance.now()), ctx.signal);
+        nextAt = performance.now() + pause();
+        stream.call.write(clockSample(roundTripMs));
         const writtenAt = performance.now();
         await answered(stream, replyTimeoutMs, ctx.signal);
-        opts.onAnswered?.(performance.now() - writtenAt);
+        const latencyMs = performance.now() - writtenAt;
+        roundTripMs = Math.max(1, Math.round(latencyMs));
+        opts.onAnswered?.(latencyMs);
       }
     } catch (e) {
       // Stopping is not a failure; whatever it interrupted is moot.

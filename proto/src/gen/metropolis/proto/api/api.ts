@@ -35,6 +35,7 @@ import {
   nodeStateToJSON,
   NodeStatus,
 } from "../common/common";
+import { GetClusterHealthRequest, GetClusterHealthResponse } from "./health";
 import {
   CheckNodeMaintenanceRequest,
   CheckNodeMaintenanceResponse,
@@ -6553,6 +6554,23 @@ export const ManagementService = {
       Buffer.from(DisarmConsensusAlarmResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DisarmConsensusAlarmResponse => DisarmConsensusAlarmResponse.decode(value),
   },
+  /**
+   * GetClusterHealth checks the cluster's health (health.proto): a curator
+   * leader, every node UP and heartbeating, etcd's members, voters, alarms
+   * and database size, the nodes' clocks and versions; each check with a
+   * verdict. Owner only.
+   */
+  getClusterHealth: {
+    path: "/metropolis.proto.api.Management/GetClusterHealth" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetClusterHealthRequest): Buffer =>
+      Buffer.from(GetClusterHealthRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetClusterHealthRequest => GetClusterHealthRequest.decode(value),
+    responseSerialize: (value: GetClusterHealthResponse): Buffer =>
+      Buffer.from(GetClusterHealthResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetClusterHealthResponse => GetClusterHealthResponse.decode(value),
+  },
 } as const;
 
 export interface ManagementServer extends UntypedServiceImplementation {
@@ -6667,6 +6685,13 @@ export interface ManagementServer extends UntypedServiceImplementation {
   getConsensusAlarms: handleUnaryCall<GetConsensusAlarmsRequest, GetConsensusAlarmsResponse>;
   /** DisarmConsensusAlarm disarms an etcd alarm of a member. */
   disarmConsensusAlarm: handleUnaryCall<DisarmConsensusAlarmRequest, DisarmConsensusAlarmResponse>;
+  /**
+   * GetClusterHealth checks the cluster's health (health.proto): a curator
+   * leader, every node UP and heartbeating, etcd's members, voters, alarms
+   * and database size, the nodes' clocks and versions; each check with a
+   * verdict. Owner only.
+   */
+  getClusterHealth: handleUnaryCall<GetClusterHealthRequest, GetClusterHealthResponse>;
 }
 
 export interface ManagementClient extends Client {
@@ -7031,6 +7056,27 @@ export interface ManagementClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DisarmConsensusAlarmResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetClusterHealth checks the cluster's health (health.proto): a curator
+   * leader, every node UP and heartbeating, etcd's members, voters, alarms
+   * and database size, the nodes' clocks and versions; each check with a
+   * verdict. Owner only.
+   */
+  getClusterHealth(
+    request: GetClusterHealthRequest,
+    callback: (error: ServiceError | null, response: GetClusterHealthResponse) => void,
+  ): ClientUnaryCall;
+  getClusterHealth(
+    request: GetClusterHealthRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetClusterHealthResponse) => void,
+  ): ClientUnaryCall;
+  getClusterHealth(
+    request: GetClusterHealthRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetClusterHealthResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -22,6 +22,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Timestamp } from "../../../google/protobuf/timestamp";
 import {
   ConsensusMember,
   NodeHealth,
@@ -198,9 +199,26 @@ export interface UpdateNodeStatusResponse {
 
 /**
  * HeartbeatRequest is one heartbeat; the caller is known from its
- * certificate.
+ * certificate. Its fields are a sample of the node's wall clock for the
+ * health check of clocks (Management.GetClusterHealth), never for the
+ * heartbeat's timing: that stays on the leader's monotonic clock.
  */
 export interface HeartbeatRequest {
+  /**
+   * The node's wall clock when it sent this heartbeat; unset from a node
+   * older than the field.
+   */
+  sentAt?:
+    | Date
+    | undefined;
+  /**
+   * The round trip of the node's previous heartbeat on this stream (write
+   * to answer), in milliseconds of its monotonic clock; unset or 0 for
+   * the first.
+   * The leader takes the node's clock at its receipt as sent_at plus half
+   * of it.
+   */
+  previousRoundTripMs?: number | undefined;
 }
 
 /** HeartbeatResponse answers one heartbeat. */
@@ -1224,11 +1242,17 @@ export const UpdateNodeStatusResponse: MessageFns<UpdateNodeStatusResponse> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return {};
+  return { sentAt: undefined, previousRoundTripMs: undefined };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
-  encode(_: HeartbeatRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: HeartbeatRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sentAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.sentAt), writer.uint32(10).fork()).join();
+    }
+    if (message.previousRoundTripMs !== undefined) {
+      writer.uint32(16).uint32(message.previousRoundTripMs);
+    }
     return writer;
   },
 
@@ -1245,6 +1269,22 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sentAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.previousRoundTripMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1257,20 +1297,39 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
   },
 
-  fromJSON(_: any): HeartbeatRequest {
-    return {};
+  fromJSON(object: any): HeartbeatRequest {
+    return {
+      sentAt: isSet(object.sentAt)
+        ? fromJsonTimestamp(object.sentAt)
+        : isSet(object.sent_at)
+        ? fromJsonTimestamp(object.sent_at)
+        : undefined,
+      previousRoundTripMs: isSet(object.previousRoundTripMs)
+        ? globalThis.Number(object.previousRoundTripMs)
+        : isSet(object.previous_round_trip_ms)
+        ? globalThis.Number(object.previous_round_trip_ms)
+        : undefined,
+    };
   },
 
-  toJSON(_: HeartbeatRequest): unknown {
+  toJSON(message: HeartbeatRequest): unknown {
     const obj: any = {};
+    if (message.sentAt !== undefined) {
+      obj.sentAt = message.sentAt.toISOString();
+    }
+    if (message.previousRoundTripMs !== undefined) {
+      obj.previousRoundTripMs = Math.round(message.previousRoundTripMs);
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<HeartbeatRequest>, I>>(base?: I): HeartbeatRequest {
     return HeartbeatRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<HeartbeatRequest>, I>>(_: I): HeartbeatRequest {
+  fromPartial<I extends Exact<DeepPartial<HeartbeatRequest>, I>>(object: I): HeartbeatRequest {
     const message = createBaseHeartbeatRequest();
+    message.sentAt = object.sentAt ?? undefined;
+    message.previousRoundTripMs = object.previousRoundTripMs ?? undefined;
     return message;
   },
 };
@@ -2946,6 +3005,28 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function toTimestamp(date: Date): Timestamp {
+  const seconds = Math.trunc(date.getTime() / 1_000);
+  const nanos = (date.getTime() % 1_000) * 1_000_000;
+  return { seconds, nanos };
+}
+
+function fromTimestamp(t: Timestamp): Date {
+  let millis = (t.seconds || 0) * 1_000;
+  millis += (t.nanos || 0) / 1_000_000;
+  return new globalThis.Date(millis);
+}
+
+function fromJsonTimestamp(o: any): Date {
+  if (o instanceof globalThis.Date) {
+    return o;
+  } else if (typeof o === "string") {
+    return new globalThis.Date(o);
+  } else {
+    return fromTimestamp(Timestamp.fromJSON(o));
+  }
+}
 
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());

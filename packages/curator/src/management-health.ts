@@ -1,0 +1,136 @@
+/**
+ * Management.GetClusterHealth: reads what the checks of cluster-health.ts
+ * judge — the node records with the leader's heartbeat health and clock
+ * samples, etcd's members (with the leader's member's raft contact), its
+ * alarms, and the leader's member's database size against its quota — and
+ * answers every check, in order, with the worst verdict.
+ *
+ * Each etcd read is bounded ({@link healthReadTimeoutMs}, on the monotonic
+ * clock: timers): a read that fails or does not answer in time makes its
+ * checks fail with why, and the answer still comes, so that an operator
+ * learns what is wrong rather than waiting on a stuck member.
+ *
+ * Every client of every leader asks this one function, so everyone sees the
+ * same verdicts; etcd's members are the leader's own member's view (every
+ * member's client endpoint is a unix socket of its own node), with whether
+ * the leader's member has raft contact with each of the others.
+ */
+import { readDatabaseSize } from "@metropolis/consensus";
+import { api, common } from "@metropolis/proto";
+import {
+  healthChecks,
+  worstVerdict,
+  type HealthInputs,
+  type HealthMember,
+  type HealthNode,
+  type Reading,
+  type Verdict,
+} from "./cluster-health";
+import { readConsensus } from "./consensus-members";
+import type { LeaderContext } from "./leader-context";
+import { getConsensusAlarms } from "./management-members";
+import { hasRole } from "./management-nodes";
+
+/** How long each etcd read of a health check may take. */
+export const healthReadTimeoutMs = 3_000;
+
+/** The wire's verdicts. */
+const verdicts: Record<Verdict, api.HealthVerdict> = {
+  ok: api.HealthVerdict.OK,
+  warn: api.HealthVerdict.WARN,
+  fail: api.HealthVerdict.FAIL,
+};
+
+/** An error's message, in one line. */
+function why(e: unknown): string {
+  const text = e instanceof Error ? e.message : String(e);
+  return text.split("\n")[0] ?? "";
+}
+
+/** `read()` as a {@link Reading}: its failure, or its not answering within `timeoutMs`, told in words. */
+async function reading<T>(read: () => Promise<T>, timeoutMs: number): Promise<Reading<T>> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<Reading<T>>((resolve) => {
+    timer = setTimeout(() => resolve({ failed: `no answer within ${timeoutMs} ms` }), timeoutMs);
+  });
+  try {
+    return await Promise.race([
+      read().then(
+        (ok): Reading<T> => ({ ok }),
+        (e: unknown): Reading<T> => ({ failed: why(e) }),
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Reads what the checks judge, on the leader whose context is `ctx`. */
+export async function readHealthInputs(
+  ctx: LeaderContext,
+  timeoutMs = healthReadTimeoutMs,
+): Promise<HealthInputs> {
+  const [records, members, alarms, database] = await Promise.all([
+    ctx.nodes.list(),
+    reading(async () => {
+      const { members } = await readConsensus(ctx);
+      return members.map((m): HealthMember => ({
+        nodeId: m.nodeId,
+        memberId: m.memberId,
+        voter: m.status === common.ConsensusMember_Status.VOTER,
+        reachable:
+          m.reachability === common.ConsensusMember_Reachability.UNKNOWN
+            ? undefined
+            : m.reachability === common.ConsensusMember_Reachability.REACHABLE,
+      }));
+    }, timeoutMs),
+    reading(async () => {
+      const { alarms } = await getConsensusAlarms(ctx);
+      return alarms.map((a) => ({
+        memberId: a.memberId,
+        nodeId: a.nodeId,
+        alarm: api.consensusAlarmTypeToJSON(a.alarm),
+      }));
+    }, timeoutMs),
+    reading(() => readDatabaseSize(ctx.consensus.clientSocket, timeoutMs), timeoutMs),
+  ]);
+  const now = ctx.heartbeats.now();
+  const nodes = records.map(({ id, node }): HealthNode => {
+    const clock = ctx.clocks.sample(id);
+    return {
+      id,
+      state: node.state,
+      consensus: hasRole(node.roles, api.NodeRole.CONSENSUS_MEMBER),
+      health: ctx.heartbeats.health(id, now),
+      sinceHeartbeatMs: ctx.heartbeats.sinceLast(id, now),
+      version: node.status?.version || undefined,
+      clock: clock && { offsetMs: clock.offsetMs, uncertaintyMs: clock.uncertaintyMs },
+    };
+  });
+  return {
+    leader: { nodeId: ctx.self.nodeId, term: Number(ctx.leadership.createRevision) },
+    nodes,
+    members,
+    alarms,
+    database,
+    heartbeatTimeoutMs: ctx.heartbeats.timeoutMs,
+  };
+}
+
+/** The answer of GetClusterHealth on the leader whose context is `ctx`. */
+export async function getClusterHealth(ctx: LeaderContext): Promise<api.GetClusterHealthResponse> {
+  const checks = healthChecks(await readHealthInputs(ctx));
+  return {
+    checks: checks.map((c) => ({
+      name: c.name,
+      title: c.title,
+      verdict: verdicts[c.verdict],
+      detail: c.detail,
+      nodeIds: [...c.nodeIds],
+    })),
+    verdict: verdicts[worstVerdict(checks.map((c) => c.verdict))],
+    leaderNodeId: ctx.self.nodeId,
+    checkedAt: new Date(),
+  };
+}

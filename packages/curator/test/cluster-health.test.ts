@@ -1,0 +1,238 @@
+import { common } from "@metropolis/proto";
+import { ClockSamples } from "../src/clock-samples";
+import {
+  healthChecks,
+  maxDetailLength,
+  worstVerdict,
+  type HealthCheckResult,
+  type HealthInputs,
+  type HealthMember,
+  type HealthNode,
+} from "../src/cluster-health";
+
+const id = (n: number) => `metropolis-${n.toString(16).padStart(32, "0")}`;
+
+const node = (n: number, over: Partial<HealthNode> = {}): HealthNode => ({
+  id: id(n),
+  state: common.NodeState.UP,
+  consensus: true,
+  health: common.NodeHealth.HEALTHY,
+  sinceHeartbeatMs: 1200,
+  version: "0.1.0",
+  clock: { offsetMs: 3, uncertaintyMs: 1 },
+  ...over,
+});
+
+const member = (n: number, over: Partial<HealthMember> = {}): HealthMember => ({
+  nodeId: id(n),
+  memberId: (0xabc0 + n).toString(16),
+  voter: true,
+  reachable: true,
+  ...over,
+});
+
+/** A healthy three-node cluster, changed by `over`. */
+const inputs = (over: Partial<HealthInputs> = {}): HealthInputs => ({
+  leader: { nodeId: id(1), term: 42 },
+  nodes: [node(1), node(2), node(3)],
+  members: { ok: [member(1), member(2), member(3)] },
+  alarms: { ok: [] },
+  database: { ok: { sizeBytes: 20 * 1024 * 1024, quotaBytes: 2 * 1024 * 1024 * 1024 } },
+  heartbeatTimeoutMs: 10_000,
+  ...over,
+});
+
+const byName = (checks: HealthCheckResult[]) => new Map(checks.map((c) => [c.name, c]));
+const check = (over: Partial<HealthInputs>, name: string): HealthCheckResult => {
+  const found = byName(healthChecks(inputs(over))).get(name);
+  if (found === undefined) throw new Error(`no check ${name}`);
+  return found;
+};
+
+describe("health checks", () => {
+  test("a healthy cluster: every check ok, in a fixed order", () => {
+    const checks = healthChecks(inputs());
+    expect(checks.map((c) => [c.name, c.verdict])).toEqual([
+      ["curator-leader", "ok"],
+      ["nodes-up", "ok"],
+      ["etcd-members", "ok"],
+      ["etcd-voters", "ok"],
+      ["etcd-alarms", "ok"],
+      ["etcd-database-size", "ok"],
+      ["clock-skew", "ok"],
+      ["versions", "ok"],
+    ]);
+    expect(worstVerdict(checks.map((c) => c.verdict))).toBe("ok");
+    expect(checks[0].detail).toBe(`node ${id(1)} leads (term 42)`);
+    expect(checks[1].detail).toBe("3 nodes UP and heartbeating");
+  });
+
+  test("nodes-up: a silent UP node fails, naming it and its last heartbeat", () => {
+    const c = check(
+      {
+        nodes: [
+          node(1),
+          node(2, { health: common.NodeHealth.HEARTBEAT_TIMEOUT, sinceHeartbeatMs: 14_600 }),
+          node(3),
+        ],
+      },
+      "nodes-up",
+    );
+    expect(c.verdict).toBe("fail");
+    expect(c.nodeIds).toEqual([id(2)]);
+    expect(c.detail).toContain(`${id(2)} (last heartbeat 15 s ago)`);
+    expect(c.detail).toContain("1 of 3 UP nodes not heartbeating (timeout 10 s)");
+  });
+
+  test("nodes-up: NEW nodes and nodes a new leader has not heard from warn; DECOMMISSIONED ones do not count", () => {
+    const c = check(
+      {
+        nodes: [
+          node(1),
+          node(2, { health: common.NodeHealth.UNKNOWN, sinceHeartbeatMs: undefined }),
+          node(3, { state: common.NodeState.NEW, consensus: false }),
+          node(4, { state: common.NodeState.DECOMMISSIONED, consensus: false }),
+        ],
+      },
+      "nodes-up",
+    );
+    expect(c.verdict).toBe("warn");
+    expect(c.nodeIds).toEqual([id(2), id(3)]);
+    expect(c.detail).toContain(`not UP: ${id(3)} (NEW)`);
+    expect(
+      check({ nodes: [node(1, { state: common.NodeState.STANDBY })] }, "nodes-up").verdict,
+    ).toBe("fail");
+  });
+
+  test("etcd-members: a consensus-role node without a member, a stray member, an unreachable one fail", () => {
+    const missing = check({ members: { ok: [member(1), member(2)] } }, "etcd-members");
+    expect(missing.verdict).toBe("fail");
+    expect(missing.detail).toContain(`consensus-role nodes without a started member: ${id(3)}`);
+    const stray = check(
+      { members: { ok: [member(1), member(2), member(3), member(9, { nodeId: "" })] } },
+      "etcd-members",
+    );
+    expect(stray.verdict).toBe("fail");
+    expect(stray.detail).toContain("(not started)");
+    const cut = check(
+      { members: { ok: [member(1), member(2, { reachable: false }), member(3)] } },
+      "etcd-members",
+    );
+    expect(cut.verdict).toBe("fail");
+    expect(cut.nodeIds).toEqual([id(2)]);
+    const unknown = check(
+      { members: { ok: [member(1), member(2, { reachable: undefined }), member(3)] } },
+      "etcd-members",
+    );
+    expect(unknown.verdict).toBe("warn");
+    const unread = check({ members: { failed: "no answer within 3000 ms" } }, "etcd-members");
+    expect(unread).toMatchObject({
+      verdict: "fail",
+      detail: "etcd's members could not be read: no answer within 3000 ms",
+    });
+  });
+
+  test("etcd-voters: a learner fails", () => {
+    const c = check(
+      { members: { ok: [member(1), member(2), member(3, { voter: false })] } },
+      "etcd-voters",
+    );
+    expect(c).toMatchObject({ verdict: "fail", nodeIds: [id(3)] });
+    expect(c.detail).toBe(`1 of 3 members are learners: ${id(3)}`);
+  });
+
+  test("etcd-alarms: a raised alarm fails; alarms that could not be read fail", () => {
+    const c = check(
+      { alarms: { ok: [{ memberId: "abc2", nodeId: id(2), alarm: "NOSPACE" }] } },
+      "etcd-alarms",
+    );
+    expect(c.verdict).toBe("fail");
+    expect(c.detail).toContain(`NOSPACE of member abc2 (${id(2)})`);
+    expect(check({ alarms: { failed: "unavailable" } }, "etcd-alarms").verdict).toBe("fail");
+  });
+
+  test("etcd-database-size: warn from 80 % of the quota, fail from 95 %", () => {
+    const at = (share: number) =>
+      check(
+        { database: { ok: { sizeBytes: share * 1000, quotaBytes: 1000 } } },
+        "etcd-database-size",
+      ).verdict;
+    expect(at(0.79)).toBe("ok");
+    expect(at(0.8)).toBe("warn");
+    expect(at(0.95)).toBe("fail");
+    expect(at(1.2)).toBe("fail");
+  });
+
+  test("clock-skew: beyond 1 s give or take the sample's uncertainty fails; a node without a sample warns", () => {
+    const off = check(
+      { nodes: [node(1), node(2, { clock: { offsetMs: -1600, uncertaintyMs: 4 } }), node(3)] },
+      "clock-skew",
+    );
+    expect(off).toMatchObject({ verdict: "fail", nodeIds: [id(2)] });
+    expect(off.detail).toBe(`1 nodes off: ${id(2)} -1.600 s`);
+    // 1.05 s off, but the round trip leaves 0.1 s of doubt: not proven off.
+    expect(
+      check(
+        { nodes: [node(1), node(2, { clock: { offsetMs: 1050, uncertaintyMs: 100 } })] },
+        "clock-skew",
+      ).verdict,
+    ).toBe("ok");
+    expect(check({ nodes: [node(1), node(2, { clock: undefined })] }, "clock-skew").verdict).toBe(
+      "warn",
+    );
+  });
+
+  test("versions: mixed versions warn, naming the nodes off the common one", () => {
+    const c = check({ nodes: [node(1), node(2), node(3, { version: "0.2.0" })] }, "versions");
+    expect(c).toMatchObject({ verdict: "warn", nodeIds: [id(3)] });
+    expect(c.detail).toBe("2 versions: 0.1.0 on 2, 0.2.0 on 1");
+    expect(check({ nodes: [node(1), node(2, { version: undefined })] }, "versions").verdict).toBe(
+      "warn",
+    );
+  });
+
+  test("details and node lists stay bounded with thousands of failing nodes", () => {
+    const nodes = Array.from({ length: 3000 }, (_, i) =>
+      node(i + 1, { health: common.NodeHealth.HEARTBEAT_TIMEOUT, consensus: false }),
+    );
+    for (const c of healthChecks(inputs({ nodes }))) {
+      expect(c.detail.length).toBeLessThanOrEqual(maxDetailLength);
+      expect(c.nodeIds.length).toBeLessThanOrEqual(1000);
+    }
+    expect(check({ nodes }, "nodes-up").detail).toContain("and 2995 more");
+  });
+
+  test("worstVerdict", () => {
+    expect(worstVerdict([])).toBe("ok");
+    expect(worstVerdict(["ok", "warn"])).toBe("warn");
+    expect(worstVerdict(["warn", "fail", "ok"])).toBe("fail");
+  });
+});
+
+describe("clock samples", () => {
+  test("the node's clock at receipt is its send time plus half the previous round trip", () => {
+    let wall = 1_000_000;
+    let mono = 50;
+    const samples = new ClockSamples(
+      () => wall,
+      () => mono,
+    );
+    // Sent at 998_000 by the node, 100 ms round trips: the node is 1.95 s behind.
+    samples.record("a", new Date(998_000), 100);
+    expect(samples.sample("a")).toEqual({ offsetMs: -1950, uncertaintyMs: 50, receivedAt: 50 });
+    // A first heartbeat: no round trip known, no uncertainty claimed.
+    samples.record("b", new Date(1_000_400), 0);
+    expect(samples.sample("b")).toMatchObject({ offsetMs: 400, uncertaintyMs: undefined });
+    // A heartbeat without a time (an older node) records nothing; nor does a round trip beyond reason correct anything.
+    samples.record("c", undefined, 10);
+    expect(samples.sample("c")).toBeUndefined();
+    samples.record("d", new Date(1_000_000), 2 ** 32 - 1);
+    expect(samples.sample("d")).toMatchObject({ offsetMs: 0, uncertaintyMs: undefined });
+    mono += 700;
+    wall -= 60_000; // a wall clock jump changes a sample's age not at all
+    const a = samples.sample("a");
+    expect(a && samples.age(a)).toBe(700);
+    samples.forget("a");
+    expect(samples.sample("a")).toBeUndefined();
+  });
+});
