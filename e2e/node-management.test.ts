@@ -1,10 +1,11 @@
 /**
  * e2e node management: one real node (bootstrapped, on its own loopback
  * /24) and the owner's metroctl. `node logs` reads the node's own log tree
- * through NodeManagement; `node reboot` makes the node stop gracefully and
+ * through NodeManagement; `node reboot` of the only etcd voter is refused by
+ * the curator's quorum check, and with `--force` makes the node stop gracefully and
  * exit with the reboot status (75), local-cluster starts it again with the
  * same root and config, and it comes back as itself, UP and HEALTHY;
- * `node poweroff` makes it exit 0, and it stays stopped.
+ * `node poweroff --force` makes it exit 0, and it stays stopped.
  */
 import { rebootExitStatus } from "@metropolis/node";
 import { eventually } from "@metropolis/supervisor/testing";
@@ -56,8 +57,21 @@ it("node logs: the node's own entries, by level, DN exactly, backlog, concise", 
 it("node reboot: the node exits 75, local-cluster starts it again, it comes back UP", async () => {
   const node = e2e.node(1);
   const before = node.process!;
-  const res = await e2e.cluster.metroctl(["node", "reboot", node.id]);
-  expect(res).toEqual({ exitCode: 0, stderr: "", stdout: `node ${node.id} is rebooting\n` });
+  // The only etcd voter: the curator's quorum check refuses, and the node is not asked.
+  const refused = await e2e.cluster.metroctl(["node", "reboot", node.id]);
+  expect(refused.exitCode).toBe(1);
+  expect(refused.stderr).toMatch(
+    /^metroctl: node reboot: FAILED_PRECONDITION: rebooting node \S+ is refused: afterwards 0 healthy voters would remain, fewer than the quorum of 1/,
+  );
+  expect(before.running).toBe(true);
+  const res = await e2e.cluster.metroctl(["node", "reboot", node.id, "--force"]);
+  expect(res).toEqual({
+    exitCode: 0,
+    stderr: expect.stringMatching(
+      /^metroctl: node reboot: --force: taking node \S+ away is not quorum-checked; /,
+    ),
+    stdout: `node ${node.id} is rebooting\n`,
+  });
   const exit = await e2e.measure("node rebooting: exit", () => before.exited);
   expect(exit).toEqual({ code: rebootExitStatus, signal: null });
   await eventually(() => node.process !== before, "local-cluster to start the node again", {
@@ -82,13 +96,18 @@ it("node poweroff: the node exits 0 and stays stopped", async () => {
   let res: Awaited<ReturnType<typeof e2e.cluster.metroctl>> | undefined;
   await eventually(
     async () => {
-      res = await e2e.cluster.metroctl(["node", "poweroff", node.id]);
+      // Forced: the only etcd voter (see the reboot).
+      res = await e2e.cluster.metroctl(["node", "poweroff", node.id, "--force"]);
       return res.exitCode === 0;
     },
     "the node to take the poweroff",
     { timeoutMs: 30_000, intervalMs: 500 },
   );
-  expect(res).toEqual({ exitCode: 0, stderr: "", stdout: `node ${node.id} is powering off\n` });
+  expect(res).toEqual({
+    exitCode: 0,
+    stderr: expect.stringMatching(/^metroctl: node poweroff: --force: /),
+    stdout: `node ${node.id} is powering off\n`,
+  });
   expect(await proc.exited).toEqual({ code: 0, signal: null });
   // Well past the moment a restart would have happened.
   await new Promise((resolve) => setTimeout(resolve, 2_000));

@@ -4,7 +4,8 @@
  * the same call finishes (each step is idempotent):
  *
  *   quorum check (unless forced) ─▶ etcd member removed ─▶ etcd's word that it is gone
- *     ─▶ roles taken away (consensus with the rest) ─▶ certificates revoked ─▶ DECOMMISSIONED
+ *     ─▶ roles taken away (consensus with the rest) ─▶ a learner added back meanwhile removed
+ *     ─▶ certificates revoked ─▶ DECOMMISSIONED
  *
  * The consensus member goes first and alone, as UpdateNodeRoles takes the
  * role: the node stops its etcd only once etcd itself reports the member
@@ -36,6 +37,33 @@ import { listNodes, type StoredNode } from "./node-record";
 
 /** The node's state, for refusals. */
 const stateName = (node: StoredNode) => common.nodeStateToJSON(node.node.state);
+
+/**
+ * Removes the etcd member of node `nodeId` (by name, or an unnamed learner
+ * at its peer URL when its address `host` is known) and waits until the
+ * leader's etcd member no longer lists it; whether there was one.
+ */
+async function removeMemberOf(
+  ctx: LeaderContext,
+  nodeId: string,
+  host: string | undefined,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const removed = await ctx.consensus.removeNode(
+    nodeId,
+    host === undefined ? undefined : { host },
+    signal,
+  );
+  const peerUrl = host === undefined ? undefined : `https://${host}:${defaultPeerPort}`;
+  await waitUntilMemberGone(
+    ctx,
+    (m) =>
+      m.name === nodeId || (m.name === "" && peerUrl !== undefined && m.peerURLs.includes(peerUrl)),
+    `the etcd member of node ${nodeId}`,
+    signal,
+  );
+  return removed;
+}
 
 /** Refuses a node that is neither UP nor DECOMMISSIONED already (a retry finishes what an earlier call left). */
 function checkDecommissionable(stored: StoredNode): void {
@@ -75,20 +103,7 @@ export async function decommissionNode(
       });
       throw new LeadershipHandedOverError(target.id);
     }
-    consensusMemberRemoved = await ctx.consensus.removeNode(
-      target.id,
-      host === undefined ? undefined : { host },
-      signal,
-    );
-    const peerUrl = host === undefined ? undefined : `https://${host}:${defaultPeerPort}`;
-    await waitUntilMemberGone(
-      ctx,
-      (m) =>
-        m.name === target.id ||
-        (m.name === "" && peerUrl !== undefined && m.peerURLs.includes(peerUrl)),
-      `the etcd member of node ${target.id}`,
-      signal,
-    );
+    consensusMemberRemoved = await removeMemberOf(ctx, target.id, host, signal);
     ctx.logger.info(`node ${target.id}: etcd member removed (etcd no longer lists it)`);
   }
 
@@ -107,6 +122,15 @@ export async function decommissionNode(
     if (Object.values(roles).every((role) => role === undefined)) return { kind: "unchanged" };
     return { kind: "put", node: { ...current.node, roles: {} } };
   });
+
+  if (isMember) {
+    // The leader's membership reconciler may have read the role before the write above and
+    // the membership after the removal, and added the node back as a learner: removed again,
+    // now that no record calls for it.
+    if (await removeMemberOf(ctx, target.id, host, signal)) {
+      ctx.logger.info(`node ${target.id}: a learner added back meanwhile was removed again`);
+    }
+  }
 
   // Locked out before it is marked: a call that fails here leaves an UP node
   // without roles whose certificate is refused, and a retry finishes the job.
