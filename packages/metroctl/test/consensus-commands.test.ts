@@ -63,6 +63,31 @@ describe("node decommission", () => {
   });
 });
 
+describe("set-role --force", () => {
+  it("goes with --consensus off only, says what it risks, and does not pass the last-member check", async () => {
+    const first = cluster.leader.firstNode.nodeId;
+    expect(await metroctl(config, ["set-role", first, "--worker", "on", "--force"])).toMatchObject({
+      code: 1,
+      stderr:
+        "metroctl: set-role: --force skips the quorum check of --consensus off: give it with that\n",
+    });
+    const forced = await metroctl(config, [
+      "set-role",
+      first,
+      "--controller",
+      "off",
+      "--consensus",
+      "off",
+      "--force",
+    ]);
+    expect(forced.code).toBe(1);
+    expect(forced.stderr).toBe(
+      `metroctl: set-role: --force: taking the consensus role from node ${first} ${risk}` +
+        `metroctl: set-role: FAILED_PRECONDITION: node ${first} is the last consensus member; its consensus member role cannot be taken away: the cluster's state lives in its etcd\n`,
+    );
+  });
+});
+
 describe("cluster remove-member, move-leader, defrag", () => {
   it("refuses to remove a member whose node holds the role, and a member etcd does not have", async () => {
     const own = (await cluster.leader.member.status.raftStatus()).memberId;
