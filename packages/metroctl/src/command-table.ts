@@ -21,6 +21,7 @@ import {
   defaultNodeTimeoutMs,
   defaultObserverPort,
   defaultPollIntervalMs,
+  defaultRollingRebootTimeoutMs,
   defaultWaitTimeoutMs,
   logLevelNames,
   metricsExporters,
@@ -29,6 +30,7 @@ import { addListingOptions, type ListingOptions } from "./listing-options";
 import type { NodeLogsOptions, NodePowerOptions } from "./node-management-commands";
 import type { DecommissionOptions } from "./node-decommission";
 import type { SetRoleOptions } from "./node-changes";
+import type { RollingRebootOptions } from "./rolling-reboot";
 import type { SupportOptions } from "./support-bundle";
 import type { ObserveOptions } from "./observe/observe-command";
 import {
@@ -323,6 +325,19 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     )
     .argument("<id>", "node ID")
     .option("--force", quorumForce)
+    .option("--debug-port <port>", nodeManagementPortHelp);
+  define<RollingRebootOptions>("cluster rolling-reboot", async (ctx, _args, opts) =>
+    (await import("./rolling-reboot.js")).rollingReboot(ctx, opts),
+  )
+    .description(
+      "reboot UP nodes one step at a time: workers first, then each consensus member, the curator leader last; each step quorum-checked, the next only once the last is back (new boot, UP, HEALTHY, voting); stops at the first node that does not come back",
+    )
+    .option("--nodes <ids>", "only these nodes, comma-separated (default: every UP node)")
+    .option("--max-unavailable <n>", "workers rebooted at once (members always one by one)", "1")
+    .option(
+      "--timeout <seconds>",
+      `how long each step may take to come back (default ${defaultRollingRebootTimeoutMs / 1000})`,
+    )
     .option("--debug-port <port>", nodeManagementPortHelp);
   define<NodePowerOptions>("node poweroff", async (ctx, [id], opts) =>
     (await import("./node-management-commands.js")).nodePower(ctx, id, "poweroff", opts),

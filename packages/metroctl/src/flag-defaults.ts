@@ -27,6 +27,9 @@ export const defaultObserverPort = 7840;
 /** How long `wait` waits by default. */
 export const defaultWaitTimeoutMs = 300_000;
 
+/** How long each step of `cluster rolling-reboot` may take to come back, by default. */
+export const defaultRollingRebootTimeoutMs = 300_000;
+
 /** How often `wait` polls by default. */
 export const defaultPollIntervalMs = 1000;
 
