@@ -5,16 +5,17 @@
  *
  *   workers (N at a time) ──▶ consensus members, one at a time ──▶ the curator leader, last
  *
+ * It starts only on a healthy cluster (`cluster health` fails no check).
  * Each node is rebooted through `node reboot` (so the curator leader's
  * quorum check, CheckNodeMaintenance, is asked first and may refuse), and
- * the next only once it is back: a new boot ID, UP and HEALTHY, and for a
- * member, its etcd member a reachable voter again. The first node that is
+ * the next only once it is back: a new boot ID, UP and HEALTHY, for a
+ * member its etcd member a reachable voter again, and `cluster health`
+ * failing no check. The first node that is
  * refused or does not come back within the timeout stops the run, which
  * says where it stopped, what was rebooted and what was not: the operator
  * looks at that node before anything else goes down.
  */
-import type { api } from "@metropolis/proto";
-import { common } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import { abortableSleep } from "@metropolis/supervisor";
 import { withOwnerSession, type ClusterSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -120,6 +121,12 @@ function notBackYet(
   return undefined;
 }
 
+/** The first failing check of `health` as one line, or undefined when none fails. */
+function failingCheck(health: api.GetClusterHealthResponse): string | undefined {
+  const failing = health.checks.find((c) => c.verdict === api.HealthVerdict.FAIL);
+  return failing && `cluster health: ${failing.name}: ${failing.detail}`;
+}
+
 /** Polls until every node of `step` is back, or throws with what kept the first one not back. */
 async function untilBack(
   ctx: CommandContext,
@@ -138,8 +145,9 @@ async function untilBack(
       const pending = step
         .map((t) => ({ t, why: notBackYet(t, nodes, consensus) }))
         .find((p) => p.why !== undefined);
-      if (!pending) return;
-      why = `node ${pending.t.id}: ${pending.why}`;
+      const unhealthy = pending ? undefined : failingCheck(await session.getClusterHealth());
+      if (!pending && unhealthy === undefined) return;
+      why = pending ? `node ${pending.t.id}: ${pending.why}` : (unhealthy ?? "");
     } catch (e) {
       // The curator leader itself may be the node rebooting: the session finds the next one.
       why = `the cluster did not answer (${describeError(e)})`;
@@ -170,10 +178,17 @@ export async function rollingReboot(
       ? defaultRollingRebootTimeoutMs
       : parseSeconds(opts.timeout, "--timeout");
   const selected = opts.nodes?.split(",").map((id) => parseNodeId(id.trim()));
-  const { nodes, consensus } = await withOwnerSession(ctx, async (session) => ({
+  const { nodes, consensus, health } = await withOwnerSession(ctx, async (session) => ({
     nodes: await session.getNodes(),
     consensus: await session.getClusterConsensus(),
+    health: await session.getClusterHealth(),
   }));
+  const unhealthy = failingCheck(health);
+  if (unhealthy !== undefined) {
+    throw new RollingRebootStoppedError(
+      `rolling reboot not started: the cluster is not healthy (${unhealthy}); see metroctl cluster health`,
+    );
+  }
   const steps = rollingRebootPlan(nodes, consensus.leader?.nodeId, selected, maxUnavailable);
   if (steps.length === 0) throw new UsageError("no UP node to reboot");
   writeLine(
