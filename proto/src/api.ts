@@ -8,6 +8,7 @@
 export * from "./gen/metropolis/proto/api/api";
 export * from "./gen/metropolis/proto/api/node_management";
 export * from "./gen/metropolis/proto/api/maintenance";
+export * from "./gen/metropolis/proto/api/backup";
 export * from "./gen/metropolis/proto/api/health";
 // Both files define these; api.proto's are the namespace's (as before node_management.proto).
 export {

@@ -69,3 +69,26 @@ export { unwrapKeyring } from "./keyring-wrap";
 export { sealedKeyUsage } from "./reseal";
 export type { RotationResult } from "./rotation";
 export { isSealedSecret, SecretKeyring, sealedKeyId } from "./secret-keyring";
+export { snapshotMember, maxBufferedChunks, type MemberSnapshot } from "./member-snapshot";
+export {
+  backupFormatVersion,
+  backupKeyringAt,
+  backupMagic,
+  backupPrefixBytes,
+  checkBackupHeader,
+  encodeBackupPrefix,
+  extractSnapshot,
+  maxHeaderBytes,
+  openBackupKeyring,
+  readBackupFile,
+  writeBackupFile,
+  type VerifiedBackup,
+} from "./backup-file";
+export {
+  BackupFileError,
+  BackupFormatError,
+  BackupHashMismatchError,
+  BackupOwnerMismatchError,
+  BackupTruncatedError,
+  MemberSnapshotError,
+} from "./backup-errors";

@@ -69,6 +69,7 @@ import {
   MembershipError,
 } from "./errors";
 import { keyringFollower } from "./keyring-follower";
+import { wrapKeyring } from "./keyring-wrap";
 import { bootstrapKeyring, dropMemberCopy, wrapForMember } from "./keyring-membership";
 import { addLearner, promoteStartedLearners, removeMember } from "./membership";
 import { readRaftStatus } from "./raft-status";
@@ -500,6 +501,8 @@ export class ConsensusService {
           guard,
           signal ?? ctx.signal,
         ),
+      wrapKeyringFor: (recipientPublicKey, at) =>
+        wrapKeyring(secrets.keyring("wrap it for a backup"), recipientPublicKey, at),
     });
   }
 

@@ -101,4 +101,11 @@ export type ConsensusStatus =
        * election key).
        */
       rotateSecretsKey(guard: WriteGuard, signal?: AbortSignal): Promise<RotationResult>;
+      /**
+       * The member's current cluster secrets keyring wrapped for the raw
+       * Ed25519 public key `recipientPublicKey` with the associated data `at`
+       * (keyring-wrap.ts): an encoded `priv.WrappedSecretKeyring`. A backup
+       * carries the keyring so, sealed to the owner's key.
+       */
+      wrapKeyringFor(recipientPublicKey: Uint8Array, at: string): Buffer;
     };

@@ -40,6 +40,7 @@ import { checkNotLastConsensusMember } from "./last-consensus-member";
 import { watchNodes } from "./management-watch";
 import { ConsensusFeed, getClusterConsensus } from "./management-consensus";
 import { decommissionNode } from "./management-decommission";
+import { backupCluster } from "./management-backup";
 import { checkNodeMaintenance } from "./management-maintenance";
 import { getClusterHealth } from "./management-health";
 import {
@@ -283,6 +284,8 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     total: maxConsensusWatchStreams,
   });
   const consensus = new ConsensusFeed(ctx);
+  // One backup at a time: each reads the whole database.
+  const backups = new BoundedStreams("BackupCluster", { perConnection: 1, total: 1 });
   return {
     getRegisterTicket: ownerOnly(ctx, "GetRegisterTicket", async () => ({
       ticket: await registerTicket(ctx),
@@ -364,5 +367,9 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       "DisarmConsensusAlarm",
       (req: api.DisarmConsensusAlarmRequest) => disarmConsensusAlarm(ctx, req),
     ),
+    backupCluster: serverStream("Management.BackupCluster", ctx.logger, async (call) => {
+      const owner = requireOwner(await ctx.identify(call));
+      await backups.serve(call, (ended) => backupCluster(ctx, call, owner.publicKey, ended));
+    }),
   };
 }

@@ -97,6 +97,7 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.GetConsensusAlarms": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.GetClusterHealth": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.DisarmConsensusAlarm": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Management.BackupCluster": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
 };
 
 /** Services whose matrix lives in another package's tests (they are not served by the curator). */
@@ -277,6 +278,8 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
   // Forced: the fixture's one voter cannot be away without losing quorum.
   "Management.DefragmentConsensus": async () => ({ request: { force: true } }),
   "Management.GetConsensusAlarms": async () => ({ request: {} }),
+  // The owner gets the whole (small) snapshot of the fixture's etcd.
+  "Management.BackupCluster": async () => ({ request: {} }),
   "Management.GetClusterHealth": async () => ({ request: {} }),
   // No alarm is raised: disarming every alarm of the member disarms none.
   "Management.DisarmConsensusAlarm": async () => ({

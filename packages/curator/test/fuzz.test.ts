@@ -434,6 +434,7 @@ const targets: Record<string, Target> = {
     request: () => fc.record({ force: fc.boolean() }),
   },
   "Management.GetConsensusAlarms": { callers: ownerCallers, request: empty },
+  "Management.BackupCluster": { callers: ownerCallers, request: empty },
   "Management.GetClusterHealth": { callers: ownerCallers, request: empty },
   "Management.DisarmConsensusAlarm": {
     callers: ownerCallers,

@@ -144,6 +144,20 @@ export class ClusterSession {
   }
 
   /**
+   * Opens a Management.BackupCluster stream on the leader; see {@link openStream}.
+   */
+  backupCluster(signal: AbortSignal): Promise<{
+    leaderId: string;
+    stream: ClientReadableStream<api.BackupClusterResponse>;
+  }> {
+    return this.openStream(
+      "Management.BackupCluster",
+      (leader) => leader.management.backupCluster({}, new Metadata(), {}),
+      signal,
+    );
+  }
+
+  /**
    * Opens a server stream on the leader (found within the dial timeout, and
    * found again while it answers UNAVAILABLE), and resolves once the leader
    * has accepted it (its response headers came), with the leader's node ID.

@@ -10,6 +10,7 @@
  */
 import { Argument, Option, type Command } from "commander";
 import type { BootstrapParamsOptions } from "./node-params";
+import type { BackupOptions } from "./cluster-backup";
 import { completionScript, completionShells } from "./completion";
 import type { LogsOptions, ReportsOptions, TreeOptions } from "./debug-commands";
 import { collectValues, type CommandDefiners } from "./define-command";
@@ -217,6 +218,20 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .option(
       "--metrics-port <port>",
       `port of the nodes' metrics endpoint (default ${defaultMetricsPort})`,
+    );
+
+  define<BackupOptions>("cluster backup", async (ctx, _args, opts) =>
+    (await import("./cluster-backup.js")).clusterBackup(ctx, opts),
+  )
+    .description(
+      "write a backup of the cluster: a snapshot of etcd with the secrets keyring sealed to the owner key (restore: metropolis-node --recover-from)",
+    )
+    .requiredOption(
+      "-o, --output <file>",
+      "where to write the backup (mode 0600, written atomically)",
+    )
+    .addOption(
+      new Option("--format <format>", "what to print").choices(["table", "json"]).default("table"),
     );
 
   define<{ output: OutputFormat }>("rotate-secrets-key", async (ctx, _args, opts) =>

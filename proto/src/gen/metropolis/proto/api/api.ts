@@ -35,6 +35,7 @@ import {
   nodeStateToJSON,
   NodeStatus,
 } from "../common/common";
+import { BackupClusterRequest, BackupClusterResponse } from "./backup";
 import { GetClusterHealthRequest, GetClusterHealthResponse } from "./health";
 import {
   CheckNodeMaintenanceRequest,
@@ -6555,6 +6556,21 @@ export const ManagementService = {
     responseDeserialize: (value: Buffer): DisarmConsensusAlarmResponse => DisarmConsensusAlarmResponse.decode(value),
   },
   /**
+   * BackupCluster streams a consistent snapshot of the cluster's etcd data,
+   * taken by the curator leader's etcd member, with the cluster secrets
+   * keyring sealed to the calling owner's key (backup.proto). Owner only.
+   */
+  backupCluster: {
+    path: "/metropolis.proto.api.Management/BackupCluster" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: BackupClusterRequest): Buffer => Buffer.from(BackupClusterRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BackupClusterRequest => BackupClusterRequest.decode(value),
+    responseSerialize: (value: BackupClusterResponse): Buffer =>
+      Buffer.from(BackupClusterResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BackupClusterResponse => BackupClusterResponse.decode(value),
+  },
+  /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
    * and database size, the nodes' clocks and versions; each check with a
@@ -6685,6 +6701,12 @@ export interface ManagementServer extends UntypedServiceImplementation {
   getConsensusAlarms: handleUnaryCall<GetConsensusAlarmsRequest, GetConsensusAlarmsResponse>;
   /** DisarmConsensusAlarm disarms an etcd alarm of a member. */
   disarmConsensusAlarm: handleUnaryCall<DisarmConsensusAlarmRequest, DisarmConsensusAlarmResponse>;
+  /**
+   * BackupCluster streams a consistent snapshot of the cluster's etcd data,
+   * taken by the curator leader's etcd member, with the cluster secrets
+   * keyring sealed to the calling owner's key (backup.proto). Owner only.
+   */
+  backupCluster: handleServerStreamingCall<BackupClusterRequest, BackupClusterResponse>;
   /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
@@ -7057,6 +7079,20 @@ export interface ManagementClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DisarmConsensusAlarmResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * BackupCluster streams a consistent snapshot of the cluster's etcd data,
+   * taken by the curator leader's etcd member, with the cluster secrets
+   * keyring sealed to the calling owner's key (backup.proto). Owner only.
+   */
+  backupCluster(
+    request: BackupClusterRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupClusterResponse>;
+  backupCluster(
+    request: BackupClusterRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupClusterResponse>;
   /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
