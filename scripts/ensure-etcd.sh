@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes sure Debian's etcd-server (etcd 3.4) is installed: every
+# Makes sure Debian's etcd-server (etcd 3.4) and etcd-client (etcdctl, whose
+# `snapshot restore` metropolis-node --recover-from runs) are installed: every
 # metropolis-node runs one, and so do the consensus, curator, cluster and
 # end-to-end tests. With `--tests`, also what only the tests need: zsh (the
 # completion script metroctl prints must parse), and, when run as root, what
@@ -13,7 +14,7 @@ here="$(dirname "$0")"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 had_etcd=$(command -v etcd || true)
-pairs=(etcd:etcd-server)
+pairs=(etcd:etcd-server etcdctl:etcd-client)
 if [ "${1:-}" = "--tests" ]; then
   pairs+=(zsh:zsh)
   [ "$(id -u)" -eq 0 ] && pairs+=(iptables:iptables conntrack:conntrack faketime:faketime)
