@@ -62,6 +62,10 @@ const packages: Package[] = [
 const outsideTheBase = new Map<unknown, string>([
   [curator.NoLeaderError, "a client-side error: CuratorError's gRPC code would change retries"],
   [
+    curator.LeaderSearchTimeoutError,
+    "a NoLeaderError (a client-side error: CuratorError's gRPC code would change retries)",
+  ],
+  [
     curator.UnusableLeaderAnswerError,
     "a client-side error: CuratorError's gRPC code would change retries",
   ],
@@ -83,6 +87,7 @@ const outsideTheBase = new Map<unknown, string>([
 const constructorArgs = new Map<unknown, unknown[]>([
   [curator.CuratorError, [13, "message"]],
   [curator.NoLeaderError, [[{ host: "127.0.0.1", port: 7835 }], new Error("cause")]],
+  [curator.LeaderSearchTimeoutError, [[{ host: "127.0.0.1", port: 7835 }], 1500]],
   [curator.UnusableLeaderAnswerError, [{ host: "127.0.0.1", port: 7835 }, "why"]],
   [curator.UnansweredLeaderQuestionError, [{ host: "127.0.0.1", port: 7835 }, 1500]],
   [pki.CertificateRevokedError, [1n, new Date(0)]],

@@ -58,6 +58,7 @@ import {
 import { formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
 import { curatorClientContext, curatorClientCredentials } from "./credentials";
 import type { CuratorEndpoint } from "./leadership";
+import { notTheLeaderAnswer } from "./not-the-leader";
 import { quietCancel } from "./quiet-cancel";
 import { stacklessStatus } from "./stackless-status";
 
@@ -131,12 +132,17 @@ export interface LeaderClients {
 
 /**
  * Why a leader was given up: `unreachable` (a call failed as unavailable;
- * being able to connect to it again is proof enough that it is back),
- * `unresponsive` (it held a call open without answering: connected, so only
- * an answer proves it back), or `replaced` (it answered, but not as the
- * leader, or the connection was closed: simply asked about again).
+ * being able to connect to it again, over a new connection, is proof enough
+ * that it is back), `unresponsive` (it held a call open without answering:
+ * connected, so only an answer proves it back), `refused` (it answered, but
+ * not as the leader: "not the leader", or UNIMPLEMENTED from a follower of
+ * an older version; taken back only after its backoff, see
+ * {@link candidateBackoff}), or `replaced` (the connection was closed).
  */
-type LeaderLoss = "unreachable" | "unresponsive" | "replaced";
+type LeaderLoss = "unreachable" | "unresponsive" | "refused" | "replaced";
+
+/** The time on the monotonic clock, in ms: every deadline and backoff of this client (a wall-clock jump moves none). */
+const now = (): number => performance.now();
 
 /*
  * The four errors of the curator client below deliberately do not extend
@@ -153,6 +159,26 @@ export class NoLeaderError extends Error {
     super(
       `no curator leader found through ${endpoints.map(formatCuratorAddress).join(", ")}: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
+    );
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * The search for the leader that this caller shares with others (one search
+ * at a time, see CuratorConnection's `leaderClients`) found none within this
+ * caller's own time; the search goes on for the callers with more time. A
+ * NoLeaderError, so that whoever handles that one handles this one.
+ */
+export class LeaderSearchTimeoutError extends NoLeaderError {
+  constructor(
+    endpoints: readonly CuratorAddress[],
+    /** The caller's time, from its call to its deadline. */
+    readonly timeoutMs: number,
+  ) {
+    super(
+      endpoints,
+      `none within this caller's ${Math.round(timeoutMs)} ms (the search under way is another caller's)`,
     );
     this.name = new.target.name;
   }
@@ -196,6 +222,21 @@ export class UnusableLeaderAnswerError extends Error {
 const retryBackoff = resolveBackoff({ initialMs: 50, multiplier: 2, maxMs: 1000, jitter: 0.5 });
 
 /**
+ * How long a curator given up as the leader is not taken back as the leader
+ * (a curator naming it is waited past meanwhile, as for a failed leader:
+ * see CuratorConnection's `askLeader`): 100 ms the first time, doubling to
+ * 2 s each time it is given up again, until a call on it succeeds. A leader
+ * being fenced (its lease deadline passed, its node and curator reachable:
+ * a gray failure) answers "not the leader" at once, while the other
+ * curators still name it until its election key expires: without a floor,
+ * a client went back to it as fast as its calls retried, dozens of times a
+ * second for seconds, each time also connecting anew where the leader's
+ * connection was its own (an operator's). Each delay is stretched by up to
+ * half, at random: a cluster's nodes refused at once come back apart.
+ */
+const candidateBackoff = { initialMs: 100, maxMs: 2000, jitter: 0.5 };
+
+/**
  * While no curator asked has answered, another is asked this often (the
  * earlier questions stand): see findLeader.
  */
@@ -237,8 +278,14 @@ const introductionTimeoutMs = 10_000;
  * (TLS and HTTP/2) does not.
  */
 function introduce(local: curatorProto.CuratorLocalClient): void {
-  const stream = question(local, Date.now() + introductionTimeoutMs);
-  const done = () => withdraw(stream);
+  const stream = question(local);
+  // A timer of its own, not a grpc-js deadline (a wall-clock time).
+  const timer = setTimeout(() => withdraw(stream), introductionTimeoutMs);
+  timer.unref();
+  const done = () => {
+    clearTimeout(timer);
+    withdraw(stream);
+  };
   stream.once("data", done);
   stream.once("error", done);
   stream.once("end", done);
@@ -248,15 +295,15 @@ function introduce(local: curatorProto.CuratorLocalClient): void {
  * Asks `local` who leads: a GetCurrentLeader stream, made without the
  * caller's stack that grpc-js keeps for an error status (a question is
  * withdrawn whenever another answer comes first, and grpc-js would format
- * that stack for nobody), and withdrawn quietly (quiet-cancel.ts). A grpc-js
- * `deadline` only where a late answer is of no use (see askLeader).
+ * that stack for nobody), and withdrawn quietly (quiet-cancel.ts). No grpc-js
+ * deadline: its timer fires before the answers read in the same turn of the
+ * loop (see askLeader), and it is a wall-clock time.
  */
 function question(
   local: curatorProto.CuratorLocalClient,
-  deadline?: number,
 ): ClientReadableStream<curatorProto.GetCurrentLeaderResponse> {
   return withoutStackTrace(() =>
-    local.getCurrentLeader({}, { deadline, interceptors: [quietCancel, stacklessStatus] }),
+    local.getCurrentLeader({}, { interceptors: [quietCancel, stacklessStatus] }),
   );
 }
 
@@ -285,8 +332,21 @@ const failedWith = (e: unknown, ...codes: status[]) => codes.some((code) => code
 const isRetryable = (e: unknown) =>
   failedWith(e, status.UNAVAILABLE, status.CANCELLED, status.UNIMPLEMENTED);
 
-/** A failure that says the leader could not be reached (not: it answered, but not as the leader). */
-const isGone = (e: unknown) => failedWith(e, status.UNAVAILABLE, status.CANCELLED);
+/**
+ * How a failed call or stream on the leader gives it up: `refused` when the
+ * curator answered, but not as the leader ("not the leader", an UNAVAILABLE
+ * of its own, or UNIMPLEMENTED), `unreachable` when the call failed
+ * otherwise as unavailable (the connection failed, or the curator could not
+ * serve it), undefined when the failure says nothing of the leader. "Not
+ * the leader" was taken as unreachable, and the address taken back at the
+ * next successful connection: a fenced leader, reachable, was dialled again
+ * and again (see {@link candidateBackoff}).
+ */
+function lossOf(e: unknown): LeaderLoss | undefined {
+  if (notTheLeaderAnswer(e) !== undefined || failedWith(e, status.UNIMPLEMENTED)) return "refused";
+  if (failedWith(e, status.UNAVAILABLE, status.CANCELLED)) return "unreachable";
+  return undefined;
+}
 
 /** A call that ran out of time: the leader held it open without answering. */
 const isUnanswered = (e: unknown) => failedWith(e, status.DEADLINE_EXCEEDED);
@@ -322,12 +382,32 @@ export class CuratorConnection {
   private current: LeaderClients | undefined;
   /** Aborts the current leader's `dropped` signal (see dropLeader). */
   private currentDrop: AbortController | undefined;
-  /** The search for the leader under way, shared by its callers (see leaderClients). */
-  private search: Promise<LeaderClients> | undefined;
+  /** The search for the leader under way, shared by its callers (see leaderClients), and its deadline. */
+  private search: { found: Promise<LeaderClients>; deadline: number } | undefined;
   /** Aborted by close(): ends the search under way, which no caller may wait for any more. */
   private closing = new AbortController();
   /** The leader last given up (it failed, or stopped answering), and how; until another is found. */
   private failedLeader: { endpoint: CuratorEndpoint; loss: LeaderLoss } | undefined;
+  /**
+   * Curators given up as the leader, by {@link localKey}: not taken back as
+   * the leader before `until` (monotonic ms); `delayMs` is the backoff's
+   * last delay, doubled the next time (see {@link candidateBackoff}).
+   * Forgotten when a call on the curator succeeds.
+   */
+  private readonly setBack = new Map<string, { until: number; delayMs: number }>();
+  /**
+   * The leader named by the last "not the leader" answer of the leader given
+   * up: the next search goes there without asking the curators (see
+   * connectLeader).
+   */
+  private hint: CuratorEndpoint | undefined;
+  /**
+   * The leader whose clients were current last; whether its channel was
+   * closed when it was given up; and the channel, when it refused and the
+   * channel is kept for it meanwhile (see connectLeader, dropLeader).
+   */
+  private lastLeader:
+    { endpoint: CuratorEndpoint; channelRetired: boolean; held?: ChannelInterface } | undefined;
   /**
    * CuratorLocal clients of the curators asked, by address: kept, so that
    * asking again reuses the connection instead of making a TLS handshake
@@ -385,7 +465,7 @@ export class CuratorConnection {
     fn: (leader: LeaderClients) => Promise<T>,
     opts: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
-    const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+    const deadline = now() + (opts.timeoutMs ?? 30_000);
     const backoff = new Backoff(retryBackoff);
     let cause: unknown;
     for (;;) {
@@ -393,7 +473,10 @@ export class CuratorConnection {
       let leader: LeaderClients | undefined;
       try {
         leader = await this.leaderClients(deadline, opts.signal);
-        return await fn(leader);
+        const result = await fn(leader);
+        // It answered as the leader: a backoff it had is over.
+        this.setBack.delete(localKey(leader.endpoint));
+        return result;
       } catch (e) {
         opts.signal?.throwIfAborted();
         // grpc-js answers a retry on a connection still in reconnect backoff
@@ -417,8 +500,8 @@ export class CuratorConnection {
         // never answering) fails each call only after the call's deadline:
         // every later call went to it again (an owner's client polling every
         // 5 s stayed on a frozen leader for minutes in the scale simulator).
-        if (leader) this.dropLeader(leader, isGone(e) ? "unreachable" : "replaced", e);
-        if (Date.now() + delay > deadline) throw cause;
+        if (leader) this.giveUp(leader, e);
+        if (now() + delay > deadline) throw cause;
         await abortableSleep(delay, opts.signal);
       }
     }
@@ -435,8 +518,7 @@ export class CuratorConnection {
    * failures, or a leader already replaced, are ignored.
    */
   leaderFailed(leader: LeaderClients, error: unknown): void {
-    if (isRetryable(error))
-      this.dropLeader(leader, isGone(error) ? "unreachable" : "replaced", error);
+    if (isRetryable(error)) this.giveUp(leader, error);
   }
 
   /**
@@ -482,7 +564,7 @@ export class CuratorConnection {
 
   /** The current leader, asking the known curators if needed. */
   async leader(timeoutMs = 30_000): Promise<CuratorEndpoint> {
-    return (await this.leaderClients(Date.now() + timeoutMs)).endpoint;
+    return (await this.leaderClients(now() + timeoutMs)).endpoint;
   }
 
   /**
@@ -496,6 +578,10 @@ export class CuratorConnection {
     this.closing = new AbortController();
     if (this.current) this.dropLeader(this.current, "replaced", new CuratorConnectionClosedError());
     this.failedLeader = undefined;
+    this.hint = undefined;
+    this.setBack.clear();
+    if (this.lastLeader?.held) this.releaseChannel(this.lastLeader.held);
+    this.lastLeader = undefined;
     for (const local of this.locals.values()) this.releaseChannel(local.getChannel());
     this.locals.clear();
   }
@@ -506,29 +592,90 @@ export class CuratorConnection {
    * leader) at once, and each searching on its own multiplied a cluster's
    * questions to the curators, and its connections to the leader, by the
    * workers per node (seen in the scale simulator).
+   *
+   * The search runs to the deadline of the caller that began it. A caller
+   * with less time waits for it only until its own deadline, and is then
+   * told so ({@link LeaderSearchTimeoutError}): it waited out the whole
+   * search (up to 30 s) before, whatever its own time. A caller with more
+   * time searches again when the search ends without a leader.
    */
   private async leaderClients(deadline: number, signal?: AbortSignal): Promise<LeaderClients> {
+    const since = now();
     for (;;) {
       if (this.current) return this.current;
-      this.search ??= this.connectLeader(deadline).finally(() => (this.search = undefined));
+      if (!this.search) {
+        const found = this.connectLeader(deadline).finally(() => (this.search = undefined));
+        this.search = { found, deadline };
+      }
+      const search = this.search;
       try {
-        return await (signal ? abortable(this.search, signal) : this.search);
+        return await (deadline < search.deadline
+          ? this.untilOwnDeadline(search.found, deadline, since, signal)
+          : signal
+            ? abortable(search.found, signal)
+            : search.found);
       } catch (e) {
         signal?.throwIfAborted();
+        if (e instanceof LeaderSearchTimeoutError) throw e;
         // The search ran to an earlier caller's deadline: this caller's is later.
-        if (Date.now() >= deadline || e instanceof CuratorConnectionClosedError) throw e;
+        if (now() >= deadline || e instanceof CuratorConnectionClosedError) throw e;
       }
     }
   }
 
-  /** Finds the leader (until `deadline`, or until closed) and makes its clients current. */
+  /**
+   * `found`, or LeaderSearchTimeoutError at `deadline` (the caller's, who
+   * called at `since`), or the reason of `signal`. The deadline fires after
+   * the reads of its turn of the loop (answerDeadline): a leader found by
+   * then wins.
+   */
+  private untilOwnDeadline(
+    found: Promise<LeaderClients>,
+    deadline: number,
+    since: number,
+    signal: AbortSignal | undefined,
+  ): Promise<LeaderClients> {
+    const endpoints = [...this.endpoints];
+    const timeout = answerDeadline(
+      Math.max(0, deadline - now()),
+      () => new LeaderSearchTimeoutError(endpoints, deadline - since),
+      signal,
+    );
+    return abortable(found, timeout.signal).finally(() => timeout.clear());
+  }
+
+  /**
+   * Finds the leader (until `deadline`, or until closed) and makes its
+   * clients current: the leader a "not the leader" answer named, when there
+   * is one and it is not set back, else the curators' answer.
+   *
+   * When it is another curator than the last leader, the connection to the
+   * last leader is closed (unless it was already, when it was given up: see
+   * dropLeader) and made anew at its next use, rather than kept: a
+   * connection kept through a network fault can stay READY in grpc-js
+   * without a TCP connection behind it (its curator restarted while cut
+   * off), until the HTTP/2 keepalive gives up (30 s + 20 s for a node), and
+   * the client's streams there got no first message when that curator led
+   * again (e2e partition-faults, scenario 4).
+   */
   private async connectLeader(deadline: number): Promise<LeaderClients> {
-    const endpoint = await this.findLeader(deadline, this.closing.signal);
+    const hinted = this.hint;
+    this.hint = undefined;
+    const endpoint =
+      hinted !== undefined && this.waitBeforeTaking(hinted) === 0
+        ? hinted
+        : await this.findLeader(deadline, this.closing.signal);
     this.failedLeader = undefined;
     const address = formatCuratorAddress(endpoint);
     if (!this.endpoints.some((e) => sameAddress(e, endpoint))) this.endpoints.push(endpoint);
     // The leader a verified curator named: only its own certificate is accepted.
     const channel = this.acquireChannel(address, endpoint.nodeId);
+    const last = this.lastLeader;
+    // Acquired above first: taken back, the refusing leader's kept channel serves on.
+    if (last?.held) this.releaseChannel(last.held);
+    if (last !== undefined && !last.channelRetired && !sameAddress(last.endpoint, endpoint))
+      this.retireChannel(last.endpoint);
+    this.lastLeader = { endpoint, channelRetired: false };
     const credentials = this.credentialsFor(endpoint.nodeId);
     // Errors of failed calls without grpc-js' own frames (stackless-status.ts).
     const options = { channelOverride: channel, interceptors: [stacklessStatus] };
@@ -629,7 +776,86 @@ export class CuratorConnection {
     this.currentDrop?.abort(reason);
     this.currentDrop = undefined;
     // Its three clients share one channel (closing a client would close it).
-    this.releaseChannel(leader.curator.getChannel());
+    // Kept for a leader that refused (see below): released when the next
+    // leader's clients are made. Released at once, an operator's client,
+    // which holds no other use of it, connected anew each time the search
+    // took that curator back.
+    const channel = leader.curator.getChannel();
+    const last = this.lastLeader;
+    if (loss === "refused" && last && sameAddress(last.endpoint, leader.endpoint) && !last.held)
+      last.held = channel;
+    else this.releaseChannel(channel);
+    if (loss === "replaced") return;
+    this.setBackCandidate(leader.endpoint);
+    // A connection that failed, or held a call without answering, may be
+    // READY with no TCP connection behind it (a host cut off whose curator
+    // restarted meanwhile): it is closed, so that every later use — the
+    // search's proof that the leader is back included — connects anew
+    // (see connectLeader). One that answered "not the leader" is alive: it
+    // is kept while the search may take that curator back (closing it would
+    // make each retry a TLS handshake), and closed once another leads.
+    if (loss !== "refused") {
+      this.retireChannel(leader.endpoint);
+      if (this.lastLeader && sameAddress(this.lastLeader.endpoint, leader.endpoint))
+        this.lastLeader.channelRetired = true;
+    }
+  }
+
+  /**
+   * Gives `leader` up after a call or stream on it failed with `error`, as
+   * {@link lossOf} says; follows the leader its "not the leader" answer
+   * names, if any (see connectLeader).
+   */
+  private giveUp(leader: LeaderClients, error: unknown): void {
+    const loss = lossOf(error) ?? "replaced";
+    if (this.current !== leader) return;
+    this.dropLeader(leader, loss, error);
+    const named = notTheLeaderAnswer(error)?.leader;
+    if (
+      named !== undefined &&
+      leaderProblem(named) === undefined &&
+      !sameAddress(named, leader.endpoint)
+    ) {
+      // Bound to the node the leader named, as an answer of a curator is.
+      this.hint = named;
+    }
+  }
+
+  /**
+   * Sets `curator` back as a candidate for leader (see
+   * {@link candidateBackoff}): the next delay, twice the last one.
+   */
+  private setBackCandidate(curator: CuratorAddress): void {
+    const key = localKey(curator);
+    const last = this.setBack.get(key);
+    const delayMs =
+      last === undefined
+        ? candidateBackoff.initialMs
+        : Math.min(2 * last.delayMs, candidateBackoff.maxMs);
+    const stretched = delayMs * (1 + candidateBackoff.jitter * Math.random());
+    this.setBack.set(key, { until: now() + stretched, delayMs });
+  }
+
+  /** How long `curator` is still set back as a candidate for leader, in ms (0: not). */
+  private waitBeforeTaking(curator: CuratorAddress): number {
+    const setBack = this.setBack.get(localKey(curator));
+    return setBack === undefined ? 0 : Math.max(0, setBack.until - now());
+  }
+
+  /**
+   * Closes the channel to `curator` (bound to its node) and forgets it and
+   * the CuratorLocal client on it, so that its next use connects anew.
+   * Calls still on it end with it; a standby connection to the curator is
+   * made again on a new channel (scheduleStandby).
+   */
+  private retireChannel(curator: CuratorAddress): void {
+    this.locals.delete(localKey(curator));
+    const key = channelKey(formatCuratorAddress(curator), curator.nodeId);
+    const shared = this.channels.get(key);
+    if (shared === undefined) return;
+    this.channels.delete(key);
+    shared.channel.close();
+    this.scheduleStandby();
   }
 
   /**
@@ -651,7 +877,7 @@ export class CuratorConnection {
     let lastError: unknown = new Error("no curator answered");
     let answered = false;
     const backoff = new Backoff(retryBackoff);
-    while (Date.now() < deadline) {
+    while (now() < deadline) {
       signal?.throwIfAborted();
       const order = askingOrder(this.endpoints, this.failedLeader?.endpoint);
       const round = new AbortController();
@@ -714,11 +940,14 @@ export class CuratorConnection {
    * Asks `curator` who leads. An answer naming the leader that just failed is
    * waited past, on the same stream, until the curator names another (it
    * does once a new leader is elected: when the failed one's lease expires,
-   * 10 s by default) or the failed leader is back: it can be reached again
+   * 10 s by default) or the failed leader is back: its backoff is over
+   * (see {@link candidateBackoff}: a leader that answered "not the leader"
+   * needs nothing more) and it can be reached again over a new connection
    * (it was a blip, or the same node restarted and leads again: a one-node
    * cluster after a reboot, whose curator, asked, names itself over the
    * connection that just answered), or, when it was given up as
-   * unresponsive with its connection still open, it answers a question.
+   * unresponsive, it answers a question. An answer naming any other curator
+   * still set back (given up before) is waited past until its backoff is over.
    * It was waited past for one second only: every node then dialled the
    * dead leader and asked again about once a second for the whole lease,
    * and 5,000 simulated nodes asking that way kept the surviving curators —
@@ -733,7 +962,6 @@ export class CuratorConnection {
     onAnswer: () => void = () => undefined,
   ): Promise<CuratorEndpoint> {
     const local = this.localClient(curator);
-    const failed = this.failedLeader;
     return new Promise<CuratorEndpoint>((resolve, reject) => {
       // No grpc-js deadline: its timer fires before this process reads the
       // answers that reached it meanwhile (see answerDeadline), and in the
@@ -741,13 +969,14 @@ export class CuratorConnection {
       // after a failover, lost questions answered seconds before their
       // deadline that way, then started their search over from the back.
       const stream = question(local);
-      let stale: CuratorEndpoint | undefined;
-      /** Ends the watch of a failed leader (see untilReachable, untilAnswers); made when one starts. */
+      /** The leader named first, waited past, and why. */
+      let stale: { named: CuratorEndpoint; why: string } | undefined;
+      /** Ends the watch of a failed leader (see untilTakeable); made when one starts. */
       let probing: AbortController | undefined;
-      const askedAt = Date.now();
+      const askedAt = now();
       const timeout = answerDeadline(
         deadline - askedAt,
-        () => new UnansweredLeaderQuestionError(curator, Date.now() - askedAt),
+        () => new UnansweredLeaderQuestionError(curator, now() - askedAt),
       );
       // Waiting past the failed leader, the curator never named another,
       // and the failed one did not come back: nothing to dial. It used to be
@@ -755,10 +984,10 @@ export class CuratorConnection {
       // accepting connections whose TLS handshake never ends: grpc-js sets
       // no timeout on it) then held every call made there without a
       // deadline of its own for good.
-      const stillFailed = (named: CuratorEndpoint) =>
+      const stillFailed = (waited: { named: CuratorEndpoint; why: string }) =>
         new UnusableLeaderAnswerError(
           curator,
-          `still names leader ${named.nodeId}, given up as ${failed?.loss ?? "failed"} and not back`,
+          `still names leader ${waited.named.nodeId}, given up as ${waited.why} and not back`,
         );
       const onTimeout = () =>
         finish(() => reject(stale ? stillFailed(stale) : timeout.signal.reason));
@@ -781,22 +1010,19 @@ export class CuratorConnection {
           return;
         }
         const named = { nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort };
-        if (stale === undefined && failed !== undefined && sameAddress(named, failed.endpoint)) {
-          // Probably the curator does not know yet; wait for it to say otherwise.
-          stale = named;
+        if (stale === undefined) {
           probing = new AbortController();
-          const back =
-            failed.loss === "unresponsive"
-              ? this.untilAnswers(failed.endpoint, probing.signal)
-              : this.untilReachable(failed.endpoint, deadline, probing.signal);
-          back.then(
+          const waiting = this.untilTakeable(named, probing.signal);
+          if (waiting === undefined) {
+            finish(() => resolve(named));
+            return;
+          }
+          // Probably the curator does not know yet; wait for it to say otherwise.
+          stale = { named, why: waiting.why };
+          waiting.back.then(
             () => finish(() => resolve(named)),
             () => undefined, // given up with the question, or the deadline: the stream says
           );
-          return;
-        }
-        if (stale === undefined) {
-          finish(() => resolve(named));
           return;
         }
         // A new leader, broadcast to every client waiting past the old one at
@@ -822,27 +1048,51 @@ export class CuratorConnection {
   }
 
   /**
-   * Resolves once a connection to `curator` is READY (connecting if need be:
-   * the one kept to it, when there is one); rejects at `deadline` or when
-   * `signal` aborts. A SIGKILLed leader's port refuses connections and a
-   * hung one completes no handshake: neither resolves this.
+   * What a search must wait for before it takes `named` as the leader
+   * (undefined: nothing), and how that was given up (for its error): the
+   * end of its backoff, if it is set back, and, if it is the leader that
+   * failed last, the proof that it is back (see askLeader). Ends early,
+   * rejecting, when `signal` aborts.
    */
-  private untilReachable(
-    curator: CuratorEndpoint,
-    deadline: number,
+  private untilTakeable(
+    named: CuratorEndpoint,
     signal: AbortSignal,
-  ): Promise<void> {
+  ): { back: Promise<void>; why: string } | undefined {
+    const failed = this.failedLeader;
+    const waitMs = this.waitBeforeTaking(named);
+    const isFailed = failed !== undefined && sameAddress(named, failed.endpoint);
+    if (!isFailed && waitMs === 0) return undefined;
+    const backedOff = waitMs > 0 ? abortableSleep(waitMs, signal) : Promise.resolve();
+    if (failed === undefined || !isFailed) return { back: backedOff, why: "set back" };
+    const proof = () => {
+      if (failed.loss === "unresponsive") return this.untilAnswers(failed.endpoint, signal);
+      if (failed.loss === "unreachable") return this.untilReachable(failed.endpoint, signal);
+      return undefined; // refused: it answered; its backoff is all
+    };
+    return { back: backedOff.then(proof), why: failed.loss };
+  }
+
+  /**
+   * Resolves once a connection to `curator` is READY (connecting if need be:
+   * the one kept to it, when there is one); rejects when `signal` aborts
+   * (the question's deadline ends it so). A SIGKILLed leader's port refuses
+   * connections and a hung one completes no handshake: neither resolves this.
+   */
+  private untilReachable(curator: CuratorEndpoint, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.reject(signal.reason);
-    const channel = this.acquireChannel(formatCuratorAddress(curator), curator.nodeId);
+    // The channel of its CuratorLocal client, kept: the connection that
+    // proves it reachable is the one its clients as the leader then use.
+    // A channel of its own, closed once READY, made every return to the
+    // leader two connections where it was not asked (an operator's client).
+    const channel = this.localClient(curator).getChannel();
     return new Promise<void>((resolve, reject) => {
       let ended = false;
-      // Released at once when aborted: a pending watch below calls back only
-      // at the next change of state or at the deadline.
+      // Ended at once when aborted: a pending watch below calls back only
+      // at the next change of state.
       const end = (error?: unknown) => {
         if (ended) return;
         ended = true;
         signal.removeEventListener("abort", onAbort);
-        this.releaseChannel(channel);
         if (error === undefined) resolve();
         else reject(error);
       };
@@ -853,7 +1103,8 @@ export class CuratorConnection {
         const state = channel.getConnectivityState(true);
         if (state === connectivityState.READY) end();
         else if (error) end(error);
-        else channel.watchConnectivityState(state, deadline, check);
+        // No deadline (a grpc-js deadline is a wall-clock time): ended by `signal`.
+        else channel.watchConnectivityState(state, Infinity, check);
       };
       check();
     });
@@ -894,7 +1145,7 @@ export class CuratorConnection {
    * simulator) turned into its hottest code. Released with {@link releaseChannel}.
    */
   private acquireChannel(address: string, nodeId: string | undefined): ChannelInterface {
-    const key = `${address}/${nodeId ?? ""}`;
+    const key = channelKey(address, nodeId);
     let shared = this.channels.get(key);
     if (!shared) {
       shared = {
@@ -955,6 +1206,9 @@ function askingOrder(
   ];
 }
 
+/** Key of a channel (see acquireChannel): the address and the node expected there. */
+const channelKey = (address: string, nodeId: string | undefined) => `${address}/${nodeId ?? ""}`;
+
 /** Key of a curator's kept CuratorLocal client: its address and the node expected there. */
 const localKey = (curator: CuratorAddress) =>
   `${formatCuratorAddress(curator)} ${curator.nodeId ?? ""}`;
@@ -971,14 +1225,19 @@ function leaderAnswerProblem(
   if (curator.nodeId !== undefined && res.thisNodeId !== curator.nodeId) {
     return `answered as another node than ${curator.nodeId}`;
   }
-  if (!isNodeId(res.leaderNodeId)) {
+  return leaderProblem({ nodeId: res.leaderNodeId, host: res.leaderHost, port: res.leaderPort });
+}
+
+/** Why a leader a curator named (in an answer, or a "not the leader" hint) cannot be dialled, or undefined. */
+function leaderProblem(named: CuratorEndpoint): string | undefined {
+  if (!isNodeId(named.nodeId)) {
     return "named a leader that is not a node ID";
   }
-  if (isIP(res.leaderHost) === 0) {
-    return `named leader ${res.leaderNodeId} at an address that is not an IP address`;
+  if (isIP(named.host) === 0) {
+    return `named leader ${named.nodeId} at an address that is not an IP address`;
   }
-  if (!Number.isInteger(res.leaderPort) || res.leaderPort < 1 || res.leaderPort > 65535) {
-    return `named leader ${res.leaderNodeId} at port ${res.leaderPort}, not a TCP port`;
+  if (!Number.isInteger(named.port) || named.port < 1 || named.port > 65535) {
+    return `named leader ${named.nodeId} at port ${named.port}, not a TCP port`;
   }
   return undefined;
 }

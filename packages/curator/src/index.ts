@@ -20,6 +20,7 @@ export {
   CuratorConnectionClosedError,
   defaultCuratorKeepalive,
   type CuratorKeepalive,
+  LeaderSearchTimeoutError,
   NoLeaderError,
   unaryCall,
   UnansweredLeaderQuestionError,

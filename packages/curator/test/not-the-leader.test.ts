@@ -6,9 +6,14 @@
  * (curators-fixture.ts); the authorization matrix checks the code for every
  * method and caller, this the hint.
  */
-import { status, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { api, curator } from "@metropolis/proto";
-import { leaderAddressMetadataKey, leaderNodeMetadataKey } from "../src/not-the-leader";
+import {
+  leaderAddressMetadataKey,
+  leaderNodeMetadataKey,
+  notTheLeader,
+  notTheLeaderAnswer,
+} from "../src/not-the-leader";
 import { startCurators, type CuratorsFixture } from "./curators-fixture";
 
 let cluster: CuratorsFixture;
@@ -51,6 +56,8 @@ describe("a follower", () => {
     );
     expect(e.metadata.get(leaderNodeMetadataKey)).toEqual([leader.endpoint.nodeId]);
     expect(e.metadata.get(leaderAddressMetadataKey)).toEqual([leader.address]);
+    // What the curator client reads off it, to go to the leader directly.
+    expect(notTheLeaderAnswer(e)).toEqual({ leader: leader.endpoint });
   });
 
   it("ends a leader-only stream UNAVAILABLE, naming the leader", async () => {
@@ -69,5 +76,37 @@ describe("a follower", () => {
     expect(e.code).toBe(status.UNAVAILABLE);
     expect(e.details).toContain(`the leader is ${leader.endpoint.nodeId} at ${leader.address}`);
     expect(e.metadata.get(leaderAddressMetadataKey)).toEqual([leader.address]);
+    // As roleserve's CuratorStreamError carries it: as its cause.
+    expect(notTheLeaderAnswer(new Error("stream failed", { cause: e }))).toEqual({
+      leader: leader.endpoint,
+    });
+  });
+});
+
+describe("notTheLeaderAnswer", () => {
+  const refused = (leader?: { nodeId: string; host: string; port: number }) => {
+    const r = notTheLeader("/p", "this curator follows", leader);
+    return Object.assign(new Error(r.details), r);
+  };
+
+  it("reads the leader named, an IPv6 address included, and no leader where none is named", () => {
+    expect(notTheLeaderAnswer(refused({ nodeId: "n", host: "10.0.0.1", port: 7835 }))).toEqual({
+      leader: { nodeId: "n", host: "10.0.0.1", port: 7835 },
+    });
+    expect(notTheLeaderAnswer(refused({ nodeId: "n", host: "fd00::1", port: 7835 }))).toEqual({
+      leader: { nodeId: "n", host: "fd00::1", port: 7835 },
+    });
+    expect(notTheLeaderAnswer(refused())).toEqual({ leader: undefined });
+  });
+
+  it("is undefined for any other failure, UNAVAILABLE ones included", () => {
+    const other = {
+      code: status.UNAVAILABLE,
+      details: "No connection established",
+      metadata: new Metadata(),
+    };
+    expect(notTheLeaderAnswer(other)).toBeUndefined();
+    expect(notTheLeaderAnswer({ ...refused(), code: status.INTERNAL })).toBeUndefined();
+    expect(notTheLeaderAnswer(undefined)).toBeUndefined();
   });
 });
