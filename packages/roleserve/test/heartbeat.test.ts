@@ -80,8 +80,7 @@ describe("heartbeatWorker", () => {
       const { healthyAt, sent } = await beatTimes(2000, 2);
       // Without the random phase the second beat would come a whole interval after the first.
       expect(sent[0] - healthyAt).toBeLessThan(1000);
-      // The worker paces in Date.now()'s whole milliseconds, and a timer may
-      // fire up to a millisecond early by the clock: a few ms of slack.
+      // A timer may fire up to a millisecond early by the clock: a few ms of slack.
       expect(sent[1] - sent[0]).toBeGreaterThanOrEqual(1800 - 5);
       expect(sent[1] - sent[0]).toBeLessThan(2000);
     });
@@ -94,6 +93,32 @@ describe("heartbeatWorker", () => {
       expect(sent[1] - sent[0]).toBeGreaterThanOrEqual(550 - 5);
       expect(sent[2] - sent[1]).toBeGreaterThanOrEqual(550 - 5);
     });
+  });
+
+  it("paces its beats on the monotonic clock: the wall clock set back a minute does not hold the next beat back", async () => {
+    const sent: number[] = [];
+    const realNow = Date.now.bind(Date);
+    const { ctx, result } = await connectedWorker({
+      intervalMs: INTERVAL_MS,
+      onAnswered: (ms) => {
+        sent.push(performance.now() - ms);
+        // Set back just before the worker computes its next pause: on the
+        // wall clock, that pause was the interval plus the minute.
+        if (sent.length === 1) jest.spyOn(Date, "now").mockImplementation(() => realNow() - 60_000);
+      },
+    });
+    try {
+      await eventually(() => sent.length >= 1, "a beat answered, the clock set back");
+      // Begun on the clock as set back: its own time runs as the worker's would.
+      await eventually(() => sent.length >= 5, "four more beats after the clock was set back", {
+        timeoutMs: 20_000,
+      });
+    } finally {
+      jest.restoreAllMocks();
+      ctx.abort();
+      await result;
+    }
+    expect(ctx.failures).toEqual([]);
   });
 
   it("waits for a connection, keeps its node HEALTHY past the timeout, and stops beating when stopped", async () => {
