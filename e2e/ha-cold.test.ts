@@ -25,20 +25,15 @@
  * The waits are polls with deadlines; every process is stopped by PID and
  * the testbed (or loopback state) removed at teardown.
  */
-import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { readSealedConfiguration } from "@metropolis/cluster";
-import { curatorClientCredentials } from "@metropolis/curator";
-import { placeNodeRoot, type DataPolicy } from "@metropolis/localstorage";
+import { status } from "@grpc/grpc-js";
 import type { NodeView } from "@metropolis/metroctl";
-import { common, curator } from "@metropolis/proto";
-import { credentialsPem, loadCredentials } from "@metropolis/roleserve";
 import { eventually } from "@metropolis/supervisor/testing";
-import { join } from "node:path";
 import { rejoined } from "../local-cluster/src/bring-up-steps";
 import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
 import type { NodeProcess } from "../local-cluster/src/node-process";
 import { Testbed } from "../local-cluster/src/testbed";
-import { curatorPort, E2eCluster, E2eHarnessError, unboxed } from "./e2e-cluster";
+import { E2eCluster, E2eHarnessError, unboxed } from "./e2e-cluster";
+import { consensusStatusAs, nodeTls } from "./node-tls";
 
 jest.setTimeout(420_000);
 
@@ -47,89 +42,6 @@ const hosts = availability.ok;
 const where = hosts
   ? "on a testbed (a network namespace per node)"
   : `on loopback (no testbed here: ${availability.reason})`;
-
-/** A node's TLS credentials (PEM), as it presents them to curators. */
-interface NodeTls {
-  cert: string;
-  key: string;
-  ca: string;
-}
-
-const dataPolicies: ReadonlyMap<common.StoragePolicy, DataPolicy> = new Map([
-  [common.StoragePolicy.INSECURE, "insecure"],
-  [common.StoragePolicy.ENCRYPTED, "encrypted"],
-  [common.StoragePolicy.AUTHENTICATED_ENCRYPTED, "authenticated-encrypted"],
-]);
-
-/**
- * Node `node`'s own certificate and key, read from its disk as the node
- * reads them at start: its sealed configuration unsealed with its machine
- * key, then its data directory mounted with the sealed unlock keys. Only a
- * consensus member seals the cluster unlock key, so this is read while the
- * node is one.
- */
-async function nodeTls(node: ClusterNode): Promise<NodeTls> {
-  const storage = placeNodeRoot(node.root);
-  const sealed = await readSealedConfiguration(storage, join(node.root, "machine.key"));
-  if (!sealed) throw new E2eHarnessError(`${node.name} has no sealed configuration`);
-  if (sealed.clusterUnlockKey.length === 0) {
-    throw new E2eHarnessError(`${node.name} seals no cluster unlock key: not a consensus member`);
-  }
-  const policy = dataPolicies.get(sealed.storagePolicy);
-  if (!policy) throw new E2eHarnessError(`${node.name}: unknown storage policy`);
-  await storage.data.mountExisting({
-    policy,
-    nodeUnlockKey: sealed.nodeUnlockKey,
-    clusterUnlockKey: sealed.clusterUnlockKey,
-  });
-  try {
-    const credentials = await loadCredentials(storage.data.node.credentials);
-    if (credentials.nodeId !== node.id) {
-      throw new E2eHarnessError(`${node.name}'s credentials are ${credentials.nodeId}'s`);
-    }
-    return credentialsPem(credentials);
-  } finally {
-    storage.data.unmount();
-  }
-}
-
-/**
- * Curator.GetConsensusStatus on the curator of `at`, as the node whose
- * credentials are `tls`: resolves when answered, rejects with the gRPC error.
- */
-async function consensusStatusAs(tls: NodeTls, at: ClusterNode): Promise<void> {
-  const client = new curator.CuratorClient(
-    `${at.address}:${curatorPort}`,
-    curatorClientCredentials(tls.ca, tls, { nodeId: at.id }),
-  );
-  try {
-    await new Promise<void>((resolve, reject) =>
-      client.getConsensusStatus(
-        {},
-        new Metadata(),
-        { deadline: Date.now() + 5000 },
-        (e: ServiceError | null) => (e ? reject(e) : resolve()),
-      ),
-    );
-  } finally {
-    client.close();
-  }
-}
-
-/** The gRPC status code and details of a failed call, or "answered". */
-async function outcome(
-  call: Promise<void>,
-): Promise<{ code: number; details: string } | "answered"> {
-  return call.then(
-    (): "answered" => "answered",
-    (e: unknown) => {
-      if (typeof e === "object" && e !== null && "code" in e && typeof e.code === "number") {
-        return { code: e.code, details: "details" in e ? String(e.details) : "" };
-      }
-      throw e;
-    },
-  );
-}
 
 /** The node's current process. @throws E2eHarnessError when it was never started. */
 function processOf(node: ClusterNode): NodeProcess {
@@ -224,7 +136,7 @@ describe(`ha-cold ${where}: cold starts after the bootstrap node was removed, an
     const leaderNode = e2e.cluster.nodeById(await e2e.agreedLeader(survivors));
     expect(survivors).toContain(leaderNode);
     // Its certificate still lets it in: it is a node of the cluster without roles.
-    expect(await outcome(consensusStatusAs(deletedTls, leaderNode))).toBe("answered");
+    expect(await consensusStatusAs(deletedTls, leaderNode)).toBe("answered");
 
     // Deleted while it runs (it is UP, hence the bypass): it stops, saying why.
     const proc1 = processOf(node1);
@@ -238,7 +150,7 @@ describe(`ha-cold ${where}: cold starts after the bootstrap node was removed, an
     expect(proc1.leftovers).toBe(false);
     // Its machine gone: a dial to its address hangs instead of being refused.
     if (hosts) await e2e.network.isolate(node1.index);
-    const refusedBefore = await outcome(consensusStatusAs(deletedTls, leaderNode));
+    const refusedBefore = await consensusStatusAs(deletedTls, leaderNode);
     expect(refusedBefore).toEqual({
       code: status.UNAUTHENTICATED,
       details: expect.stringMatching(/revoked by the cluster CA: its node was deleted/),
@@ -265,12 +177,12 @@ describe(`ha-cold ${where}: cold starts after the bootstrap node was removed, an
       "written-by": "ha-cold",
     });
     // The deleted node's certificate is refused by every curator, the leader as revoked.
-    expect(await outcome(consensusStatusAs(deletedTls, leader))).toEqual({
+    expect(await consensusStatusAs(deletedTls, leader)).toEqual({
       code: status.UNAUTHENTICATED,
       details: expect.stringMatching(/revoked by the cluster CA: its node was deleted/),
     });
     for (const node of survivors) {
-      expect(await outcome(consensusStatusAs(deletedTls, node))).not.toBe("answered");
+      expect(await consensusStatusAs(deletedTls, node)).not.toBe("answered");
     }
   });
 
