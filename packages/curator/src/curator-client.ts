@@ -1103,6 +1103,10 @@ export class CuratorConnection {
         const state = channel.getConnectivityState(true);
         if (state === connectivityState.READY) end();
         else if (error) end(error);
+        // Closed under the watch (the curator no longer listed, or its
+        // connection retired): grpc-js throws at a watch of a closed channel,
+        // inside the close that called this back.
+        else if (state === connectivityState.SHUTDOWN) end(new Error("its connection was closed"));
         // No deadline (a grpc-js deadline is a wall-clock time): ended by `signal`.
         else channel.watchConnectivityState(state, Infinity, check);
       };

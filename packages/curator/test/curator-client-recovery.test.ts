@@ -296,6 +296,35 @@ describe("CuratorConnection after a fault left its connection to the leader READ
     }
   });
 
+  it("lets the curators it knows change while it waits for a failed leader to be reachable", async () => {
+    const cluster = await leaderBehindProxy();
+    // The leader's host hangs: its port accepts connections, whose TLS never ends.
+    const held: Socket[] = [];
+    const frozen = createServer((socket) => held.push(socket));
+    try {
+      cluster.proxy.stop();
+      await new Promise<void>((resolve) => frozen.listen(cluster.proxy.port, "127.0.0.1", resolve));
+      cluster.connection.leaderFailed(
+        cluster.given,
+        Object.assign(new Error("stream broke"), { code: status.UNAVAILABLE }),
+      );
+      const search = cluster.connection.leader(5_000).then(
+        () => "found",
+        (e: unknown) => e,
+      );
+      // The search is watching its new connection to the leader.
+      await eventually(() => held.length > 0, "the search connecting to the failed leader");
+      // The directory drops the leader from the curators: its connection,
+      // the one the search watches, is closed under the watch.
+      expect(() => cluster.connection.setEndpoints([cluster.follower.endpoint()])).not.toThrow();
+      expect(await search).toBeInstanceOf(NoLeaderError);
+    } finally {
+      cluster.close();
+      for (const socket of held) socket.destroy();
+      frozen.close();
+    }
+  });
+
   it("closes its connection to a leader that refused once another leads: a later return connects anew", async () => {
     const cluster = await leaderBehindProxy();
     const next = await fakeCurator(await node(cluster.ca), () => next.endpoint());
