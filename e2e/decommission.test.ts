@@ -15,12 +15,20 @@
 import { status } from "@grpc/grpc-js";
 import { rebootExitStatus } from "@metropolis/node";
 import { eventually } from "@metropolis/supervisor/testing";
-import { E2eCluster } from "./e2e-cluster";
+import type { ClusterNode } from "../local-cluster/src/cluster-launcher";
+import type { NodeProcess } from "../local-cluster/src/node-process";
+import { E2eCluster, E2eHarnessError } from "./e2e-cluster";
 import { consensusStatusAs, nodeTls } from "./node-tls";
 
 jest.setTimeout(300_000);
 
 let e2e: E2eCluster;
+
+/** The node's current process. @throws E2eHarnessError when it was never started. */
+function processOf(node: ClusterNode): NodeProcess {
+  if (!node.process) throw new E2eHarnessError(`${node.name} was never started`);
+  return node.process;
+}
 
 beforeAll(async () => {
   e2e = await E2eCluster.create("decommission", { nodes: 3 });
@@ -39,7 +47,7 @@ it("decommissions a member: etcd removed its member, roles gone, certificate ref
   if (gone === undefined) throw new Error("no node but the leader");
   const staying = nodes.filter((n) => n !== gone);
   const leader = e2e.cluster.nodeById(leaderId);
-  const proc = gone.process!;
+  const proc = processOf(gone);
   // Read while it is a member (only members seal what opens their data).
   const tls = await nodeTls(gone);
   expect(await consensusStatusAs(tls, leader)).toBe("answered");
@@ -90,12 +98,12 @@ it("with two voters left refuses a reboot of either (FAILED_PRECONDITION); --for
         `^metroctl: node reboot: FAILED_PRECONDITION: rebooting node ${node.id} is refused: afterwards 1 healthy voter would remain, fewer than the quorum of 2 \\(of 2 voters\\); .*--force`,
       ),
     );
-    expect(node.process!.running).toBe(true);
+    expect(processOf(node).running).toBe(true);
   }
 
   const leaderId = await e2e.agreedLeader(voters);
   const target = voters.find((n) => n.id !== leaderId) ?? voters[0];
-  const before = target.process!;
+  const before = processOf(target);
   const forced = await e2e.cluster.metroctl(["node", "reboot", target.id, "--force"]);
   expect(forced).toEqual({
     exitCode: 0,
