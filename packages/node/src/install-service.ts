@@ -9,7 +9,8 @@
  * Everything is checked before anything is written: the node's own flags
  * as the node checks them (`loadNodeConfig`: the address, the configuration
  * file), the parameters file readable, every path fit for a unit and
- * outside /tmp and /var/tmp (private to the service). A bad flag
+ * outside /tmp and /var/tmp (private to the service), the executable
+ * included. A bad flag
  * is an {@link InstallServiceError} (exit 2); a failure to write (not root,
  * no such unit directory) exits 1.
  */
@@ -159,7 +160,9 @@ export async function parseInstallService(
   }
   return {
     unit: {
-      command: command.map((part) => unitSafe("the node's executable", part)),
+      command: command.map((part) =>
+        visibleToService("the node's executable", unitSafe("the node's executable", part)),
+      ),
       root,
       address: unitSafe("--address", values.address),
       parametersPath,

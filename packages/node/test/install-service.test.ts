@@ -15,6 +15,7 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { InstallServiceError, parseInstallService } from "../src/install-service";
 import { rebootExitStatus } from "../src/node-management";
 import { installServiceHelp } from "../src/node-usage";
 
@@ -279,4 +280,21 @@ it("answers install-service --help with its own text", async () => {
   const result = await installService(["--help"]);
   expect(result).toEqual({ code: 0, stdout: installServiceHelp, stderr: "" });
   expect(installServiceHelp).toContain("--print");
+});
+
+it("refuses to run a node executable under /tmp or /var/tmp, which the service sees private", async () => {
+  const args = ["--root", "/var/lib/m", "--address", "10.0.0.1"];
+  await expect(
+    parseInstallService(args, ["/usr/bin/node", "/tmp/clone/packages/node/bin/metropolis-node.js"]),
+  ).rejects.toThrow(
+    new InstallServiceError(
+      "the node's executable: /tmp/clone/packages/node/bin/metropolis-node.js is under /tmp, " +
+        "which the service sees private and empty (PrivateTmp=yes): choose another place",
+    ),
+  );
+  await expect(parseInstallService(args, ["/var/tmp/node", "/opt/m.js"])).rejects.toThrow(
+    InstallServiceError,
+  );
+  const request = await parseInstallService(args, [process.execPath, main]);
+  expect(request.unit.command).toEqual([process.execPath, main]);
 });
