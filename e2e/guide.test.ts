@@ -13,7 +13,9 @@
  * drive the cluster it forms: ownership, registration, approval, roles,
  * health. The test then checks what the guide promises (three nodes UP and
  * HEALTHY at their addresses with their labels, three voting consensus
- * members, one failure survived) and that `systemctl stop` (SIGTERM to the
+ * members, one failure survived), that each node ran sandboxed as its unit
+ * says (read-only /, its root writable, ephemeral/ a tmpfs, no new
+ * privileges, its file limit), and that `systemctl stop` (SIGTERM to the
  * node) stops each with exit 0 and nothing left behind.
  *
  * What stands in for what a real machine has (each defined below, in the
@@ -28,9 +30,13 @@
  *   `--unit-dir` (the machine's `/etc/systemd/system`); the unit it wrote
  *   passes `systemd-analyze verify` (where installed);
  * - `systemctl daemon-reload` → nothing; `systemctl enable --now NAME` → the
- *   test starts the unit's `ExecStart` (a `NodeProcess`, so that it stops
- *   it by PID). systemd's sandbox (`TemporaryFileSystem=`, `ProtectSystem=`…)
- *   is not reproduced: the node, as root, mounts its ephemeral tmpfs itself;
+ *   test starts the unit's `ExecStart`, exactly, in the unit's sandbox as
+ *   far as the node can tell (unit-sandbox.ts: a mount namespace of its own
+ *   with `ProtectSystem=strict`, `ReadWritePaths=`, `PrivateTmp=`,
+ *   `TemporaryFileSystem=`, `CacheDirectory=`, `LimitNOFILE=`, `UMask=`,
+ *   `NoNewPrivileges=` applied from the unit), and stops it as systemd does
+ *   (SIGTERM to its PID, SIGKILL to its group after `TimeoutStopSec`). The
+ *   seccomp-based directives and the restart policy are not reproduced;
  * - the operator's `~/.config` → a directory of the test's (`HOME`,
  *   `XDG_CONFIG_HOME`); shell variables a block sets (`NODE1=…`) are kept for
  *   the blocks after it.
@@ -43,14 +49,14 @@
  * `machineN/node.log`).
  */
 import { spawn } from "node:child_process";
-import { existsSync, readlinkSync, statSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join, resolve } from "node:path";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { eventually } from "@metropolis/supervisor/testing";
 import { findTool } from "../local-cluster/src/host-command";
-import { NodeProcess, processGroupMembers } from "../local-cluster/src/node-process";
+import { processGroupMembers } from "../local-cluster/src/node-process";
 import { removeNodeRoot } from "../local-cluster/src/node-root-removal";
 import { Testbed } from "../local-cluster/src/testbed";
 import { testbedSuite } from "../local-cluster/src/testing";
@@ -61,6 +67,7 @@ import {
   type GuideBlock,
   type GuidePlace,
 } from "./guide-blocks";
+import { SandboxedService, serviceDirectives } from "./unit-sandbox";
 
 jest.setTimeout(900_000);
 
@@ -148,6 +155,31 @@ function runBash(
   });
 }
 
+/** The unit's TimeoutStopSec: SIGKILL to a node's group this long after SIGTERM. */
+const stopTimeoutMs = 30_000;
+
+/** The mount at `point` in a process's mountinfo (the topmost, when several are stacked). */
+function mountAt(
+  mountInfo: string,
+  point: string,
+): { readOnly: boolean; fsType: string } | undefined {
+  let found: { readOnly: boolean; fsType: string } | undefined;
+  for (const line of mountInfo.split("\n")) {
+    const [before, after] = line.split(" - ");
+    const fields = before?.split(" ") ?? [];
+    if (after === undefined || fields[4] !== point) continue;
+    found = { readOnly: (fields[5] ?? "").split(",").includes("ro"), fsType: after.split(" ")[0] };
+  }
+  return found;
+}
+
+/** The soft (or hard) "Max open files" of a /proc/PID/limits. */
+function openFilesLimit(limits: string, which: "soft" | "hard" = "soft"): number {
+  const m = /^Max open files\s+(\d+)\s+(\d+)/m.exec(limits);
+  if (!m) throw new Error(`no "Max open files" in ${limits}`);
+  return Number(which === "soft" ? m[1] : m[2]);
+}
+
 /** Whether a TCP connection to `host:port` is accepted (it is closed at once). */
 function accepts(host: string, port: number): Promise<boolean> {
   return new Promise((done) => {
@@ -211,7 +243,10 @@ function assignedNames(script: string): string[] {
 (suite.runs ? describe : describe.skip)(suite.title, () => {
   let testbed: Testbed | undefined;
   let base: string;
-  const nodes = new Map<number, NodeProcess>();
+  /** Each machine's node: its unit's ExecStart in the unit's sandbox. */
+  const services = new Map<number, SandboxedService>();
+  /** Each machine's node root, from its unit. */
+  const roots = new Map<number, string>();
   let blocks: GuideBlock[];
 
   const operatorDir = () => join(base, "operator");
@@ -345,11 +380,10 @@ set -x
       );
       expect({ code: verified.code, stderr: verified.stderr }).toEqual({ code: 0, stderr: "" });
     }
-    const execStart = unit.split("\n").filter((l) => l.startsWith("ExecStart="));
+    const execStart = serviceDirectives(unit).get("ExecStart") ?? [];
     expect(execStart).toHaveLength(1);
-    const argv = execStart[0].slice("ExecStart=".length).split(" ");
-    // Exactly what NodeProcess runs: node BINARY --root R --address A [--parameters P].
-    const [executable, binary, ...flags] = argv;
+    // The node's bin with the node's flags: --root R --address A [--parameters P].
+    const [executable, binary, ...flags] = execStart[0].split(" ");
     expect(executable).toBe(process.execPath);
     expect(binary).toBe(nodeBin);
     const value = (flag: string) => {
@@ -357,27 +391,22 @@ set -x
       return i < 0 ? undefined : flags[i + 1];
     };
     const root = value("--root");
-    const address = value("--address");
     const parametersPath = value("--parameters");
-    if (root === undefined || address === undefined)
-      throw new Error(`${unitPath}: ${execStart[0]}`);
+    if (root === undefined) throw new Error(`${unitPath}: ${execStart[0]}`);
     expect(flags).toEqual([
       "--root",
       root,
       "--address",
-      address,
+      bed().address(m),
       ...(parametersPath === undefined ? [] : ["--parameters", parametersPath]),
     ]);
-    expect(address).toBe(bed().address(m));
-    nodes.set(
+    roots.set(m, root);
+    services.set(
       m,
-      NodeProcess.start({
-        name: `machine${m}`,
-        root,
-        address,
-        parametersPath,
-        binary,
-        netns: bed().namespace(m),
+      SandboxedService.start({
+        testbed: bed(),
+        host: m,
+        unit,
         logFile: join(machineDir(m), "node.log"),
       }),
     );
@@ -441,9 +470,10 @@ set -x
 
   afterAll(async () => {
     // Every node this test started, by its PID (SIGTERM, SIGKILL to its group after 30 s).
-    await Promise.all([...nodes.values()].map((node) => node.stop()));
-    // A node killed at the deadline still has its ephemeral tmpfs mounted in its root.
-    for (const node of nodes.values()) await removeNodeRoot(node.root);
+    await Promise.all([...services.values()].map((service) => service.stop(stopTimeoutMs)));
+    // Their ephemeral tmpfs went with their mount namespaces; a node mounts none of its own
+    // there, but where it did (a unit without TemporaryFileSystem=), it is released.
+    for (const root of roots.values()) await removeNodeRoot(root);
     await testbed?.destroy();
     if (base !== undefined) {
       if (process.env.METROPOLIS_E2E_KEEP) {
@@ -508,20 +538,37 @@ set -x
       voters: 3,
       tolerates: 1,
     });
-    // Each node, and its etcd, in its machine's namespace.
-    for (const [m, node] of nodes) {
+    // Each node, and its etcd, in its machine's network namespace and its unit's sandbox.
+    const ownMounts = readlinkSync("/proc/self/ns/mnt");
+    // LimitNOFILE=1048576, or this process's hard limit where it cannot be raised.
+    const ownHardLimit = openFilesLimit(readFileSync("/proc/self/limits", "utf8"), "hard");
+    for (const [m, service] of services) {
+      const mounts = service.mountNamespace();
+      expect(mounts).not.toBe(ownMounts);
+      const root = roots.get(m) ?? "";
+      const mountInfo = readFileSync(`/proc/${service.pid}/mountinfo`, "utf8");
+      expect([m, mountAt(mountInfo, "/")?.readOnly]).toEqual([m, true]);
+      expect([m, mountAt(mountInfo, root)?.readOnly]).toEqual([m, false]);
+      expect([m, mountAt(mountInfo, `${root}/ephemeral`)?.fsType]).toEqual([m, "tmpfs"]);
+      expect([m, mountAt(mountInfo, "/tmp")?.fsType]).toEqual([m, "tmpfs"]);
+      const status = readFileSync(`/proc/${service.pid}/status`, "utf8");
+      expect([m, /^NoNewPrivs:\s+1$/m.test(status)]).toEqual([m, true]);
+      const limits = readFileSync(`/proc/${service.pid}/limits`, "utf8");
+      expect([m, openFilesLimit(limits)]).toEqual([m, Math.min(1048576, ownHardLimit)]);
       const want = `net:[${statSync(t.namespacePath(m)).ino}]`;
-      const group = processGroupMembers(node.pid) ?? [];
+      const group = processGroupMembers(service.pid) ?? [];
       expect(group.length).toBeGreaterThanOrEqual(2);
-      for (const pid of group)
+      for (const pid of group) {
         expect([pid, readlinkSync(`/proc/${pid}/ns/net`)]).toEqual([pid, want]);
+        expect([pid, readlinkSync(`/proc/${pid}/ns/mnt`)]).toEqual([pid, mounts]);
+      }
     }
   });
 
   it("stops every node as `systemctl stop` does (SIGTERM): exit 0, nothing left", async () => {
-    for (const [m, node] of nodes) {
-      const exit = await node.stop();
-      expect([m, exit, node.leftovers]).toEqual([m, { code: 0, signal: null }, false]);
+    for (const [m, service] of services) {
+      const exit = await service.stop(stopTimeoutMs);
+      expect([m, exit, service.leftovers]).toEqual([m, { code: 0, signal: null }, false]);
     }
     for (const m of [1, 2, 3]) expect(await bed().processes(m)).toEqual([]);
   });
