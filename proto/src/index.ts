@@ -7,6 +7,7 @@
  * - `api`: metropolis.proto.api — NodeParameters; the Management, AAA, Debug and
  *   NodeManagement services (api.proto and node_management.proto, see api.ts).
  * - `curator`: metropolis.proto.curator — the Curator and CuratorLocal services.
+ * - `access`: metropolis.proto.access — the Access service (scoped credentials).
  * - `priv`: metropolis.proto.private — records kept in etcd and sealed on disk.
  *   (`private` is a reserved word, so it could not be imported by name.)
  *
@@ -22,6 +23,8 @@ export * as common from "./gen/metropolis/proto/common/common";
 export * as api from "./api";
 export * as curator from "./gen/metropolis/proto/curator/curator";
 export * as priv from "./gen/metropolis/proto/private/private";
+/** metropolis.proto.access — the Access service: scoped credentials (access.proto). */
+export * as access from "./gen/metropolis/proto/access/access";
 /**
  * The writer the generated `encode` functions write to: for a message put
  * together from parts encoded earlier (`writer.raw(bytes)`), as the curator's

@@ -10,6 +10,7 @@
  * rewrites it from the test's table.
  */
 import { readFileSync, writeFileSync } from "node:fs";
+import { accessRoles, mayCall } from "./access-roles";
 
 /** Who calls: the columns of a matrix. */
 export const identities = [
@@ -36,6 +37,14 @@ export const identities = [
   "deleted node",
   /** The owner's certificate. */
   "owner",
+  /** A scoped credential of the reader role (`metroctl access issue --role reader`). */
+  "reader",
+  /** A scoped credential of the operator role. */
+  "operator",
+  /** A scoped credential of the backup role. */
+  "backup",
+  /** A scoped credential (reader) past its notAfter. */
+  "expired",
 ] as const;
 export type Identity = (typeof identities)[number];
 
@@ -64,13 +73,18 @@ export const everyone = (outcome: Expected): Row => ({
   node: outcome,
   "deleted node": outcome,
   owner: outcome,
+  reader: outcome,
+  operator: outcome,
+  backup: outcome,
+  expired: outcome,
 });
 
 /**
  * The row of a method that needs a certificate: callers that prove nothing
- * (none, self-signed claims, another CA's certificates, a revoked one) are
- * UNAUTHENTICATED, every proven identity PERMISSION_DENIED, except those
- * `granted` otherwise.
+ * (none, self-signed claims, another CA's certificates, a revoked or expired
+ * one) are UNAUTHENTICATED, every proven identity PERMISSION_DENIED, except
+ * those `granted` otherwise. The scoped credentials' cells are those of the
+ * roles' table ({@link withAccessRoles}), not given here.
  */
 export const certified = (granted: Partial<Row>): Row => ({
   none: "UNAUTHENTICATED",
@@ -82,8 +96,26 @@ export const certified = (granted: Partial<Row>): Row => ({
   node: "PERMISSION_DENIED",
   "deleted node": "UNAUTHENTICATED",
   owner: "PERMISSION_DENIED",
+  reader: "PERMISSION_DENIED",
+  operator: "PERMISSION_DENIED",
+  backup: "PERMISSION_DENIED",
+  expired: "UNAUTHENTICATED",
   ...granted,
 });
+
+/**
+ * `row` (of the method `Service.Method` `key`) with the cells of the scoped
+ * credentials taken from the one table of access-roles.ts: a role the table
+ * lets call the method gets the owner's outcome, any other keeps the row's
+ * (PERMISSION_DENIED from {@link certified}). So the matrix, and the README
+ * tables made from it, say what the table says.
+ */
+export function withAccessRoles(key: string, row: Row): Row {
+  const roles = Object.fromEntries(
+    accessRoles.filter((role) => mayCall(role, key)).map((role) => [role, row.owner]),
+  );
+  return { ...row, ...roles };
+}
 
 /** A table: a row per method key (`Service.Method`). */
 export type Table = Record<string, Row>;

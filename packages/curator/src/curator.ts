@@ -30,7 +30,7 @@ import type { ServerCredentials, ServiceDefinition } from "@grpc/grpc-js";
 import { memberClient } from "@metropolis/consensus";
 import { MemoryValue } from "@metropolis/event";
 import { decodePem } from "@metropolis/pki";
-import { api, curator as curatorProto } from "@metropolis/proto";
+import { access as accessProto, api, curator as curatorProto } from "@metropolis/proto";
 import type { RunContext, Runnable } from "@metropolis/supervisor";
 import { logProgress } from "@metropolis/supervisor/node-progress";
 import { machineRunnable } from "@metropolis/supervisor/xstate";
@@ -48,6 +48,7 @@ import { campaign, type Candidacy, type CuratorEndpoint } from "./leadership";
 import type { ServiceEntry } from "./call-router";
 import { Listener } from "./listener";
 import { managementServer, managementService } from "./management-service";
+import { accessServer } from "./access-service";
 import { NodeRecordMirror } from "./node-record-mirror";
 import { notTheLeader } from "./not-the-leader";
 import { readConfiguration } from "./management-configuration";
@@ -90,6 +91,7 @@ export const clusterServiceDefinitions: readonly ServiceDefinition[] = [
   curatorProto.CuratorService,
   managementService,
   api.AAAService,
+  accessProto.AccessService,
 ];
 
 /** The services a leading curator serves besides CuratorLocal: Curator, Management and AAA. */
@@ -98,6 +100,7 @@ export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
     [curatorProto.CuratorService, curatorServer(ctx)],
     [managementService, managementServer(ctx)],
     [api.AAAService, aaaServer(ctx)],
+    [accessProto.AccessService, accessServer(ctx)],
   ];
 }
 

@@ -7,11 +7,16 @@
  * | ----------------------------------------------- | ----------- | --------------------------------- |
  * | issued by the cluster CA, CN = node ID, server  | `node`      | Curator (its own node only)       |
  * | issued by the cluster CA, CN = owner, client    | `owner`     | Management                        |
+ * | issued by the cluster CA, CN = name, client,    | `scoped`    | what access-roles.ts grants its   |
+ * |   bearing an access role, within its validity   |             | role                              |
  * | self-signed, CN = node ID of its own key        | `ephemeral` | RegisterNode, CommitNode, JoinNode |
  * | none                                            | `anonymous` | CuratorLocal, AAA (own checks)    |
  *
  * A certificate of the cluster CA that the CA's revocation list names (its
- * node was deleted) is refused as UNAUTHENTICATED, like a foreign one.
+ * node was deleted, its credential revoked) is refused as UNAUTHENTICATED,
+ * like a foreign one, and so is one past its notAfter (a scoped credential's
+ * expiry), on every call: a connection made before it expired does not keep it.
+ * A certificate bearing an access role is never a node's nor the owner's.
  */
 import { createHash } from "node:crypto";
 import type { X509Certificate } from "node:crypto";
@@ -21,9 +26,11 @@ import {
   isNodeId,
   nodeIdFromPublicKey,
   parseCertificate,
+  readAccessRole,
   verifyCertificate,
   type ParsedCertificate,
 } from "@metropolis/pki";
+import { isAccessName, isAccessRole, type AccessRole } from "./access-roles";
 import { clipped, quoted } from "./bounded-text";
 import { PermissionDeniedError, UnauthenticatedError } from "./errors";
 import type { Revocations } from "./revocations";
@@ -31,6 +38,8 @@ import type { Revocations } from "./revocations";
 export type Caller =
   | { kind: "node"; nodeId: string; publicKey: Buffer }
   | { kind: "owner"; publicKey: Buffer }
+  /** A scoped credential the owner issued (`metroctl access issue`): its role and name as the CA signed them. */
+  | { kind: "scoped"; role: AccessRole; name: string; publicKey: Buffer }
   | { kind: "ephemeral"; publicKey: Buffer }
   | { kind: "anonymous" };
 
@@ -141,6 +150,8 @@ const maxQueuedLearning = 16_384;
 export interface Identified {
   caller: Caller;
   serial: bigint;
+  /** The certificate's notAfter, in ms since the epoch: checked on every call. */
+  notAfter: number;
 }
 
 /**
@@ -195,7 +206,11 @@ export class IdentityCache {
     entry = this.known.get(key);
     if (!entry) {
       const cert = parsePeerCertificate(peer);
-      entry = { caller: await classify(cert, this.ca), serial: cert.serial };
+      entry = {
+        caller: await classify(cert, this.ca),
+        serial: cert.serial,
+        notAfter: cert.notAfter.getTime(),
+      };
       const oldest = this.known.keys().next();
       if (this.known.size >= identityCacheSize && !oldest.done) this.known.delete(oldest.value);
       this.known.set(key, entry);
@@ -251,9 +266,20 @@ export function identifier(
     const entry = await cache.identified(call);
     if (!entry) return { kind: "anonymous" };
     // Self-signed (ephemeral) certificates are no CA's to revoke.
-    if (entry.caller.kind !== "ephemeral" && revocations?.isRevoked(entry.serial)) {
+    if (entry.caller.kind === "ephemeral") return entry.caller;
+    if (revocations?.isRevoked(entry.serial)) {
+      const why =
+        entry.caller.kind === "scoped"
+          ? `the owner revoked the ${entry.caller.role} credential ${quoted(entry.caller.name)}`
+          : "its node was deleted";
       throw new UnauthenticatedError(
-        `client certificate (serial ${entry.serial.toString(16)}) was revoked by the cluster CA: its node was deleted`,
+        `client certificate (serial ${entry.serial.toString(16)}) was revoked by the cluster CA: ${why}`,
+      );
+    }
+    // Classified once, checked on every call: a connection outlives no certificate.
+    if (Date.now() > entry.notAfter) {
+      throw new UnauthenticatedError(
+        `client certificate (serial ${entry.serial.toString(16)}) expired at ${new Date(entry.notAfter).toISOString()}`,
       );
     }
     return entry.caller;
@@ -278,6 +304,8 @@ async function classify(cert: ParsedCertificate, ca: ParsedCertificate): Promise
     );
   }
   const cn = cert.commonName ?? "";
+  const scoped = scopedCaller(cert, cn);
+  if (scoped) return scoped;
   if (
     isNodeId(cn) &&
     cn === nodeIdFromPublicKey(cert.publicKey) &&
@@ -291,6 +319,40 @@ async function classify(cert: ParsedCertificate, ca: ParsedCertificate): Promise
   throw new UnauthenticatedError(
     `client certificate for ${quoted(cn)} is neither a node's nor the owner's`,
   );
+}
+
+/**
+ * The scoped caller `cert` (verified against the CA already) is, when it
+ * bears an access role; undefined when it bears none. A role on anything but
+ * a client certificate of a valid person's name is refused: a node
+ * certificate, or one for the owner's CN, never carries a role.
+ */
+function scopedCaller(cert: ParsedCertificate, cn: string): Caller | undefined {
+  let role: string | undefined;
+  try {
+    role = readAccessRole(cert);
+  } catch (e) {
+    throw new UnauthenticatedError(
+      `client certificate does not parse: ${clipped(e instanceof Error ? e.message : String(e))}`,
+    );
+  }
+  if (role === undefined) return undefined;
+  if (cn === ownerCommonName || isNodeId(cn)) {
+    throw new UnauthenticatedError(
+      `client certificate for ${quoted(cn)} bears the ${quoted(role)} role: neither a node's nor the owner's certificate ever bears one`,
+    );
+  }
+  if (!isAccessRole(role)) {
+    throw new UnauthenticatedError(
+      `client certificate bears an unknown access role ${quoted(role)}`,
+    );
+  }
+  if (cert.extendedKeyUsage.includes("serverAuth") || !isAccessName(cn)) {
+    throw new UnauthenticatedError(
+      `client certificate for ${quoted(cn)} bears the ${role} role but is no scoped credential (a node's, the owner's, or a bad name)`,
+    );
+  }
+  return { kind: "scoped", role, name: cn, publicKey: cert.publicKey };
 }
 
 /** The caller, which must be a node (optionally: this node). */

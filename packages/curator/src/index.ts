@@ -56,6 +56,29 @@ export {
   validateClusterConfiguration,
 } from "./management-configuration";
 export { aaaServer } from "./aaa-service";
+export {
+  accessRoles,
+  accessTable,
+  allowedCallers,
+  isAccessName,
+  isAccessRole,
+  mayCall,
+  maxAccessNameLength,
+  methodKey,
+  metricsEndpointKey,
+  notPersonMethods,
+  requireAccess,
+  rolesFor,
+  type AccessRole,
+} from "./access-roles";
+export {
+  accessCredentialKey,
+  accessCredentialsPrefix,
+  accessRoleOf,
+  accessRoleWire,
+  accessServer,
+  maxAccessTtlSeconds,
+} from "./access-service";
 export { curatorLocalServer, type LocalContext } from "./curator-local";
 export { bootstrapCluster, type BootstrapParams, type BootstrapResult } from "./bootstrap";
 export { validateLabels, checkLabelCount } from "./labels";

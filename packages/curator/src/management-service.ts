@@ -1,6 +1,7 @@
 /**
  * The Management service: the cluster owner's API, served by the curator
- * leader. Every call needs the owner's certificate (identity.ts); every
+ * leader. Every call needs the owner's certificate (identity.ts), or a
+ * scoped credential whose role may call it (access-roles.ts); every
  * write is a transaction guarded by leadership (leadership.ts) and, for node
  * changes, by the node record's mod revision (management-nodes.ts).
  */
@@ -12,6 +13,7 @@ import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./e
 import { BoundedStreams } from "./bounded-streams";
 import { callSignal, serverStream, unary } from "./grpc-handlers";
 import { requireOwner } from "./identity";
+import { requireAccess } from "./access-roles";
 import {
   clusterConfigurationKey,
   clusterUnlockKeyKey,
@@ -240,9 +242,10 @@ async function deleteNode(
 }
 
 /**
- * A Management handler: checks the caller is the owner, then runs `handler`.
- * Authorization comes first so that nothing about the cluster (not even
- * whether a node exists) leaks to anyone else.
+ * A Management handler: checks the caller may call `method` (the owner, or a
+ * scoped credential whose role access-roles.ts grants it), then runs
+ * `handler`. Authorization comes first so that nothing about the cluster
+ * (not even whether a node exists) leaks to anyone else.
  */
 function ownerOnly<Req, Res>(
   ctx: LeaderContext,
@@ -250,7 +253,7 @@ function ownerOnly<Req, Res>(
   handler: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>,
 ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
   return unary<Req, Res>(`Management.${method}`, ctx.logger, async (call) => {
-    requireOwner(await ctx.identify(call));
+    requireAccess(await ctx.identify(call), `Management.${method}`);
     return handler(call.request, call);
   });
 }
@@ -294,15 +297,15 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
     getNodes: ownerOnly(ctx, "GetNodes", (req: api.GetNodesRequest) => getNodes(ctx, req)),
     getClusterConsensus: ownerOnly(ctx, "GetClusterConsensus", () => getClusterConsensus(ctx)),
     watchNodes: serverStream("Management.WatchNodes", ctx.logger, async (call) => {
-      // As for every Management call: the owner first, then anything else (even the caps).
-      requireOwner(await ctx.identify(call));
+      // As for every Management call: access first, then anything else (even the caps).
+      requireAccess(await ctx.identify(call), "Management.WatchNodes");
       await nodeWatches.serve(call, (ended) => watchNodes(ctx, call, ended));
     }),
     watchClusterConsensus: serverStream(
       "Management.WatchClusterConsensus",
       ctx.logger,
       async (call) => {
-        requireOwner(await ctx.identify(call));
+        requireAccess(await ctx.identify(call), "Management.WatchClusterConsensus");
         await consensusWatches.serve(call, (ended) => consensus.serve(call, ended));
       },
     ),

@@ -36,6 +36,7 @@ export {
   markdownTable,
   readmeTables,
   tableCells,
+  withAccessRoles,
   type Expected,
   type Identity,
   type Row,

@@ -22,15 +22,17 @@ import { Client, status } from "@grpc/grpc-js";
 import {
   CertificateAuthority,
   nodeTemplate,
+  parseCertificate,
   selfSignCertificate,
   tlsMaterial,
   userTemplate,
 } from "@metropolis/pki";
-import { api, common } from "@metropolis/proto";
+import { access, api, common } from "@metropolis/proto";
 import { ownerCommonName } from "../src/identity";
 import {
   newKeys,
   startCurators,
+  unary,
   type CuratorsFixture,
   type RunningCurator,
   type Tls,
@@ -48,6 +50,7 @@ import {
   grpcMethods,
   invoke,
   type GrpcMethod,
+  withAccessRoles,
 } from "@metropolis/curator/testing";
 
 // ── The expected table ─────────────────────────────────────────────────────
@@ -57,11 +60,16 @@ const ephemeralOnly = certified({ ephemeral: "OK" });
 const ownerOnly = certified({ owner: "OK" });
 
 /**
- * Expected outcome per method and caller, on the leader and on a follower.
+ * Expected outcome per method and caller, on the leader and on a follower
+ * (the scoped credentials' cells of a leader's row come from access-roles.ts:
+ * see {@link expected}, which applies withAccessRoles).
  * A follower serves CuratorLocal only: everything else is UNAVAILABLE there ("not the leader"),
  * whoever calls. Change a cell by overriding it in its row.
  */
-const expected: Record<string, { leader: Row; follower: Row }> = {
+const asWritten: Record<string, { leader: Row; follower: Row }> = {
+  "Access.IssueAccess": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Access.ListAccess": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
+  "Access.RevokeAccess": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "AAA.Escrow": { leader: ephemeralOnly, follower: everyone("UNAVAILABLE") },
   "Curator.CommitNode": { leader: ephemeralOnly, follower: everyone("UNAVAILABLE") },
   "Curator.GetConsensusStatus": { leader: nodeOnly, follower: everyone("UNAVAILABLE") },
@@ -99,6 +107,14 @@ const expected: Record<string, { leader: Row; follower: Row }> = {
   "Management.DisarmConsensusAlarm": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
   "Management.BackupCluster": { leader: ownerOnly, follower: everyone("UNAVAILABLE") },
 };
+
+/** The table: {@link asWritten}, each leader row with the roles of access-roles.ts. */
+const expected: Record<string, { leader: Row; follower: Row }> = Object.fromEntries(
+  Object.entries(asWritten).map(([key, { leader, follower }]) => [
+    key,
+    { leader: withAccessRoles(key, leader), follower },
+  ]),
+);
 
 /** Services whose matrix lives in another package's tests (they are not served by the curator). */
 const coveredElsewhere: Record<string, string> = {
@@ -177,8 +193,54 @@ beforeAll(async () => {
     node: node.tls,
     "deleted node": deleted.tls,
     owner: cluster.owner.tls,
+    reader: await issueScoped("reader", access.AccessRole.READER, 3600),
+    operator: await issueScoped("operator", access.AccessRole.OPERATOR, 3600),
+    backup: await issueScoped("backup", access.AccessRole.BACKUP, 3600),
+    expired: await expiredScoped(),
   };
 }, 120_000);
+
+/** A scoped credential the owner issued through Access.IssueAccess, with its certificate's notAfter. */
+async function issueScopedWithExpiry(
+  name: string,
+  role: access.AccessRole,
+  ttlSeconds: number,
+): Promise<{ tls: Tls; notAfter: number; serial: string }> {
+  const keys = newKeys();
+  const client = cluster.client(access.AccessClient, cluster.leader.address, cluster.owner.tls);
+  const issued = await unary<access.IssueAccessResponse>((cb) =>
+    client.issueAccess({ name, role, publicKey: keys.publicKey, ttlSeconds }, cb),
+  );
+  const certificate = parseCertificate(issued.certificate);
+  return {
+    tls: tlsMaterial({
+      certificate,
+      privateKey: keys.privateKey,
+      ca: parseCertificate(issued.caCertificate),
+    }),
+    notAfter: certificate.notAfter.getTime(),
+    serial: issued.credential?.serial ?? "",
+  };
+}
+
+async function issueScoped(
+  name: string,
+  role: access.AccessRole,
+  ttlSeconds: number,
+): Promise<Tls> {
+  return (await issueScopedWithExpiry(name, role, ttlSeconds)).tls;
+}
+
+/** A reader credential issued for one second, once it has expired. */
+async function expiredScoped(): Promise<Tls> {
+  const { tls, notAfter } = await issueScopedWithExpiry("expired", access.AccessRole.READER, 1);
+  // Time is the condition here: wait until the clock is past its notAfter.
+  await new Promise<void>((resolve) => {
+    const check = () => (Date.now() > notAfter ? resolve() : setTimeout(check, 100));
+    check();
+  });
+  return tls;
+}
 
 afterAll(async () => {
   await cluster?.stop();
@@ -195,6 +257,24 @@ interface Prepared {
  * made fresh for each call (`identity` is who will call).
  */
 const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
+  "Access.IssueAccess": async () => ({
+    request: {
+      name: "authz-probe",
+      role: access.AccessRole.READER,
+      publicKey: newKeys().publicKey,
+      ttlSeconds: 60,
+    },
+  }),
+  "Access.ListAccess": async () => ({ request: {} }),
+  // A credential issued for the call to revoke.
+  "Access.RevokeAccess": async () => ({
+    request: {
+      target: {
+        $case: "serial",
+        serial: (await issueScopedWithExpiry("revoked", access.AccessRole.READER, 60)).serial,
+      },
+    },
+  }),
   "AAA.Escrow": async () => ({
     request: { publicKey: cluster.owner.keys.publicKey },
     ephemeralKey: cluster.owner.keys.privateKey,

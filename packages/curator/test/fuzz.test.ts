@@ -44,7 +44,7 @@
 import { status, Client } from "@grpc/grpc-js";
 import fc from "fast-check";
 import { nodeTemplate, selfSignCertificate, tlsMaterial } from "@metropolis/pki";
-import { api, common } from "@metropolis/proto";
+import { access, api, common } from "@metropolis/proto";
 import { maxRequestBytes } from "../src/server-limits";
 import {
   newKeys,
@@ -91,7 +91,7 @@ const shrink = process.env.METROPOLIS_FUZZ_SHRINK === "1";
 const deadlineMs = 5_000;
 
 /** The services fuzzed here (Debug is the node's, see packages/node). */
-const fuzzedServices = ["AAA", "Curator", "CuratorLocal", "Management"];
+const fuzzedServices = ["AAA", "Access", "Curator", "CuratorLocal", "Management"];
 
 /**
  * Who calls:
@@ -248,6 +248,33 @@ const empty = () => fc.constant({});
 
 /** The fuzz target of each RPC. */
 const targets: Record<string, Target> = {
+  "Access.IssueAccess": {
+    callers: ownerCallers,
+    request: () =>
+      fc.record({
+        name: fc.oneof(fc.constantFrom("alice", "bob.b", "owner", "metropolis-x"), text),
+        role: enumValue(enumValues(access.AccessRole)),
+        publicKey: mostly(key32),
+        ttlSeconds: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3600 }), fc.maxSafeNat()),
+      }),
+  },
+  "Access.ListAccess": { callers: ownerCallers, request: empty },
+  "Access.RevokeAccess": {
+    callers: ownerCallers,
+    request: () =>
+      fc.record({
+        target: fc.oneof(
+          fc.constant(undefined),
+          fc.oneof(fc.constant("alice"), text).map((name) => ({ $case: "name" as const, name })),
+          fc
+            .oneof(
+              fc.bigInt({ min: 0n, max: 2n ** 160n }).map((n) => n.toString(16)),
+              text,
+            )
+            .map((serial) => ({ $case: "serial" as const, serial })),
+        ),
+      }),
+  },
   "AAA.Escrow": {
     callers: { authorized: ["ephemeral owner"], refused: ["ephemeral", "owner", "node", "none"] },
     request: () => fc.record({ publicKey: mostly(fc.constant(cluster.owner.keys.publicKey)) }),

@@ -4,6 +4,7 @@
  * calls, each with a deadline and cancelled when the operator interrupts.
  */
 import {
+  credentials,
   Metadata,
   type CallOptions,
   type ClientReadableStream,
@@ -11,7 +12,7 @@ import {
   type ServiceError,
 } from "@grpc/grpc-js";
 import { CuratorConnection, type LeaderClients } from "@metropolis/curator";
-import { api } from "@metropolis/proto";
+import { access, api } from "@metropolis/proto";
 import { answerDeadline } from "@metropolis/supervisor";
 import type { CommandContext } from "./command-context";
 import { formatEndpoint } from "./endpoints";
@@ -337,6 +338,31 @@ export class ClusterSession {
   escrow(publicKey: Uint8Array): Promise<api.EscrowResponse> {
     return this.call((l, m, o, cb) =>
       l.aaa.escrow({ publicKey: Buffer.from(publicKey) }, m, o, cb),
+    );
+  }
+
+  /**
+   * Runs one unary call of the Access service on the leader (scoped
+   * credentials: access-commands.ts), on the leader's own channel.
+   */
+  access<Res>(
+    invoke: (
+      client: access.AccessClient,
+      metadata: Metadata,
+      options: Partial<CallOptions>,
+      callback: Callback<Res>,
+    ) => ClientUnaryCall,
+  ): Promise<Res> {
+    return this.call((l, m, o, cb) =>
+      // A client over the leader's channel: never closed itself (that would close the channel).
+      invoke(
+        new access.AccessClient("leader", credentials.createInsecure(), {
+          channelOverride: l.management.getChannel(),
+        }),
+        m,
+        o,
+        cb,
+      ),
     );
   }
 

@@ -10,6 +10,7 @@
  */
 import { Argument, Option, type Command } from "commander";
 import type { BootstrapParamsOptions } from "./node-params";
+import type { AccessIssueOptions } from "./access-commands";
 import type { BackupOptions } from "./cluster-backup";
 import { completionScript, completionShells } from "./completion";
 import type { LogsOptions, ReportsOptions, TreeOptions } from "./debug-commands";
@@ -233,6 +234,32 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .addOption(
       new Option("--format <format>", "what to print").choices(["table", "json"]).default("table"),
     );
+
+  define<AccessIssueOptions>("access issue", async (ctx, _args, opts) =>
+    (await import("./access-commands.js")).accessIssue(ctx, opts),
+  )
+    .description(
+      "issue a scoped credential (reader, operator or backup) with an expiry, written as a metroctl config dir for that person (the key is made here; only its public key goes to the cluster)",
+    )
+    .requiredOption("--role <role>", "reader, operator or backup")
+    .requiredOption("--name <name>", "whom it is for: 1-48 of a-z 0-9 . _ -")
+    .requiredOption(
+      "--ttl <duration>",
+      "how long it is valid, e.g. 30s, 15m, 24h, 7d (at most 366d)",
+    )
+    .requiredOption("-o, --output <dir>", "the config dir to write (must hold no key yet)");
+  define<{ output: OutputFormat }>("access list", async (ctx, _args, opts) =>
+    (await import("./access-commands.js")).accessList(ctx, opts),
+  )
+    .description("list the scoped credentials issued: name, role, serial, expiry, status")
+    .addOption(outputFormatOption());
+  define("access revoke", async (ctx, [target]) =>
+    (await import("./access-commands.js")).accessRevoke(ctx, target),
+  )
+    .description(
+      "revoke scoped credentials, every one of a name or one by serial (through the cluster CA's revocation list)",
+    )
+    .argument("<name|serial>", "the name issued to, or a serial as `access list` prints it");
 
   define<{ output: OutputFormat }>("rotate-secrets-key", async (ctx, _args, opts) =>
     (await import("./rotate-secrets-key.js")).rotateSecretsKey(ctx, opts),

@@ -25,6 +25,7 @@ import {
   BoundedStreams,
   InvalidArgumentError,
   PermissionDeniedError,
+  requireAccess,
   UnauthenticatedError,
   type Caller,
 } from "@metropolis/curator";
@@ -135,17 +136,23 @@ export interface DebugServerOptions {
   followStreams?: BoundedStreams;
 }
 
-/** Refuses anyone but a node or the owner of this cluster. */
-function requireNodeOrOwner(caller: Caller): void {
-  if (caller.kind === "node" || caller.kind === "owner") return;
+/**
+ * Refuses anyone but a node of this cluster, the owner, or a scoped
+ * credential whose role may call `method` (`Debug.<Method>`, access-roles.ts).
+ */
+function requireNodeOrAccess(caller: Caller, method: string): void {
+  if (caller.kind === "node") return;
   if (caller.kind === "anonymous") {
     throw new UnauthenticatedError(
       "the Debug service needs a node or owner certificate of this cluster; none was presented",
     );
   }
-  throw new PermissionDeniedError(
-    `the Debug service needs a node or owner certificate of this cluster, not an ${caller.kind} one`,
-  );
+  if (caller.kind === "ephemeral") {
+    throw new PermissionDeniedError(
+      `the Debug service needs a node or owner certificate of this cluster, not an ${caller.kind} one`,
+    );
+  }
+  requireAccess(caller, method);
 }
 
 const runnableStates: Record<NodeState, api.RunnableState> = {
@@ -191,7 +198,7 @@ async function getLogs(
   followStreams: BoundedStreams,
   call: ServerWritableStream<api.GetLogsRequest, api.GetLogsResponse>,
 ): Promise<void> {
-  requireNodeOrOwner(await opts.identify(call));
+  requireNodeOrAccess(await opts.identify(call), "Debug.GetLogs");
   if (call.cancelled) return;
   const { dnPrefix, tail, follow } = call.request;
   checkDnPrefix(dnPrefix, "dn_prefix");
@@ -294,7 +301,7 @@ async function getSupervisorReports(
   streams: BoundedStreams,
   call: ServerWritableStream<api.GetSupervisorReportsRequest, api.GetSupervisorReportsResponse>,
 ): Promise<void> {
-  requireNodeOrOwner(await opts.identify(call));
+  requireNodeOrAccess(await opts.identify(call), "Debug.GetSupervisorReports");
   if (call.cancelled) return;
   const { dnPrefix, backlog, follow } = call.request;
   checkDnPrefix(dnPrefix, "dn_prefix");
@@ -326,7 +333,7 @@ async function watchSupervisionTree(
   streams: BoundedStreams,
   call: ServerWritableStream<api.WatchSupervisionTreeRequest, api.WatchSupervisionTreeResponse>,
 ): Promise<void> {
-  requireNodeOrOwner(await opts.identify(call));
+  requireNodeOrAccess(await opts.identify(call), "Debug.WatchSupervisionTree");
   if (call.cancelled) return;
   await streams.serve(call, (ended) =>
     pump(
@@ -340,7 +347,8 @@ async function watchSupervisionTree(
 
 /**
  * The Debug service's grpc-js handlers. Every call first checks that its
- * caller presented a node or owner certificate of this cluster
+ * caller presented a node or owner certificate of this cluster, or a scoped
+ * credential whose role may call the method (access-roles.ts in @metropolis/curator)
  * (UNAUTHENTICATED without one or with an untrusted one, PERMISSION_DENIED
  * for a registering node's self-signed one).
  *
@@ -361,7 +369,7 @@ export function debugServer(opts: DebugServerOptions): api.DebugServer {
       opts
         .identify(call)
         .then((caller) => {
-          requireNodeOrOwner(caller);
+          requireNodeOrAccess(caller, "Debug.GetSupervisionTree");
           return { nodes: opts.supervisor.tree().map(toSupervisionNode) };
         })
         .then(
@@ -375,7 +383,7 @@ export function debugServer(opts: DebugServerOptions): api.DebugServer {
       callback: sendUnaryData<api.GetConditionResponse>,
     ): void {
       const check = async (): Promise<api.GetConditionResponse> => {
-        requireNodeOrOwner(await opts.identify(call));
+        requireNodeOrAccess(await opts.identify(call), "Debug.GetCondition");
         const condition = call.request.condition;
         // Known conditions are the enum's named, positive values.
         if (!(condition > 0 && typeof api.Condition[condition] === "string")) {

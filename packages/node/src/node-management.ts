@@ -20,6 +20,7 @@ import {
   BoundedStreams,
   InvalidArgumentError,
   PermissionDeniedError,
+  requireAccess,
   UnauthenticatedError,
   type Caller,
 } from "@metropolis/curator";
@@ -57,17 +58,22 @@ export interface NodeManagementOptions {
   power: (action: PowerAction) => void;
 }
 
-/** Refuses anyone but the owner of this cluster. */
-function requireOwner(caller: Caller): void {
-  if (caller.kind === "owner") return;
+/**
+ * Refuses anyone but the owner of this cluster, or a scoped credential whose
+ * role may call `method` (`NodeManagement.<Method>`, access-roles.ts).
+ */
+function requireOwnerOrAccess(caller: Caller, method: string): void {
   if (caller.kind === "anonymous") {
     throw new UnauthenticatedError(
       "the NodeManagement service needs an owner certificate of this cluster; none was presented",
     );
   }
-  throw new PermissionDeniedError(
-    `the NodeManagement service needs an owner certificate of this cluster, not an ${caller.kind} one`,
-  );
+  if (caller.kind === "node" || caller.kind === "ephemeral") {
+    throw new PermissionDeniedError(
+      `the NodeManagement service needs an owner certificate of this cluster, not an ${caller.kind} one`,
+    );
+  }
+  requireAccess(caller, method);
 }
 
 /** Severity ranks of the leveled entries; any other level is a raw entry. */
@@ -102,7 +108,7 @@ async function logs(
   opts: NodeManagementOptions,
   call: ServerWritableStream<api.LogsRequest, api.LogsResponse>,
 ): Promise<void> {
-  requireOwner(await opts.identify(call));
+  requireOwnerOrAccess(await opts.identify(call), "NodeManagement.Logs");
   if (call.cancelled) return;
   const req = call.request;
   checkDnPrefix(req.dn, "dn");
@@ -142,7 +148,7 @@ function ownerUnary<Req, Res>(
     opts.identify(call).then(
       (caller) => {
         try {
-          requireOwner(caller);
+          requireOwnerOrAccess(caller, `NodeManagement.${method}`);
         } catch (e) {
           callback(toStatus(e, method));
           return;
@@ -159,7 +165,8 @@ function ownerUnary<Req, Res>(
 
 /**
  * The NodeManagement service's grpc-js handlers: every call first checks that
- * its caller presented the owner certificate of this cluster
+ * its caller presented the owner certificate of this cluster (or a scoped
+ * credential whose role may call the method: access-roles.ts)
  * (UNAUTHENTICATED without one or with an untrusted one, PERMISSION_DENIED
  * for a node's or a registering node's).
  *

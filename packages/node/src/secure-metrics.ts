@@ -22,7 +22,14 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer, type Server } from "node:https";
 import type { TLSSocket } from "node:tls";
-import { UnauthenticatedError, type Caller, type TlsPem } from "@metropolis/curator";
+import {
+  metricsEndpointKey,
+  PermissionDeniedError,
+  requireAccess,
+  UnauthenticatedError,
+  type Caller,
+  type TlsPem,
+} from "@metropolis/curator";
 import type { common } from "@metropolis/proto";
 import type { RunContext, Runnable } from "@metropolis/supervisor";
 import type { Registry } from "prom-client";
@@ -105,7 +112,11 @@ const text = (res: ServerResponse, status: number, body: string, headers = {}) =
   res.end(`${body}\n`);
 };
 
-/** Classifies the caller of `req`; a node or the owner passes, anyone else gets a 403. */
+/**
+ * Classifies the caller of `req`; a node, the owner or a scoped credential
+ * whose role may read metrics (`Metrics.Scrape` in access-roles.ts) passes,
+ * anyone else gets a 403.
+ */
 async function authorize(
   identify: IdentifyCaller,
   req: IncomingMessage,
@@ -121,6 +132,15 @@ async function authorize(
     throw e;
   }
   if (caller.kind === "node" || caller.kind === "owner") return undefined;
+  if (caller.kind === "scoped") {
+    try {
+      requireAccess(caller, metricsEndpointKey);
+      return undefined;
+    } catch (e) {
+      if (e instanceof PermissionDeniedError) return e.message;
+      throw e;
+    }
+  }
   return `metrics need a node or owner certificate of this cluster, not ${caller.kind === "anonymous" ? "none" : `an ${caller.kind} one`}`;
 }
 

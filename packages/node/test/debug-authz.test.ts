@@ -22,6 +22,7 @@ import {
   Revocations,
 } from "@metropolis/curator";
 import {
+  accessTemplate,
   CertificateAuthority,
   createEphemeralCertificate,
   generateKeyPair,
@@ -38,6 +39,7 @@ import {
   certified,
   identities,
   readmeTables,
+  withAccessRoles,
   type Identity,
   type Table,
   codeName,
@@ -48,22 +50,26 @@ import { debugServer, nodeStreams } from "../src/debug-service";
 import { nodeManagementServer } from "../src/node-management";
 
 /**
- * Expected outcome per method and caller. Only the cluster's nodes and its
- * owner may look inside a node. Change a cell by overriding it in its row.
+ * Expected outcome per method and caller. Only the cluster's nodes, its
+ * owner, and the scoped credentials whose role the curator's access-roles.ts
+ * lets call a method (withAccessRoles) may look inside a node. Change a cell
+ * by overriding it in its row.
  */
 const nodeOrOwner = certified({ node: "OK", owner: "OK" });
 /** NodeManagement: the owner only; a node certificate of the cluster is PERMISSION_DENIED. */
 const ownerOnly = certified({ node: "PERMISSION_DENIED", owner: "OK" });
-const expected: Table = {
-  "Debug.GetCondition": nodeOrOwner,
-  "Debug.GetLogs": nodeOrOwner,
-  "Debug.GetSupervisionTree": nodeOrOwner,
-  "Debug.GetSupervisorReports": nodeOrOwner,
-  "Debug.WatchSupervisionTree": nodeOrOwner,
-  "NodeManagement.Logs": ownerOnly,
-  "NodeManagement.PowerOff": ownerOnly,
-  "NodeManagement.Reboot": ownerOnly,
-};
+const expected: Table = Object.fromEntries(
+  Object.entries({
+    "Debug.GetCondition": nodeOrOwner,
+    "Debug.GetLogs": nodeOrOwner,
+    "Debug.GetSupervisionTree": nodeOrOwner,
+    "Debug.GetSupervisorReports": nodeOrOwner,
+    "Debug.WatchSupervisionTree": nodeOrOwner,
+    "NodeManagement.Logs": ownerOnly,
+    "NodeManagement.PowerOff": ownerOnly,
+    "NodeManagement.Reboot": ownerOnly,
+  }).map(([key, row]) => [key, withAccessRoles(key, row)]),
+);
 
 /** A request per method that succeeds when its caller is authorized. */
 const requests: Record<string, unknown> = {
@@ -116,6 +122,14 @@ beforeAll(async () => {
   const owner = keys();
   const attacker = keys();
   const ephemeral = keys();
+  const person = keys();
+  const scoped = async (role: string, validity: { notBefore?: Date; notAfter: Date }) =>
+    pem(
+      await ca.issue(accessTemplate(`${role}-1`, role), person.publicKey, validity),
+      person.privateKey,
+      ca.certificate,
+    );
+  const day = new Date(Date.now() + 24 * 3600_000);
   const pem = (
     certificate: ParsedCertificate,
     privateKey: Uint8Array,
@@ -155,6 +169,14 @@ beforeAll(async () => {
       owner.privateKey,
       ca.certificate,
     ),
+    reader: await scoped("reader", { notAfter: day }),
+    operator: await scoped("operator", { notAfter: day }),
+    backup: await scoped("backup", { notAfter: day }),
+    // Expired an hour ago.
+    expired: await scoped("reader", {
+      notBefore: new Date(Date.now() - 2 * 3600_000),
+      notAfter: new Date(Date.now() - 3600_000),
+    }),
   };
 
   harness = testHarness(async (ctx) => {
@@ -223,7 +245,7 @@ it.each(debugMethods.map((m) => [m.key, m] as const))(
   },
 );
 
-it("the owner's Reboot and PowerOff (and no one else's) reached the node", () => {
-  // The matrix ran each method once per caller; only the owner's calls passed.
-  expect(powered.sort()).toEqual(["poweroff", "reboot"]);
+it("the owner's Reboot and PowerOff and the operator's Reboot (and no one else's) reached the node", () => {
+  // The matrix ran each method once per caller; only the owner's and the operator's calls passed.
+  expect(powered.sort()).toEqual(["poweroff", "reboot", "reboot"]);
 });

@@ -44,6 +44,8 @@ export interface CertificateTemplate {
   readonly keyUsage: readonly KeyUsageName[];
   /** extendedKeyUsage purposes; empty for the CA, which is not used in TLS itself. */
   readonly extendedKeyUsage: readonly ExtendedKeyUsageName[];
+  /** The access role a scoped credential bears, as its subject's OU (access-role.ts); none for others. */
+  readonly accessRole?: string;
 }
 
 /** Extra subject alternative names for a node certificate. */
@@ -114,6 +116,16 @@ export function userTemplate(owner: string): CertificateTemplate {
     keyUsage: ["digitalSignature"],
     extendedKeyUsage: ["clientAuth"],
   };
+}
+
+/**
+ * A scoped credential (metroctl's `access issue`): a user certificate whose CN
+ * is the person's name, TLS client only, bearing `role` as its subject's OU
+ * (access-role.ts). Give it a notAfter when issuing: its
+ * expiry is the credential's.
+ */
+export function accessTemplate(name: string, role: string): CertificateTemplate {
+  return { ...userTemplate(name), accessRole: role };
 }
 
 /**

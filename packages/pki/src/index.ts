@@ -12,6 +12,9 @@
  *   bytes), never passed in.
  * - Certificates do not expire (notAfter 9999-12-31, as in Monogon); they end
  *   by revocation through the CA's CRL, which every verifier here checks.
+ *   The exception: scoped credentials (`accessTemplate`), issued with the
+ *   notAfter their owner asked for and bearing their role in their subject's OU
+ *   (access-role.ts).
  * - A private key is never stored in etcd as is: the store seals it with the
  *   `SecretSealer` it is made with (consensus' cluster secrets keyring).
  * - Issuing never overwrites: certificate and key are created in one
@@ -30,6 +33,7 @@
  * `tlsMaterial()` turns any of them into the PEM triple grpc-js, Node TLS and
  * etcd are configured with.
  */
+export { isRoleName, MAX_ACCESS_ROLE_LENGTH, readAccessRole } from "./access-role";
 export { CertificateAuthority } from "./ca";
 export type { CreateAuthorityOptions } from "./ca";
 export type { CertificateKv, KvPut, SomeKeys, StoredValue } from "./certificate-kv";
@@ -39,6 +43,7 @@ export type { CertificateKeys } from "./store-layout";
 export { CaCertificate, Certificate } from "./stored-certificate";
 export type { CertificateSpec, IssuedCertificate, Issuer, SubjectKey } from "./stored-certificate";
 export {
+  accessTemplate,
   caTemplate,
   CLUSTER_CA_COMMON_NAME,
   ephemeralTemplate,

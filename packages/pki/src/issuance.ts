@@ -11,8 +11,10 @@
  *   node and user certificates live as long as the cluster membership they
  *   attest, and end by revocation (the CA's CRL), not by expiry;
  * - extensions: basicConstraints and keyUsage (critical), extendedKeyUsage,
- *   subjectAltName, and subject/authority key identifiers for chain building.
+ *   subjectAltName, and subject/authority key identifiers for chain building;
+ * - subject: CN, and for a scoped credential its role as OU (access-role.ts).
  */
+import { isRoleName } from "./access-role";
 import {
   resolveSubject,
   ephemeralTemplate,
@@ -165,7 +167,14 @@ async function sign(
   const authorityKey = issuerCertificate
     ? await importVerifyingKey(issuerCertificate.publicKey)
     : subjectKey;
-  const subjectName = new x509.Name([{ CN: [subject.commonName] }]);
+  const role = template.accessRole;
+  if (role !== undefined && !isRoleName(role)) {
+    throw new InvalidTemplateError(`access role ${JSON.stringify(role)} is not a role name`);
+  }
+  const subjectName = new x509.Name([
+    { CN: [subject.commonName] },
+    ...(role === undefined ? [] : [{ OU: [role] }]),
+  ]);
   // Re-use the issuer's encoded subject name verbatim: chain building compares
   // names, and a re-encoding could differ in string types.
   const issuerName = issuerCertificate

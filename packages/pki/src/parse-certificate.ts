@@ -108,6 +108,8 @@ export class ParsedCertificate {
   readonly serial: bigint;
   /** The subject's common name, if it has one (the first, if it has several). */
   readonly commonName: string | undefined;
+  /** The subject's organizationalUnitName attributes (a scoped credential's role: access-role.ts). */
+  readonly organizationalUnits: readonly string[];
   /** The raw 32-byte Ed25519 subject public key. */
   readonly publicKey: Buffer;
   /** Start of validity. */
@@ -132,8 +134,11 @@ export class ParsedCertificate {
     this.der = der;
     this.#node = node;
     this.serial = serialFromHex(node.serialNumber);
-    const cn = node.toLegacyObject().subject?.CN;
+    const subject = node.toLegacyObject().subject;
+    const cn = subject?.CN;
     this.commonName = Array.isArray(cn) ? cn[0] : cn;
+    const ou = subject?.OU;
+    this.organizationalUnits = ou === undefined ? [] : Array.isArray(ou) ? ou : [ou];
     this.#keyObject = node.publicKey;
     this.publicKey = rawPublicKey(this.#keyObject, "certificate public key");
     this.notBefore = certificateDate(node.validFrom, "notBefore");
