@@ -27,7 +27,9 @@ import { E2eCluster } from "./e2e-cluster";
 
 jest.setTimeout(240_000);
 
-const suite = testbedSuite("hosts: three consensus members, each in a network namespace of its own");
+const suite = testbedSuite(
+  "hosts: three consensus members, each in a network namespace of its own",
+);
 
 /** The heartbeat timeout of the local cluster's nodes (heartbeatTimeoutMs). */
 const heartbeatTimeoutMs = 4000;

@@ -173,7 +173,9 @@ describe("leadership", () => {
 
   it("resigns within its bound while etcd does not answer: the lease expires by itself", async () => {
     const main = curatorKv();
-    const proxy = await freezableProxy(`${node.storage.ephemeral.consensus.fullPath}/client.sock:0`);
+    const proxy = await freezableProxy(
+      `${node.storage.ephemeral.consensus.fullPath}/client.sock:0`,
+    );
     try {
       const renewals = new Etcd3({ hosts: `unix://${proxy.path}` });
       clients.push(renewals);
