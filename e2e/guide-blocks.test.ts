@@ -71,6 +71,10 @@ it("are where guide.test.ts runs them", () => {
     "operator",
     "operator",
     "operator",
+    "operator",
+    "operator",
+    "machine 3",
+    "operator",
   ]);
 });
 
@@ -78,7 +82,7 @@ it("use metroctl commands and flags that exist", async () => {
   const lines = blocks
     .filter((b) => b.place.kind === "operator")
     .flatMap((b) => invocations(b.script, "metroctl"));
-  expect(lines.length).toBe(20);
+  expect(lines.length).toBe(23);
   const globalHelp = (await metroctl(["--help"])).stdout;
   for (const line of lines) {
     let rest = [...line];

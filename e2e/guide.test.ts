@@ -11,7 +11,8 @@
  * is then started with exactly the `ExecStart` of the unit its
  * `install-service` wrote, in its namespace, and the guide's later blocks
  * drive the cluster it forms: ownership, registration, approval, roles,
- * health. The test then checks what the guide promises (three nodes UP and
+ * health, a reboot (exit 75: started again) and a power-off (exit 0: left
+ * stopped until `systemctl start`). The test then checks what the guide promises (three nodes UP and
  * HEALTHY at their addresses with their labels, three voting consensus
  * members, one failure survived), that each node ran sandboxed as its unit
  * says (read-only /, its root writable, ephemeral/ a tmpfs, no new
@@ -29,14 +30,17 @@
  * - `metropolis-node install-service …` → the real command, plus
  *   `--unit-dir` (the machine's `/etc/systemd/system`); the unit it wrote
  *   passes `systemd-analyze verify` (where installed);
- * - `systemctl daemon-reload` → nothing; `systemctl enable --now NAME` → the
- *   test starts the unit's `ExecStart`, exactly, in the unit's sandbox as
- *   far as the node can tell (unit-sandbox.ts: a mount namespace of its own
- *   with `ProtectSystem=strict`, `ReadWritePaths=`, `PrivateTmp=`,
- *   `TemporaryFileSystem=`, `CacheDirectory=`, `LimitNOFILE=`, `UMask=`,
- *   `NoNewPrivileges=` applied from the unit), and stops it as systemd does
- *   (SIGTERM to its PID, SIGKILL to its group after `TimeoutStopSec`). The
- *   seccomp-based directives and the restart policy are not reproduced;
+ * - `systemctl daemon-reload` → nothing; `systemctl enable --now NAME` and
+ *   `systemctl start NAME` → the test starts the unit's `ExecStart`,
+ *   exactly, in the unit's sandbox as far as the node can tell
+ *   (unit-sandbox.ts: a mount namespace of its own with `ProtectSystem=strict`,
+ *   `ReadWritePaths=`, `PrivateTmp=`, `TemporaryFileSystem=`,
+ *   `CacheDirectory=`, `LimitNOFILE=`, `UMask=`, `NoNewPrivileges=` applied
+ *   from the unit), starts it again after an exit as the unit's `Restart=`,
+ *   `RestartForceExitStatus=` and `RestartPreventExitStatus=` say (at once,
+ *   not after `RestartSec=`), and stops it as systemd does (SIGTERM to its
+ *   PID, SIGKILL to its group after `TimeoutStopSec`). The seccomp-based
+ *   directives are not reproduced;
  * - the operator's `~/.config` → a directory of the test's (`HOME`,
  *   `XDG_CONFIG_HOME`); shell variables a block sets (`NODE1=…`) are kept for
  *   the blocks after it.
@@ -67,7 +71,7 @@ import {
   type GuideBlock,
   type GuidePlace,
 } from "./guide-blocks";
-import { SandboxedService, serviceDirectives } from "./unit-sandbox";
+import { EmulatedUnit, serviceDirectives, type UnitRun } from "./unit-sandbox";
 
 jest.setTimeout(900_000);
 
@@ -96,6 +100,10 @@ const expectedPlaces = [
   "operator", // approve, wait
   "operator", // set-role
   "operator", // health
+  "operator", // node reboot
+  "operator", // node poweroff
+  "machine 3", // systemctl start
+  "operator", // wait
 ];
 
 /** How long one block may run: its `metroctl wait`s have 300 s. */
@@ -243,8 +251,10 @@ function assignedNames(script: string): string[] {
 (suite.runs ? describe : describe.skip)(suite.title, () => {
   let testbed: Testbed | undefined;
   let base: string;
-  /** Each machine's node: its unit's ExecStart in the unit's sandbox. */
-  const services = new Map<number, SandboxedService>();
+  /** Each machine's node: its unit's ExecStart in the unit's sandbox, under an emulated manager. */
+  const services = new Map<number, EmulatedUnit>();
+  /** How many `systemctl` starts of each machine were handled. */
+  const handled = new Map<number, number>();
   /** Each machine's node root, from its unit. */
   const roots = new Map<number, string>();
   let blocks: GuideBlock[];
@@ -303,7 +313,8 @@ metropolis-node() {
 systemctl() {
   case "$*" in
     daemon-reload) ;;
-    "enable --now "*) echo "$3" >> ${shellQuote(join(dir, "systemctl-enabled"))} ;;
+    "enable --now "*) echo "$3" >> ${shellQuote(join(dir, "systemctl-started"))} ;;
+    "start "*) echo "$2" >> ${shellQuote(join(dir, "systemctl-started"))} ;;
     *) echo "systemctl $*: not stood in for by the guide test" >&2; return 1 ;;
   esac
 }
@@ -361,16 +372,30 @@ set -x
     records(await operatorJson("metroctl nodes -o json"), "nodes").map(listedNode);
 
   /**
-   * Starts the units `systemctl enable --now` named on machine `m`: each
-   * unit's ExecStart, which must be this node binary with the node's flags,
-   * run as it is in the machine's namespace.
+   * Starts the units `systemctl enable --now` or `start` named on machine
+   * `m` since the last call: each unit's ExecStart, which must be this node
+   * binary with the node's flags, in its sandbox, under the emulated
+   * service manager (unit-sandbox.ts).
    */
-  async function startEnabledUnits(m: number): Promise<void> {
-    const enabled = (await readFile(join(machineDir(m), "systemctl-enabled"), "utf8"))
+  async function startUnits(m: number): Promise<void> {
+    const started = (await readFile(join(machineDir(m), "systemctl-started"), "utf8"))
       .split("\n")
       .filter((name) => name !== "");
-    expect(enabled).toEqual(["metropolis-node"]);
-    const unitPath = join(unitDir(m), `${enabled[0]}.service`);
+    const fresh = started.slice(handled.get(m) ?? 0);
+    handled.set(m, started.length);
+    for (const name of fresh) {
+      expect(name).toBe("metropolis-node");
+      const existing = services.get(m);
+      if (existing) {
+        existing.start();
+        continue;
+      }
+      await startUnit(m, join(unitDir(m), `${name}.service`));
+    }
+  }
+
+  /** Checks the unit at `unitPath` (machine `m`'s) and starts it. */
+  async function startUnit(m: number, unitPath: string): Promise<void> {
     const unit = await readFile(unitPath, "utf8");
     const analyze = findTool("systemd-analyze");
     if (analyze !== undefined) {
@@ -401,19 +426,106 @@ set -x
       ...(parametersPath === undefined ? [] : ["--parameters", parametersPath]),
     ]);
     roots.set(m, root);
-    services.set(
-      m,
-      SandboxedService.start({
-        testbed: bed(),
-        host: m,
-        unit,
-        logFile: join(machineDir(m), "node.log"),
-      }),
-    );
+    const service = new EmulatedUnit({
+      testbed: bed(),
+      host: m,
+      unit,
+      logFile: join(machineDir(m), "node.log"),
+    });
+    services.set(m, service);
+    service.start();
   }
+
+  /** Waits until `metroctl cluster members` lists three voters; resolves with its view. */
+  const threeVoters = () =>
+    eventually(
+      async () => {
+        const view = record(await operatorJson("metroctl cluster members -o json"), "members");
+        // Reachable voters, each with its curator: every member's node back and serving.
+        const voters = records(view.members, "members").filter(
+          (m) =>
+            m.status === "voter" && m.reachability === "reachable" && m.curatorRunning === true,
+        );
+        return voters.length === 3 ? view : false;
+      },
+      "three reachable voting etcd members, each with its curator running",
+      { timeoutMs: waitTimeoutMs, intervalMs: 500 },
+    );
+
+  /** Machine 3's node's runs that ended, as the reboot and power-off blocks leave them. */
+  const machine3Runs: Omit<UnitRun, "pid">[] = [
+    { exit: { code: 75, signal: null }, leftovers: false, restarted: true },
+    { exit: { code: 0, signal: null }, leftovers: false, restarted: false },
+  ];
+
+  /** Machine 3's node's Boot ID (`metroctl node describe -o json`). */
+  async function bootId3(): Promise<string> {
+    const node3 = (await listNodes()).find((n) => n.machineLabel === "m3");
+    if (!node3) throw new Error("no node labelled machine=m3");
+    const described = record(
+      await operatorJson(`metroctl node describe ${node3.id} -o json`),
+      "node describe",
+    );
+    return String(described.bootId);
+  }
+  let bootBeforeReboot: string | undefined;
+
+  /** Waits until machine 3's unit's runs that ended are the first `n` of {@link machine3Runs}. */
+  const machine3RunsEnded = (n: number) =>
+    eventually(
+      () => {
+        const runs = services.get(3)?.runs ?? [];
+        return (
+          runs.length === n &&
+          JSON.stringify(
+            runs.map(({ exit, leftovers, restarted }) => ({ exit, leftovers, restarted })),
+          ) === JSON.stringify(machine3Runs.slice(0, n))
+        );
+      },
+      `machine 3's node to have exited ${n} times as the guide says`,
+      { timeoutMs: waitTimeoutMs, intervalMs: 100 },
+    );
+
+  /** What the guide's prose says of a block's outcome, checked (polled) after it. */
+  const postconditions = new Map<number, () => Promise<unknown>>([
+    [
+      8, // "it is back once `metroctl node describe` shows a new Boot ID and it is HEALTHY"
+      async () => {
+        await machine3RunsEnded(1);
+        await eventually(
+          async () => {
+            const node3 = (await listNodes()).find((n) => n.machineLabel === "m3");
+            return node3?.health === "HEALTHY" && (await bootId3()) !== bootBeforeReboot;
+          },
+          "machine 3's node back with a new Boot ID, HEALTHY",
+          { timeoutMs: waitTimeoutMs, intervalMs: 500 },
+        );
+      },
+    ],
+    [
+      9, // "it stays stopped"
+      async () => {
+        await machine3RunsEnded(2);
+        expect(services.get(3)?.current).toBeUndefined();
+      },
+    ],
+    [
+      10, // `systemctl start` starts it
+      async () => {
+        expect(services.get(3)?.current).toBeDefined();
+      },
+    ],
+  ]);
 
   /** What the guide's prose says to wait for before block `index`, polled. */
   const preconditions = new Map<number, () => Promise<unknown>>([
+    [
+      8, // the reboot: its Boot ID before, and three voters (the quorum check refuses otherwise)
+      async () => {
+        await threeVoters();
+        bootBeforeReboot = await bootId3();
+      },
+    ],
     [
       2, // "once the node listens on 7835"
       () =>
@@ -463,7 +575,7 @@ set -x
     for (const m of [1, 2, 3]) {
       await mkdir(join(machineDir(m), "root"), { recursive: true });
       await mkdir(unitDir(m), { recursive: true });
-      await writeFile(join(machineDir(m), "systemctl-enabled"), "");
+      await writeFile(join(machineDir(m), "systemctl-started"), "");
     }
     testbed = await Testbed.create({ hosts: 3 });
   });
@@ -497,16 +609,17 @@ set -x
       failedBlock = index;
       const block = blocks[index];
       await preconditions.get(index)?.();
+      const after = postconditions.get(index);
       const place: GuidePlace = block.place;
       if (place.kind === "operator") {
         await run(block);
-        failedBlock = undefined;
-        return;
+      } else {
+        for (const m of place.machines) {
+          await run(block, m);
+          await startUnits(m);
+        }
       }
-      for (const m of place.machines) {
-        await run(block, m);
-        await startEnabledUnits(m);
-      }
+      await after?.();
       failedBlock = undefined;
     });
   }
@@ -525,15 +638,7 @@ set -x
       expect(node?.roles).toContain("consensus");
     }
     // "voters once they caught up": a new member is a learner first.
-    const members = await eventually(
-      async () => {
-        const view = record(await operatorJson("metroctl cluster members -o json"), "members");
-        const voters = records(view.members, "members").filter((m) => m.status === "voter");
-        return voters.length === 3 ? view : false;
-      },
-      "three voting etcd members",
-      { timeoutMs: waitTimeoutMs, intervalMs: 500 },
-    );
+    const members = await threeVoters();
     expect(record(members.faultTolerance, "faultTolerance")).toMatchObject({
       voters: 3,
       tolerates: 1,
@@ -542,7 +647,9 @@ set -x
     const ownMounts = readlinkSync("/proc/self/ns/mnt");
     // LimitNOFILE=1048576, or this process's hard limit where it cannot be raised.
     const ownHardLimit = openFilesLimit(readFileSync("/proc/self/limits", "utf8"), "hard");
-    for (const [m, service] of services) {
+    for (const [m, unit] of services) {
+      const service = unit.current;
+      if (!service) throw new Error(`machine ${m}'s node is not running`);
       const mounts = service.mountNamespace();
       expect(mounts).not.toBe(ownMounts);
       const root = roots.get(m) ?? "";
@@ -566,9 +673,17 @@ set -x
   });
 
   it("stops every node as `systemctl stop` does (SIGTERM): exit 0, nothing left", async () => {
-    for (const [m, service] of services) {
-      const exit = await service.stop(stopTimeoutMs);
-      expect([m, exit, service.leftovers]).toEqual([m, { code: 0, signal: null }, false]);
+    for (const [m, unit] of services) {
+      const last = await unit.stop(stopTimeoutMs);
+      expect([m, last?.exit, last?.leftovers]).toEqual([m, { code: 0, signal: null }, false]);
+      // Machine 3's node exited twice before: 75 after the reboot (started again), 0 after the
+      // power-off (left stopped); the others never.
+      const runs = unit.runs.map(({ exit, leftovers, restarted }) => ({
+        exit,
+        leftovers,
+        restarted,
+      }));
+      expect([m, runs.slice(0, -1)]).toEqual([m, m === 3 ? machine3Runs : []]);
     }
     for (const m of [1, 2, 3]) expect(await bed().processes(m)).toEqual([]);
   });

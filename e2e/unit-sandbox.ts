@@ -16,9 +16,11 @@
  * on a testbed host (`nsenter --net`). Every step is `exec`, so the PID
  * spawned is the node's: {@link SandboxedService.stop} is systemd's stop
  * with `KillMode=mixed` (SIGTERM to the node, SIGKILL to its process group
- * after the timeout). Not reproduced: the other `Protect*` directives,
- * `RestrictSUIDSGID`, `RestrictRealtime`, `LockPersonality`,
- * `SystemCallArchitectures` (seccomp filters), and the restart policy.
+ * after the timeout). {@link EmulatedUnit} adds the restart policy
+ * (`Restart=`, `RestartForceExitStatus=`, `RestartPreventExitStatus=`).
+ * Not reproduced: the other `Protect*` directives, `RestrictSUIDSGID`,
+ * `RestrictRealtime`, `LockPersonality`, `SystemCallArchitectures`
+ * (seccomp filters), `RestartSec=` and the start limit.
  *
  * The namespace's mounts go with its last process: nothing to unmount.
  */
@@ -226,15 +228,24 @@ export class SandboxedService {
     clearTimeout(timer);
     if (outcome === "timeout") signal(-this.pid, "SIGKILL");
     const exit = await this.exited;
-    if ((processGroupMembers(this.pid) ?? []).length > 0) {
-      this.leftovers = outcome !== "timeout";
-      const deadline = Date.now() + 5000;
-      while ((processGroupMembers(this.pid) ?? []).length > 0 && Date.now() < deadline) {
-        signal(-this.pid, "SIGKILL");
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    }
+    const leftovers = await this.killLeftovers();
+    this.leftovers = outcome !== "timeout" && leftovers;
     return exit;
+  }
+
+  /**
+   * SIGKILL to what is left of its process group once it exited; resolves
+   * with whether anything was (gone within 5 s).
+   */
+  async killLeftovers(): Promise<boolean> {
+    await this.exited;
+    if ((processGroupMembers(this.pid) ?? []).length === 0) return false;
+    const deadline = Date.now() + 5000;
+    while ((processGroupMembers(this.pid) ?? []).length > 0 && Date.now() < deadline) {
+      signal(-this.pid, "SIGKILL");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return true;
   }
 }
 
@@ -248,5 +259,114 @@ function signal(target: number, name: NodeJS.Signals): void {
     process.kill(target, name);
   } catch (e) {
     if (!(e instanceof Error && "code" in e && e.code === "ESRCH")) throw e;
+  }
+}
+
+/** Signals whose death systemd counts as a clean exit (systemd.service(5), `Restart=`). */
+const cleanSignals: readonly string[] = ["SIGHUP", "SIGINT", "SIGTERM", "SIGPIPE"];
+
+/** An exit status list of a unit (`RestartForceExitStatus=75 …`): its numbers. */
+function statuses(d: ServiceDirectives, key: string): number[] {
+  return (d.get(key) ?? [])
+    .flatMap((v) => v.split(" "))
+    .filter((v) => /^[0-9]+$/.test(v))
+    .map(Number);
+}
+
+/**
+ * Whether systemd starts a service again after its main process ended with
+ * `exit`, by the unit's `Restart=` (`no`, `always`, `on-failure`),
+ * `RestartForceExitStatus=`, `RestartPreventExitStatus=` and the exit codes
+ * of `SuccessExitStatus=`, as systemd.service(5) says: the force list
+ * restarts whatever `Restart=` says, the prevent list never; `on-failure`
+ * restarts what is not clean (an exit code other than 0 and the success
+ * list, a death by a signal other than SIGHUP, SIGINT, SIGTERM, SIGPIPE).
+ *
+ * @throws UnitSandboxError for another `Restart=` (not used by our units).
+ */
+export function restartsAfter(d: ServiceDirectives, exit: ServiceExit): boolean {
+  if (exit.code !== null && statuses(d, "RestartForceExitStatus").includes(exit.code)) return true;
+  if (exit.code !== null && statuses(d, "RestartPreventExitStatus").includes(exit.code)) {
+    return false;
+  }
+  const restart = one(d, "Restart") ?? "no";
+  const clean =
+    exit.code !== null
+      ? exit.code === 0 || statuses(d, "SuccessExitStatus").includes(exit.code)
+      : exit.signal !== null && cleanSignals.includes(exit.signal);
+  switch (restart) {
+    case "no":
+      return false;
+    case "always":
+      return true;
+    case "on-failure":
+      return !clean;
+    default:
+      throw new UnitSandboxError(`Restart=${restart} is not emulated`);
+  }
+}
+
+/** One run of a unit's service: how it ended, and whether its manager started it again. */
+export interface UnitRun {
+  readonly pid: number;
+  readonly exit: ServiceExit;
+  /** Whether processes of its group outlived it (killed then, as `KillMode=mixed` does). */
+  readonly leftovers: boolean;
+  readonly restarted: boolean;
+}
+
+/**
+ * A unit under an emulated service manager: its `ExecStart` in its sandbox
+ * ({@link SandboxedService}), started again after an exit when
+ * {@link restartsAfter} says so — at once: `RestartSec=` is not waited for,
+ * nor `StartLimitBurst=` counted — until `stop()`; `start()` is
+ * `systemctl start`.
+ */
+export class EmulatedUnit {
+  /** Every run that ended, in order. */
+  readonly runs: UnitRun[] = [];
+  private service: SandboxedService | undefined;
+  /** Settles once the running service's end was handled (recorded, restarted). */
+  private handled: Promise<void> = Promise.resolve();
+  private stopping = false;
+  private readonly directives: ServiceDirectives;
+
+  constructor(private readonly opts: SandboxedServiceOptions) {
+    this.directives = serviceDirectives(opts.unit);
+  }
+
+  /** The service's process now, if it runs. */
+  get current(): SandboxedService | undefined {
+    return this.service;
+  }
+
+  /** `systemctl start`: starts the service unless it runs. */
+  start(): SandboxedService {
+    this.stopping = false;
+    if (this.service) return this.service;
+    const service = SandboxedService.start(this.opts);
+    this.service = service;
+    this.handled = service.exited.then(async (exit) => {
+      const leftovers = await service.killLeftovers();
+      const restarted = !this.stopping && restartsAfter(this.directives, exit);
+      this.runs.push({ pid: service.pid, exit, leftovers, restarted });
+      this.service = undefined;
+      if (restarted) this.start();
+    });
+    return service;
+  }
+
+  /**
+   * `systemctl stop`: no more restarts; stops the running service (see
+   * {@link SandboxedService.stop}) and resolves with its run, or undefined
+   * when none ran.
+   */
+  async stop(timeoutMs: number): Promise<UnitRun | undefined> {
+    this.stopping = true;
+    const service = this.service;
+    if (!service) return undefined;
+    await service.stop(timeoutMs);
+    await this.handled;
+    return this.runs.find((run) => run.pid === service.pid);
   }
 }
