@@ -160,6 +160,8 @@ export interface NodeProcessOptions {
   parametersPath?: string;
   /** `--config`: the node's JSON configuration. */
   configPath?: string;
+  /** More flags after those above (e.g. `--recover-from FILE --owner-key KEY`). */
+  extraArgs?: readonly string[];
   /** The node binary; default `nodeBinaryPath()`. */
   binary?: string;
   /** Called with every output line as it arrives (to forward them). */
@@ -215,6 +217,7 @@ export class NodeProcess {
     const args = [binary, "--root", opts.root, "--address", opts.address];
     if (opts.parametersPath) args.push("--parameters", opts.parametersPath);
     if (opts.configPath) args.push("--config", opts.configPath);
+    if (opts.extraArgs) args.push(...opts.extraArgs);
     // nsenter execs node after switching the network namespace: the PID stays the node's.
     const [command, commandArgs] = opts.netns
       ? [tool("nsenter"), [`--net=/run/netns/${opts.netns}`, "--", process.execPath, ...args]]

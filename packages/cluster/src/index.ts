@@ -16,3 +16,4 @@ export { ClusterStatus } from "./status";
 export { ClusterManager, type ClusterManagerConfig } from "./manager";
 export { readSealedConfiguration } from "./sealed-configuration";
 export { ClusterError, NodeDeletedError } from "./errors";
+export { recoverNode, type RecoverNodeOptions, type RecoveryReport } from "./recover-node";

@@ -92,3 +92,4 @@ export {
   BackupTruncatedError,
   MemberSnapshotError,
 } from "./backup-errors";
+export { restoreMember, type RestoreMemberOptions, type RestoredMember } from "./restore-member";

@@ -93,3 +93,4 @@ export { Revocations } from "./revocations";
 export { serverLimits } from "./server-limits";
 export { quoted, clipped, maxQuotedLength } from "./bounded-text";
 export { BoundedStreams, type StreamCall, type StreamCaps } from "./bounded-streams";
+export { recoverCluster, type RecoverParams, type RecoverResult } from "./recover";

@@ -4,6 +4,7 @@
  * naming it.
  *
  *   metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]
+ *                   [--recover-from BACKUP --owner-key KEY]
  *
  * The configuration file (JSON) holds what a real node would get from its
  * image: ports, the workloads it runs as a worker, and timings.
@@ -46,6 +47,10 @@ export interface NodeConfig {
   address: string;
   /** Node parameters file (as metroctl writes it); copied to the ESP. */
   parametersPath?: string;
+  /** A backup (`metroctl cluster backup`) to restore the cluster from, onto this node. */
+  recoverFrom?: string;
+  /** The owner's private key (metroctl's owner-key.pem) that opens the backup's keyring. */
+  ownerKeyPath?: string;
   ports: NodePorts;
   workloads: WorkloadSpec[];
   /** etcd raft timings tuned for loopback (fast elections) instead of etcd's defaults. */
@@ -104,7 +109,14 @@ const configKeys = [
 
 /** Parses the command line (without `node` and the script) and reads the configuration file. */
 export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
-  let values: { root?: string; address?: string; parameters?: string; config?: string };
+  let values: {
+    root?: string;
+    address?: string;
+    parameters?: string;
+    config?: string;
+    "recover-from"?: string;
+    "owner-key"?: string;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -113,6 +125,8 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
         address: { type: "string" },
         parameters: { type: "string" },
         config: { type: "string" },
+        "recover-from": { type: "string" },
+        "owner-key": { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -125,6 +139,19 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
   if (!isIPv4(values.address)) {
     throw new NodeConfigError(
       `--address must be an IPv4 address, got ${JSON.stringify(values.address)}`,
+    );
+  }
+  if (values["recover-from"] !== undefined && values["owner-key"] === undefined) {
+    throw new NodeConfigError(
+      `--recover-from needs --owner-key (the owner's key opens the backup)\n${usage}`,
+    );
+  }
+  if (values["owner-key"] !== undefined && values["recover-from"] === undefined) {
+    throw new NodeConfigError(`--owner-key is only for --recover-from\n${usage}`);
+  }
+  if (values["recover-from"] !== undefined && values.parameters !== undefined) {
+    throw new NodeConfigError(
+      `--recover-from and --parameters exclude each other: a restored node enrols from the backup\n${usage}`,
     );
   }
   const file = values.config ? await readConfigFile(resolve(values.config)) : {};
@@ -152,6 +179,8 @@ export async function loadNodeConfig(argv: string[]): Promise<NodeConfig> {
     root: resolve(values.root),
     address: values.address,
     parametersPath: values.parameters ? resolve(values.parameters) : undefined,
+    recoverFrom: values["recover-from"] ? resolve(values["recover-from"]) : undefined,
+    ownerKeyPath: values["owner-key"] ? resolve(values["owner-key"]) : undefined,
     ports: {
       consensus: port(ports.consensus ?? defaultPeerPort, `${where}: ports.consensus`),
       curator: port(ports.curator ?? defaultCuratorPort, `${where}: ports.curator`),

@@ -21,6 +21,7 @@ import { hostMetricsRegistry } from "./metrics-server";
 import { loadNodeConfig, NodeConfigError, type NodeConfig } from "./node-config";
 import { nodeLogger } from "./node-logger";
 import { rebootExitStatus, type PowerAction } from "./node-management";
+import { recoverFrom } from "./recover-from";
 import { nodeServices } from "./node-tree";
 
 /** How long a graceful stop may take before the node exits anyway. */
@@ -51,6 +52,17 @@ async function main(): Promise<number> {
           (placement.tmpfsRefused === undefined ? "" : ` (no tmpfs: ${placement.tmpfsRefused})`),
   );
   try {
+    if (config.recoverFrom !== undefined) {
+      try {
+        await recoverFrom(config, storage, logger);
+      } catch (e) {
+        process.stderr.write(
+          formatFatal("the restore from a backup was refused or failed", e, "nothing was started") +
+            "\n",
+        );
+        return e instanceof NodeConfigError ? 2 : 1;
+      }
+    }
     return await runTree(config, storage, logger);
   } finally {
     // Emptied and given back on every way out of a run that got this far.

@@ -10,7 +10,8 @@
 
 /** The command line, as errors about it end. */
 export const usage =
-  "usage: metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]";
+  "usage: metropolis-node --root DIR --address IP [--parameters FILE] [--config FILE]\n" +
+  "                       [--recover-from BACKUP --owner-key KEY]";
 
 /** The whole help text of `metropolis-node --help`. */
 export const nodeHelp = `${usage}
@@ -23,6 +24,10 @@ Flags:
   --parameters FILE   node parameters from \`metroctl bootstrap-params\` or \`register-params\`
                       (copied to the ESP; needed only until the node has enrolled)
   --config FILE       JSON configuration (below)
+  --recover-from BACKUP  restore the cluster from a backup (\`metroctl cluster backup\`) onto this
+                      node, whose root must hold no node state; it becomes the cluster's one
+                      consensus member. Checked first (format, hash, owner); refused changes nothing
+  --owner-key KEY     with --recover-from: the owner's private key (metroctl's owner-key.pem)
   -h, --help          print this text and exit
 
 Configuration file fields (all optional):

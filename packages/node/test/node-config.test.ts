@@ -54,6 +54,31 @@ describe("loadNodeConfig", () => {
     expect(c.ephemeralTmpfs).toBe(false);
   });
 
+  it("takes --recover-from with --owner-key, and refuses either alone or with --parameters", async () => {
+    const c = await loadNodeConfig([
+      "--root",
+      "r",
+      "--address",
+      "127.0.0.2",
+      "--recover-from",
+      "b.backup",
+      "--owner-key",
+      "k.pem",
+    ]);
+    expect(c.recoverFrom).toBe(join(process.cwd(), "b.backup"));
+    expect(c.ownerKeyPath).toBe(join(process.cwd(), "k.pem"));
+    const base = ["--root", "r", "--address", "127.0.0.2"];
+    await expect(loadNodeConfig([...base, "--recover-from", "b"])).rejects.toThrow(
+      /--recover-from needs --owner-key/,
+    );
+    await expect(loadNodeConfig([...base, "--owner-key", "k"])).rejects.toThrow(
+      /--owner-key is only for --recover-from/,
+    );
+    await expect(
+      loadNodeConfig([...base, "--recover-from", "b", "--owner-key", "k", "--parameters", "p"]),
+    ).rejects.toThrow(/--recover-from and --parameters exclude each other/);
+  });
+
   it("refuses bad flags and fields, naming them", async () => {
     const cases: [string[] | string, RegExp][] = [
       [["--address", "127.0.0.2"], /--root is required/],
