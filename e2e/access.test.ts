@@ -5,7 +5,8 @@
  * nodes and reads a node's tree (the curator's Management and the node's
  * Debug service) but is refused an approve, a label and a reboot
  * (PERMISSION_DENIED naming its role and the method); the operator may set a
- * label; the reader's observer (`metroctl observe`, which calls the cluster
+ * label; a backup credential takes a backup (sealed to the owner's key, which
+ * opens it) and nothing else; the reader's observer (`metroctl observe`, which calls the cluster
  * with the credentials it was started with) passes on the cluster's refusal of
  * an approve and a label change; `access list` shows both; after `access revoke` the reader is
  * refused (UNAUTHENTICATED); a credential issued for a few seconds works,
@@ -14,7 +15,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runMetroctl } from "@metropolis/metroctl";
+import { openBackupKeyring, readBackupFile } from "@metropolis/consensus";
+import { ConfigDir, runMetroctl } from "@metropolis/metroctl";
 import { eventually } from "@metropolis/supervisor/testing";
 import { E2eCluster } from "./e2e-cluster";
 
@@ -117,6 +119,26 @@ describe("scoped access", () => {
     const refused = await as(operator, ["access", "list"]);
     expect(refused.exitCode).toBe(1);
     expect(refused.stderr).toContain("PERMISSION_DENIED");
+  });
+
+  it("a backup credential takes a backup, which only the owner's key opens, and nothing else", async () => {
+    const backup = await issue("backup", "bea", "1h");
+    const file = join(dirs, "cluster.backup");
+    const taken = await as(backup, ["cluster", "backup", "-o", file]);
+    expect(taken).toMatchObject({ exitCode: 0 });
+    expect(taken.stdout).toContain("not this backup credential's");
+    const ownerKey = await new ConfigDir(e2e.cluster.metroctlDir).readOwnerKey();
+    if (!ownerKey) throw new Error("the owner's config dir has no key");
+    const backupFile = await readBackupFile(file);
+    expect(() => openBackupKeyring(backupFile, ownerKey.privateKey)).not.toThrow();
+    const refused = await as(backup, ["nodes"]);
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain(
+      'the backup role (credential "bea") may not call Management.GetNodes',
+    );
+    const readerBackup = await as(reader, ["cluster", "backup", "-o", join(dirs, "r.backup")]);
+    expect(readerBackup.exitCode).toBe(1);
+    expect(readerBackup.stderr).toContain("PERMISSION_DENIED");
   });
 
   it("the reader's observer can change nothing: the cluster refuses its calls", async () => {

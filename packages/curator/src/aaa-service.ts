@@ -52,7 +52,7 @@ export function leaderGuardedKv(leadership: Leadership): CertificateKv {
 }
 
 /** The initial owner's public key; FAILED_PRECONDITION when the cluster has none. */
-async function initialOwner(ctx: LeaderContext): Promise<Buffer> {
+export async function initialOwner(ctx: LeaderContext): Promise<Buffer> {
   const value = await ctx.kv.get(initialOwnerKey).buffer();
   if (value === null) throw new FailedPreconditionError("this cluster has no initial owner");
   return priv.InitialOwner.decode(value).publicKey;

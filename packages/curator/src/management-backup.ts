@@ -7,8 +7,9 @@
  *         ◀── started (size, revision) ── chunk … chunk ── finished (header)
  *
  * The secrets in the snapshot stay sealed with the cluster secrets keyring;
- * the `finished` header carries that keyring wrapped for the calling owner's
- * Ed25519 key (the key of the certificate the call was made with), bound to
+ * the `finished` header carries that keyring wrapped for the cluster owner's
+ * Ed25519 key (the initial owner's, whether the owner or a backup credential
+ * of access-roles.ts takes the backup), bound to
  * the snapshot's SHA-256 (backup-file.ts in @metropolis/consensus). The
  * owner writes the backup file from these messages (`metroctl cluster
  * backup`).
@@ -59,7 +60,7 @@ async function send(
 
 /**
  * Streams a backup of the cluster to `call`, sealing the keyring to
- * `ownerPublicKey` (the caller's, checked by the handler), until done or
+ * `ownerPublicKey` (the cluster owner's, whoever calls: the owner or a backup credential), until done or
  * `ended` aborts.
  */
 export async function backupCluster(

@@ -12,8 +12,8 @@ import { api, common } from "@metropolis/proto";
 import { CuratorError, FailedPreconditionError, InvalidArgumentError } from "./errors";
 import { BoundedStreams } from "./bounded-streams";
 import { callSignal, serverStream, unary } from "./grpc-handlers";
-import { requireOwner } from "./identity";
 import { requireAccess } from "./access-roles";
+import { initialOwner } from "./aaa-service";
 import {
   clusterConfigurationKey,
   clusterUnlockKeyKey,
@@ -371,8 +371,11 @@ export function managementServer(ctx: LeaderContext): api.ManagementServer {
       (req: api.DisarmConsensusAlarmRequest) => disarmConsensusAlarm(ctx, req),
     ),
     backupCluster: serverStream("Management.BackupCluster", ctx.logger, async (call) => {
-      const owner = requireOwner(await ctx.identify(call));
-      await backups.serve(call, (ended) => backupCluster(ctx, call, owner.publicKey, ended));
+      requireAccess(await ctx.identify(call), "Management.BackupCluster");
+      // Sealed to the owner's key whoever takes it (the owner, or a backup credential: the
+      // owner certificate is only ever issued for this key): the file is the owner's to restore.
+      const ownerKey = await initialOwner(ctx);
+      await backups.serve(call, (ended) => backupCluster(ctx, call, ownerKey, ended));
     }),
   };
 }

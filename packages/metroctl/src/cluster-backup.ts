@@ -8,7 +8,9 @@
  * Before anything is written where the operator asked, everything is
  * checked: the snapshot's size and SHA-256 against the header, the header's
  * cluster CA against the one in the config dir, and the keyring opens with
- * the owner key. The snapshot goes to a temporary file (mode 0600) next to
+ * the owner key. Taken with a backup credential (`access issue --role
+ * backup`), the keyring is still sealed to the owner's key, which that
+ * credential does not hold: the file is checked but for opening the keyring. The snapshot goes to a temporary file (mode 0600) next to
  * the target while it streams; the backup file is then written atomically
  * (backup-file.ts: temporary file, synced, renamed) and the temporary
  * snapshot removed, so FILE is either the whole checked backup or untouched.
@@ -66,9 +68,11 @@ export async function clusterBackup(ctx: CommandContext, opts: BackupOptions): P
   if (!ownerKey) {
     throw new ConfigFileError(
       ctx.configDir.path(configFiles.ownerKey),
-      "no owner key: only the owner can take a backup",
+      "no owner key: only the owner (or a backup credential) can take a backup",
     );
   }
+  // undefined: the owner's own config dir; "backup": a backup credential's.
+  const role = await ctx.configDir.readAccessRole();
   const ca = await ctx.configDir.readCaCertificate();
   if (!ca) {
     throw new ConfigFileError(
@@ -147,13 +151,14 @@ export async function clusterBackup(ctx: CommandContext, opts: BackupOptions): P
         `the backup names another cluster CA than ${ctx.configDir.path(configFiles.caCertificate)}`,
       );
     }
-    if (!header.ownerPublicKey.equals(ownerKey.publicKey)) {
+    if (role === undefined && !header.ownerPublicKey.equals(ownerKey.publicKey)) {
       throw new TrustError("the backup's keyring is sealed to another key than this owner's");
     }
     // Checks the keyring's binding to this very snapshot before the file is kept.
     await writeBackupFile(target, header, snapshotPath);
     try {
-      openBackupKeyring(await readBackupFile(target), ownerKey.privateKey);
+      const written = await readBackupFile(target);
+      if (role === undefined) openBackupKeyring(written, ownerKey.privateKey);
     } catch (e) {
       await rm(target, { force: true });
       throw e;
@@ -176,7 +181,9 @@ export async function clusterBackup(ctx: CommandContext, opts: BackupOptions): P
       ctx.io.stdout,
       `backup written to ${view.file}: ${mib(view.sizeBytes)} of etcd at revision ${view.revision}, ` +
         `${view.nodes} nodes, taken by ${view.takenBy} at ${view.takenAt}; sha256 ${view.sha256}; ` +
-        `its secrets open only with this owner key: keep the key and the file apart`,
+        (role === undefined
+          ? `its secrets open only with this owner key: keep the key and the file apart`
+          : `its secrets open only with the cluster owner's key, not this ${role} credential's`),
     );
   } finally {
     ctx.signal?.removeEventListener("abort", interrupted);

@@ -22,6 +22,7 @@ import {
   privateKeyFromPkcs8,
   privateKeyToPem,
   publicKeyFromPrivateKey,
+  readAccessRole,
   tlsMaterial,
   type ParsedCertificate,
 } from "@metropolis/pki";
@@ -153,6 +154,22 @@ export class ConfigDir {
       return parseCertificate(text);
     } catch (e) {
       throw new ConfigFileError(path, `not a certificate: ${describeError(e)}`, { cause: e });
+    }
+  }
+
+  /**
+   * The access role the dir's certificate bears (a dir `metroctl access issue`
+   * wrote: reader, operator, backup), or undefined for the owner's (or none).
+   */
+  async readAccessRole(): Promise<string | undefined> {
+    const certificate = await this.readCertificate(configFiles.ownerCertificate);
+    if (!certificate) return undefined;
+    try {
+      return readAccessRole(certificate);
+    } catch (e) {
+      throw new ConfigFileError(this.path(configFiles.ownerCertificate), describeError(e), {
+        cause: e,
+      });
     }
   }
 
