@@ -53,6 +53,16 @@ export interface HealthNode {
   readonly version: string | undefined;
   /** Its clock against the leader's, from its latest heartbeat; undefined when none carried one. */
   readonly clock: { offsetMs: number; uncertaintyMs: number | undefined } | undefined;
+  /**
+   * Its etcd member's own view of the consensus, from its latest heartbeat
+   * (consensus-views.ts); undefined when none carried one.
+   */
+  readonly consensusView?: {
+    memberIds: readonly string[];
+    raftLeaderId: string | undefined;
+    /** How long ago the leader heard it. */
+    ageMs: number;
+  };
 }
 
 /** An etcd member as the checks see it. */
@@ -77,6 +87,8 @@ export interface HealthInputs {
   readonly nodes: readonly HealthNode[];
   /** The etcd members, as the leader's member lists them. */
   readonly members: Reading<readonly HealthMember[]>;
+  /** The member (hex) the leader's member follows as raft leader, when it said. */
+  readonly raftLeaderId?: string;
   /** The raised etcd alarms, `ALARM of member ID (node N)` each. */
   readonly alarms: Reading<readonly { memberId: string; nodeId: string; alarm: string }[]>;
   /** The leader's member's database size and quota, bytes. */
@@ -214,7 +226,45 @@ export function checkEtcdMembers(inputs: HealthInputs): HealthCheckResult {
     );
     nodeIds.push(...unreachable.map((m) => m.nodeId).filter((id) => id !== ""));
   }
+  // Each member's own view (from its node's heartbeats), against the leader's member's.
+  const byId = new Map(inputs.nodes.map((n) => [n.id, n]));
+  const leaderIds = members.map((m) => m.memberId).sort();
+  const viewless: string[] = [];
+  for (const m of members) {
+    const node = m.nodeId === "" ? undefined : byId.get(m.nodeId);
+    if (node === undefined || m.reachable === false) continue;
+    const view = node.consensusView;
+    if (view === undefined || view.ageMs > inputs.heartbeatTimeoutMs) {
+      viewless.push(node.id);
+      continue;
+    }
+    const ids = [...view.memberIds].sort();
+    if (ids.join(",") !== leaderIds.join(",")) {
+      problems.push(
+        `${node.id}'s member lists ${some(ids)} where the leader's lists ${some(leaderIds)}`,
+      );
+      nodeIds.push(node.id);
+    } else if (
+      inputs.raftLeaderId !== undefined &&
+      view.raftLeaderId !== undefined &&
+      view.raftLeaderId !== inputs.raftLeaderId
+    ) {
+      problems.push(
+        `${node.id}'s member follows raft leader ${view.raftLeaderId}, the leader's member ${inputs.raftLeaderId}`,
+      );
+      nodeIds.push(node.id);
+    }
+  }
   if (problems.length > 0) return result(name, title, "fail", problems.join("; "), nodeIds);
+  if (viewless.length > 0) {
+    return result(
+      name,
+      title,
+      "warn",
+      `${members.length} members, one per consensus-role node; no recent view of its own from ${some(viewless)}'s member (its heartbeats carry none)`,
+      viewless,
+    );
+  }
   const unknown = members.filter((m) => m.reachable === undefined);
   if (unknown.length > 0) {
     return result(
@@ -229,7 +279,7 @@ export function checkEtcdMembers(inputs: HealthInputs): HealthCheckResult {
     name,
     title,
     "ok",
-    `${members.length} members, one per consensus-role node, all in raft contact with the leader's member`,
+    `${members.length} members, one per consensus-role node, in raft contact with the leader's member, each listing the same members`,
   );
 }
 

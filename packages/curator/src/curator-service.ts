@@ -154,6 +154,7 @@ function heartbeat(
         ctx.heartbeats.beat(nodeId);
         // Its wall clock, for the health check only (clock-samples.ts).
         ctx.clocks.record(nodeId, req.sentAt, req.previousRoundTripMs ?? 0);
+        ctx.consensusViews.record(nodeId, req.consensusView);
         if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
       },
       () => undefined, // already answered by fail()

@@ -41,6 +41,7 @@ import { leadershipMachine, type LeadershipSteps } from "./curator-machine";
 import { curatorServer } from "./curator-service";
 import { CandidacyLostError } from "./errors";
 import { ClockSamples } from "./clock-samples";
+import { ConsensusViews } from "./consensus-views";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { IdentityCache, identifier } from "./identity";
 import { clusterCa, type LeaderContext, type RunningConsensus } from "./leader-context";
@@ -342,6 +343,7 @@ export class Curator {
         clusterCa: ca,
         heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
         clocks: new ClockSamples(),
+        consensusViews: new ConsensusViews(),
         logger: ctx.logger,
         revocations,
         identify: identifier(this.identities, revocations),

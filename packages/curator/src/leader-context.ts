@@ -7,6 +7,7 @@ import type { Logger } from "@metropolis/supervisor";
 import type { ConsensusStatus } from "@metropolis/consensus";
 import { CertificateStore, type CaCertificate, type SecretSealer } from "@metropolis/pki";
 import type { ClockSamples } from "./clock-samples";
+import type { ConsensusViews } from "./consensus-views";
 import type { HeartbeatTracker } from "./heartbeat-tracker";
 import type { Caller, HasAuthContext } from "./identity";
 import { clusterCaName, clusterPkiPrefix } from "./keys";
@@ -42,6 +43,8 @@ export interface LeaderContext {
    * health check of clocks only, never for health, leases or deadlines.
    */
   readonly clocks: ClockSamples;
+  /** Each etcd member's own view of the consensus, from its node's heartbeats: for the health check. */
+  readonly consensusViews: ConsensusViews;
   readonly logger: Logger;
   /** The cluster CA's revocation list, followed from etcd; `identify` refuses what it revokes. */
   readonly revocations: Revocations;

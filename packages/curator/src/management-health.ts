@@ -11,9 +11,11 @@
  * learns what is wrong rather than waiting on a stuck member.
  *
  * Every client of every leader asks this one function, so everyone sees the
- * same verdicts; etcd's members are the leader's own member's view (every
+ * same verdicts. etcd's members are the leader's own member's list (every
  * member's client endpoint is a unix socket of its own node), with whether
- * the leader's member has raft contact with each of the others.
+ * the leader's member has raft contact with each of the others, and each
+ * other member's own view as its node's heartbeats carry it
+ * (consensus-views.ts).
  */
 import { readDatabaseSize } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
@@ -71,10 +73,12 @@ export async function readHealthInputs(
   ctx: LeaderContext,
   timeoutMs = healthReadTimeoutMs,
 ): Promise<HealthInputs> {
+  let raftLeaderId: string | undefined;
   const [records, members, alarms, database] = await Promise.all([
     ctx.nodes.list(),
     reading(async () => {
-      const { members } = await readConsensus(ctx);
+      const { members, raft } = await readConsensus(ctx);
+      raftLeaderId = raft?.leaderId;
       return members.map((m): HealthMember => ({
         nodeId: m.nodeId,
         memberId: m.memberId,
@@ -98,6 +102,7 @@ export async function readHealthInputs(
   const now = ctx.heartbeats.now();
   const nodes = records.map(({ id, node }): HealthNode => {
     const clock = ctx.clocks.sample(id);
+    const view = ctx.consensusViews.view(id);
     return {
       id,
       state: node.state,
@@ -106,12 +111,18 @@ export async function readHealthInputs(
       sinceHeartbeatMs: ctx.heartbeats.sinceLast(id, now),
       version: node.status?.version || undefined,
       clock: clock && { offsetMs: clock.offsetMs, uncertaintyMs: clock.uncertaintyMs },
+      consensusView: view && {
+        memberIds: view.memberIds,
+        raftLeaderId: view.raftLeaderId,
+        ageMs: ctx.consensusViews.age(view),
+      },
     };
   });
   return {
     leader: { nodeId: ctx.self.nodeId, term: Number(ctx.leadership.createRevision) },
     nodes,
     members,
+    ...(raftLeaderId === undefined ? {} : { raftLeaderId }),
     alarms,
     database,
     heartbeatTimeoutMs: ctx.heartbeats.timeoutMs,

@@ -227,6 +227,7 @@ async function deleteNode(
   const { before } = await changeNode(ctx, req.node, decide);
   ctx.heartbeats.forget(before.id);
   ctx.clocks.forget(before.id);
+  ctx.consensusViews.forget(before.id);
   if (hasRole(before.node.roles, api.NodeRole.CONSENSUS_MEMBER)) {
     // The record is gone either way; a member left behind only weakens quorum, and the
     // leader's membership reconciliation removes it if this fails.

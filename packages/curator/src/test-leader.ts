@@ -18,6 +18,7 @@ import { tlsMaterial } from "@metropolis/pki";
 import type { common, priv } from "@metropolis/proto";
 import { curatorClientCredentials, curatorServerCredentials } from "./credentials";
 import { ClockSamples } from "./clock-samples";
+import { ConsensusViews } from "./consensus-views";
 import { HeartbeatTracker } from "./heartbeat-tracker";
 import { readConfiguration } from "./management-configuration";
 import { identifier } from "./identity";
@@ -173,6 +174,7 @@ export async function startLeader(opts: LeaderFixtureOptions = {}): Promise<Lead
       clusterCa: cluster.clusterCa,
       heartbeats: new HeartbeatTracker(opts.heartbeatTimeoutMs),
       clocks: new ClockSamples(),
+      consensusViews: new ConsensusViews(),
       logger,
       revocations,
       identify: identifier(caDer, revocations),

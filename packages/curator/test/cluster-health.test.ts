@@ -1,5 +1,6 @@
 import { common } from "@metropolis/proto";
 import { ClockSamples } from "../src/clock-samples";
+import { ConsensusViews } from "../src/consensus-views";
 import {
   healthChecks,
   maxDetailLength,
@@ -12,6 +13,9 @@ import {
 
 const id = (n: number) => `metropolis-${n.toString(16).padStart(32, "0")}`;
 
+/** The member IDs of the healthy cluster's three members (see `member`). */
+const threeMembers = [1, 2, 3].map((n) => (0xabc0 + n).toString(16));
+
 const node = (n: number, over: Partial<HealthNode> = {}): HealthNode => ({
   id: id(n),
   state: common.NodeState.UP,
@@ -20,6 +24,7 @@ const node = (n: number, over: Partial<HealthNode> = {}): HealthNode => ({
   sinceHeartbeatMs: 1200,
   version: "0.1.0",
   clock: { offsetMs: 3, uncertaintyMs: 1 },
+  consensusView: { memberIds: threeMembers, raftLeaderId: threeMembers[0], ageMs: 800 },
   ...over,
 });
 
@@ -36,6 +41,7 @@ const inputs = (over: Partial<HealthInputs> = {}): HealthInputs => ({
   leader: { nodeId: id(1), term: 42 },
   nodes: [node(1), node(2), node(3)],
   members: { ok: [member(1), member(2), member(3)] },
+  raftLeaderId: threeMembers[0],
   alarms: { ok: [] },
   database: { ok: { sizeBytes: 20 * 1024 * 1024, quotaBytes: 2 * 1024 * 1024 * 1024 } },
   heartbeatTimeoutMs: 10_000,
@@ -132,6 +138,41 @@ describe("health checks", () => {
     });
   });
 
+  test("etcd-members: each member's own view must list the leader's members and follow its raft leader", () => {
+    const ids = [member(1), member(2), member(3)].map((m) => m.memberId);
+    const view = (memberIds: string[], raftLeaderId: string | undefined = ids[0], ageMs = 500) => ({
+      memberIds,
+      raftLeaderId,
+      ageMs,
+    });
+    const withViews = (views: (HealthNode["consensusView"] | undefined)[]) =>
+      check(
+        {
+          raftLeaderId: ids[0],
+          nodes: views.map((v, i) => node(i + 1, { consensusView: v })),
+        },
+        "etcd-members",
+      );
+    expect(withViews([view(ids), view(ids), view(ids)])).toMatchObject({
+      verdict: "ok",
+      detail:
+        "3 members, one per consensus-role node, in raft contact with the leader's member, each listing the same members",
+    });
+    const behind = withViews([view(ids), view(ids.slice(0, 2)), view(ids)]);
+    expect(behind).toMatchObject({ verdict: "fail", nodeIds: [id(2)] });
+    expect(behind.detail).toBe(
+      `${id(2)}'s member lists ${ids[0]}, ${ids[1]} where the leader's lists ${ids.join(", ")}`,
+    );
+    const astray = withViews([view(ids), view(ids), view(ids, ids[2])]);
+    expect(astray).toMatchObject({ verdict: "fail", nodeIds: [id(3)] });
+    expect(astray.detail).toContain(`follows raft leader ${ids[2]}, the leader's member ${ids[0]}`);
+    // A member with no view, or only one older than the heartbeat timeout: a warning.
+    expect(withViews([view(ids), undefined, view(ids, ids[0], 60_000)])).toMatchObject({
+      verdict: "warn",
+      nodeIds: [id(2), id(3)],
+    });
+  });
+
   test("etcd-voters: a learner fails", () => {
     const c = check(
       { members: { ok: [member(1), member(2), member(3, { voter: false })] } },
@@ -206,6 +247,36 @@ describe("health checks", () => {
     expect(worstVerdict([])).toBe("ok");
     expect(worstVerdict(["ok", "warn"])).toBe("warn");
     expect(worstVerdict(["warn", "fail", "ok"])).toBe("fail");
+  });
+});
+
+describe("consensus views", () => {
+  test("keeps a well-formed view, sorted, aged on the monotonic clock; drops malformed or huge ones", () => {
+    let mono = 10;
+    const views = new ConsensusViews(() => mono);
+    views.record("a", { memberIds: ["c", "a", "b", "a"], raftLeaderId: "b", raftTerm: 4 });
+    expect(views.view("a")).toEqual({
+      memberIds: ["a", "b", "c"],
+      raftLeaderId: "b",
+      raftTerm: 4,
+      receivedAt: 10,
+    });
+    views.record("b", { memberIds: ["a"], raftLeaderId: "", raftTerm: 1 });
+    expect(views.view("b")?.raftLeaderId).toBeUndefined();
+    views.record("c", { memberIds: ["not hex"], raftLeaderId: "", raftTerm: 1 });
+    views.record("d", {
+      memberIds: Array.from({ length: 65 }, (_, i) => i.toString(16)),
+      raftLeaderId: "",
+      raftTerm: 1,
+    });
+    views.record("e", { memberIds: ["a"], raftLeaderId: "x".repeat(17), raftTerm: 1 });
+    views.record("f", undefined);
+    for (const n of ["c", "d", "e", "f"]) expect(views.view(n)).toBeUndefined();
+    mono += 250;
+    const a = views.view("a");
+    expect(a && views.age(a)).toBe(250);
+    views.forget("a");
+    expect(views.view("a")).toBeUndefined();
   });
 });
 

@@ -292,6 +292,22 @@ const targets: Record<string, Target> = {
       fc.record({
         sentAt: fc.option(fc.date(), { nil: undefined }),
         previousRoundTripMs: fc.oneof(fc.constant(0), fc.nat(120_000), fc.constant(2 ** 32 - 1)),
+        consensusView: fc.option(
+          fc.record({
+            memberIds: fc.array(
+              fc.oneof(
+                fc.string(),
+                fc.string({ unit: fc.constantFrom(..."0123456789abcdef"), maxLength: 16 }),
+              ),
+              {
+                maxLength: 70,
+              },
+            ),
+            raftLeaderId: fc.string(),
+            raftTerm: fc.oneof(fc.nat(), fc.maxSafeNat()),
+          }),
+          { nil: undefined },
+        ),
       }),
   },
   "Curator.JoinNode": {

@@ -163,7 +163,12 @@ async function nodeItems(node: api.Node, reach: NodeReach): Promise<Entry[]> {
       },
     ];
   }
-  const { owner, timeoutMs, signal } = reach;
+  const { owner, timeoutMs } = reach;
+  // One listener on the run's signal per node asked (a few at once), not one per item.
+  const asking = new AbortController();
+  const stop = () => asking.abort(reach.signal?.reason);
+  reach.signal?.addEventListener("abort", stop, { once: true });
+  const signal = asking.signal;
   const debug = new api.DebugClient(
     formatEndpoint({ host, port: reach.debugPort }),
     curatorClientCredentials(owner.ca, owner, { nodeId: node.id }),
@@ -260,6 +265,7 @@ async function nodeItems(node: api.Node, reach: NodeReach): Promise<Entry[]> {
     }
     return entries;
   } finally {
+    reach.signal?.removeEventListener("abort", stop);
     debug.close();
   }
 }

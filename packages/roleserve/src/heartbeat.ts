@@ -91,6 +91,12 @@ export interface HeartbeatOptions {
    * which runs this worker for thousands of simulated nodes.
    */
   onAnswered?: (latencyMs: number) => void;
+  /**
+   * The local etcd member's latest view of the consensus, if this node runs
+   * one (consensus-view.ts): each heartbeat carries it to the leader's
+   * health check.
+   */
+  consensusView?: () => curator.ConsensusView | undefined;
 }
 
 /**
@@ -172,7 +178,7 @@ export function heartbeatWorker(
         (leader) => {
           const call = leader.curator.heartbeat();
           sentAt = performance.now();
-          call.write(clockSample(0));
+          call.write({ ...clockSample(0), consensusView: opts.consensusView?.() });
           return call;
         },
         ctx.signal,
@@ -200,7 +206,7 @@ export function heartbeatWorker(
         // early when the stream breaks: the worker fails now, not at the next beat.
         await stream.sleep(Math.max(0, nextAt - performance.now()), ctx.signal);
         nextAt = performance.now() + pause();
-        stream.call.write(clockSample(roundTripMs));
+        stream.call.write({ ...clockSample(roundTripMs), consensusView: opts.consensusView?.() });
         const writtenAt = performance.now();
         await answered(stream, replyTimeoutMs, ctx.signal);
         const latencyMs = performance.now() - writtenAt;

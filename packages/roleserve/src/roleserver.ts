@@ -15,6 +15,7 @@ import type { common } from "@metropolis/proto";
 import type { Runnable } from "@metropolis/supervisor";
 import { controlPlaneWorker, type ControlPlaneConfig } from "./controlplane";
 import { directoryWorker } from "./directory";
+import { ConsensusViewReader } from "./consensus-view";
 import { heartbeatRestartBackoff, heartbeatWorker } from "./heartbeat";
 import { nodeCuratorConnection, type NodeCredentials } from "./node-credentials";
 import { revocationWorker } from "./revocation";
@@ -96,9 +97,17 @@ export class Roleserver {
         bootId: this.config.bootId,
       }),
     );
+    // The local etcd member's view, which heartbeats carry to the leader's health check.
+    const consensusView = new ConsensusViewReader(this.values, {
+      intervalMs: this.config.heartbeatIntervalMs,
+    });
+    ctx.run("consensusview", consensusView.run);
     ctx.run(
       "heartbeat",
-      heartbeatWorker(this.values, { intervalMs: this.config.heartbeatIntervalMs }),
+      heartbeatWorker(this.values, {
+        intervalMs: this.config.heartbeatIntervalMs,
+        consensusView: () => consensusView.latest(),
+      }),
       { backoff: heartbeatRestartBackoff(this.config.heartbeatIntervalMs) },
     );
     ctx.run("workloads", workloadsWorker(this.values, { workloads: this.config.workloads ?? [] }));

@@ -218,7 +218,28 @@ export interface HeartbeatRequest {
    * The leader takes the node's clock at its receipt as sent_at plus half
    * of it.
    */
-  previousRoundTripMs?: number | undefined;
+  previousRoundTripMs?:
+    | number
+    | undefined;
+  /**
+   * Set by a node that runs an etcd member: that member's own view of the
+   * consensus, read at most a few heartbeat intervals earlier, so that the
+   * leader can tell whether the members agree (GetClusterHealth).
+   */
+  consensusView?: ConsensusView | undefined;
+}
+
+/** ConsensusView is one etcd member's view of the consensus. */
+export interface ConsensusView {
+  /**
+   * The IDs (hex) of the members it lists, learners included, sorted; at
+   * most 64.
+   */
+  memberIds: string[];
+  /** The member (hex) it follows as raft leader; empty while it knows none. */
+  raftLeaderId: string;
+  /** The raft term it is in. */
+  raftTerm: number;
 }
 
 /** HeartbeatResponse answers one heartbeat. */
@@ -1242,7 +1263,7 @@ export const UpdateNodeStatusResponse: MessageFns<UpdateNodeStatusResponse> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { sentAt: undefined, previousRoundTripMs: undefined };
+  return { sentAt: undefined, previousRoundTripMs: undefined, consensusView: undefined };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1252,6 +1273,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.previousRoundTripMs !== undefined) {
       writer.uint32(16).uint32(message.previousRoundTripMs);
+    }
+    if (message.consensusView !== undefined) {
+      ConsensusView.encode(message.consensusView, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -1285,6 +1309,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
             message.previousRoundTripMs = reader.uint32();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.consensusView = ConsensusView.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1309,6 +1341,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.previous_round_trip_ms)
         ? globalThis.Number(object.previous_round_trip_ms)
         : undefined,
+      consensusView: isSet(object.consensusView)
+        ? ConsensusView.fromJSON(object.consensusView)
+        : isSet(object.consensus_view)
+        ? ConsensusView.fromJSON(object.consensus_view)
+        : undefined,
     };
   },
 
@@ -1320,6 +1357,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.previousRoundTripMs !== undefined) {
       obj.previousRoundTripMs = Math.round(message.previousRoundTripMs);
     }
+    if (message.consensusView !== undefined) {
+      obj.consensusView = ConsensusView.toJSON(message.consensusView);
+    }
     return obj;
   },
 
@@ -1330,6 +1370,122 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     const message = createBaseHeartbeatRequest();
     message.sentAt = object.sentAt ?? undefined;
     message.previousRoundTripMs = object.previousRoundTripMs ?? undefined;
+    message.consensusView = (object.consensusView !== undefined && object.consensusView !== null)
+      ? ConsensusView.fromPartial(object.consensusView)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseConsensusView(): ConsensusView {
+  return { memberIds: [], raftLeaderId: "", raftTerm: 0 };
+}
+
+export const ConsensusView: MessageFns<ConsensusView> = {
+  encode(message: ConsensusView, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.memberIds) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.raftLeaderId !== "") {
+      writer.uint32(18).string(message.raftLeaderId);
+    }
+    if (message.raftTerm !== 0) {
+      writer.uint32(24).uint64(message.raftTerm);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConsensusView {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConsensusView();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.memberIds.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.raftLeaderId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.raftTerm = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConsensusView {
+    return {
+      memberIds: globalThis.Array.isArray(object?.memberIds)
+        ? object.memberIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.member_ids)
+        ? object.member_ids.map((e: any) => globalThis.String(e))
+        : [],
+      raftLeaderId: isSet(object.raftLeaderId)
+        ? globalThis.String(object.raftLeaderId)
+        : isSet(object.raft_leader_id)
+        ? globalThis.String(object.raft_leader_id)
+        : "",
+      raftTerm: isSet(object.raftTerm)
+        ? globalThis.Number(object.raftTerm)
+        : isSet(object.raft_term)
+        ? globalThis.Number(object.raft_term)
+        : 0,
+    };
+  },
+
+  toJSON(message: ConsensusView): unknown {
+    const obj: any = {};
+    if (message.memberIds?.length) {
+      obj.memberIds = message.memberIds;
+    }
+    if (message.raftLeaderId !== "") {
+      obj.raftLeaderId = message.raftLeaderId;
+    }
+    if (message.raftTerm !== 0) {
+      obj.raftTerm = Math.round(message.raftTerm);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConsensusView>, I>>(base?: I): ConsensusView {
+    return ConsensusView.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConsensusView>, I>>(object: I): ConsensusView {
+    const message = createBaseConsensusView();
+    message.memberIds = object.memberIds?.map((e) => e) || [];
+    message.raftLeaderId = object.raftLeaderId ?? "";
+    message.raftTerm = object.raftTerm ?? 0;
     return message;
   },
 };
