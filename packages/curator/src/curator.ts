@@ -71,7 +71,10 @@ export interface CuratorConfig {
   port?: number;
   /** This node's running consensus; the curator keeps its state under `namespaced:curator/`. */
   consensus: RunningConsensus;
-  /** TTL of the election lease, in seconds. Default 10. */
+  /**
+   * TTL of the election lease, in seconds.
+   * @default {@link defaultLeaderTtlSeconds}
+   */
   leaderTtlSeconds?: number;
   /** Heartbeat timeout. Default 10 s. */
   heartbeatTimeoutMs?: number;
@@ -109,6 +112,9 @@ export function clusterServices(ctx: LeaderContext): ServiceEntry[] {
 const localPaths: ReadonlySet<string> = new Set<string>(
   Object.values(curatorProto.CuratorLocalService).map((method) => method.path),
 );
+
+/** The election lease's TTL, in seconds, unless the configuration says otherwise. */
+export const defaultLeaderTtlSeconds = 10;
 
 /** How long a curator stepping down waits for etcd to revoke its lease; the lease expires by itself. */
 export const stepDownTimeoutMs = 1000;
@@ -209,9 +215,14 @@ export class Curator {
   /** Enters the election, with the lease renewed over `election`. */
   private async campaign(run: Run, election: ReturnType<typeof memberClient>): Promise<Candidacy> {
     const { ctx } = run;
-    const candidacy = await campaign(this.kv, this.self, this.config.leaderTtlSeconds ?? 10, {
-      leaseKv: this.config.consensus.client.over(election).sub("curator").kv,
-    });
+    const candidacy = await campaign(
+      this.kv,
+      this.self,
+      this.config.leaderTtlSeconds ?? defaultLeaderTtlSeconds,
+      {
+        leaseKv: this.config.consensus.client.over(election).sub("curator").kv,
+      },
+    );
     run.candidacy = candidacy;
     candidacy.onRenewalTrouble((trouble) =>
       ctx.logger.warn(

@@ -14,7 +14,13 @@
  *                    └─ follower: CuratorLocal (GetCurrentLeader)
  *   nodes, metroctl ──▶ CuratorConnection ──▶ whichever curator leads
  */
-export { Curator, clusterServices, defaultCuratorPort, type CuratorConfig } from "./curator";
+export {
+  Curator,
+  clusterServices,
+  defaultCuratorPort,
+  defaultLeaderTtlSeconds,
+  type CuratorConfig,
+} from "./curator";
 export {
   CuratorConnection,
   CuratorConnectionClosedError,
@@ -22,6 +28,7 @@ export {
   type CuratorKeepalive,
   LeaderSearchTimeoutError,
   NoLeaderError,
+  CuratorCertificateNotVerifiedError,
   unaryCall,
   UnansweredLeaderQuestionError,
   UnusableLeaderAnswerError,

@@ -43,6 +43,7 @@ import {
   bootstrapCluster,
   Curator,
   defaultCuratorPort,
+  defaultLeaderTtlSeconds,
   type RunningConsensus,
 } from "@metropolis/curator";
 import { waitFor } from "@metropolis/event";
@@ -384,7 +385,15 @@ class ControlPlaneLauncher {
       heartbeatTimeoutMs: this.config.heartbeatTimeoutMs,
       reconcileIntervalMs: this.config.reconcileIntervalMs,
     });
-    this.ctx.run("curator", curator.run);
+    // A run of the curator ends with its candidacy, and its restart is its
+    // next campaign. Failing again and again while cut off from the etcd
+    // majority, it had the supervisor's backoff grow to half a minute, and a
+    // healed curator (with its CuratorLocal, which nodes ask who leads) stayed
+    // down that long (e2e partition-faults, 3 runs in 13): it waits at most a
+    // lease TTL, the time a leadership takes to change anyway.
+    this.ctx.run("curator", curator.run, {
+      backoff: { maxMs: (this.config.leaderTtlSeconds ?? defaultLeaderTtlSeconds) * 1000 },
+    });
     if (startup.bootstrap && startup.credentials === undefined) {
       // The bootstrap made the credentials: now the node can reach its cluster.
       this.values.curatorConnection.set({
