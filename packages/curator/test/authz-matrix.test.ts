@@ -27,7 +27,7 @@ import {
   tlsMaterial,
   userTemplate,
 } from "@metropolis/pki";
-import { access, api, common } from "@metropolis/proto";
+import { access, api, common, protocolVersion } from "@metropolis/proto";
 import { ownerCommonName } from "../src/identity";
 import {
   newKeys,
@@ -289,9 +289,17 @@ const requests: Record<string, (identity: Identity) => Promise<Prepared>> = {
   },
   "Curator.GetConsensusStatus": async () => ({ request: {} }),
   "Curator.Heartbeat": async () => ({ request: {} }),
-  "Curator.JoinNode": async () => ({ request: {}, ephemeralKey: node.join.privateKey }),
+  "Curator.JoinNode": async () => ({
+    request: { protocolVersion },
+    ephemeralKey: node.join.privateKey,
+  }),
   "Curator.RegisterNode": async () => ({
-    request: { registerTicket: cluster.ticket, joinKey: newKeys().publicKey, labels: new Map() },
+    request: {
+      registerTicket: cluster.ticket,
+      joinKey: newKeys().publicKey,
+      labels: new Map(),
+      protocolVersion,
+    },
   }),
   "Curator.UpdateNodeStatus": async (identity) => ({
     request: {
