@@ -75,6 +75,7 @@ it("cluster health: every check ok on a healthy cluster, exit status 0", async (
     "etcd-alarms",
     "etcd-database-size",
     "clock-skew",
+    "access-expiry",
     "versions",
   ]);
   expect(healthy.checks.find((c) => c.name === "nodes-up")?.detail).toBe(

@@ -38,6 +38,8 @@ export const maxClockOffsetMs = 1000;
 export const databaseWarnShare = 0.8;
 /** The database's share of its quota from which the size check fails. */
 export const databaseFailShare = 0.95;
+/** How soon an access credential's expiry is warned of. */
+export const accessExpiryWarnMs = 7 * 24 * 3600 * 1000;
 
 /** A node as the checks see it. */
 export interface HealthNode {
@@ -95,6 +97,24 @@ export interface HealthInputs {
   readonly database: Reading<{ sizeBytes: number; quotaBytes: number }>;
   /** The heartbeat timeout in force. */
   readonly heartbeatTimeoutMs: number;
+  /**
+   * The access credentials the owner issued (`metroctl access issue`), for
+   * the expiry check; absent: none are on record.
+   */
+  readonly credentials?: Reading<readonly HealthCredential[]>;
+  /** The leader's wall clock now: credentials expire by it (a report, never a deadline). */
+  readonly now?: Date;
+}
+
+/** An issued access credential as the expiry check sees it. */
+export interface HealthCredential {
+  readonly name: string;
+  /** reader, operator or backup. */
+  readonly role: string;
+  /** The certificate's serial, hex. */
+  readonly serial: string;
+  readonly notAfter: Date | undefined;
+  readonly revoked: boolean;
 }
 
 /** `text` cut to {@link maxDetailLength}. */
@@ -391,6 +411,54 @@ export function checkClockSkew(inputs: HealthInputs): HealthCheckResult {
   return result(name, title, "ok", `${sampled.length} nodes, the farthest ${seconds(worst)} off`);
 }
 
+/** A span of milliseconds in words: `3 d 4 h`, `5 h`, `12 min`. */
+function span(ms: number): string {
+  const minutes = Math.max(0, Math.floor(ms / 60_000));
+  const days = Math.floor(minutes / 1440);
+  const hours = Math.floor((minutes % 1440) / 60);
+  if (days > 0) return hours > 0 ? `${days} d ${hours} h` : `${days} d`;
+  if (hours > 0) return `${hours} h`;
+  return `${minutes} min`;
+}
+
+/** `access-expiry`: issued access credentials that expire within 7 days, listed. */
+export function checkAccessExpiry(inputs: HealthInputs): HealthCheckResult {
+  const name = "access-expiry";
+  const title = "no access credential expires within 7 days";
+  const credentials = inputs.credentials ?? { ok: [] };
+  if ("failed" in credentials) {
+    return result(
+      name,
+      title,
+      "warn",
+      `the access credentials could not be read: ${credentials.failed}`,
+    );
+  }
+  const now = (inputs.now ?? new Date()).getTime();
+  const active = credentials.ok.filter(
+    (c) => !c.revoked && c.notAfter !== undefined && c.notAfter.getTime() > now,
+  );
+  const soon = active
+    .filter((c) => (c.notAfter?.getTime() ?? now) - now <= accessExpiryWarnMs)
+    .sort((a, b) => (a.notAfter?.getTime() ?? 0) - (b.notAfter?.getTime() ?? 0));
+  if (soon.length > 0) {
+    return result(
+      name,
+      title,
+      "warn",
+      `${soon.length} of ${active.length} active credentials expire within 7 days: ${some(soon.map((c) => `${c.name} (${c.role}, serial ${c.serial}) in ${span((c.notAfter?.getTime() ?? now) - now)}`))}`,
+    );
+  }
+  return result(
+    name,
+    title,
+    "ok",
+    active.length === 0
+      ? "no active access credentials"
+      : `${active.length} active credentials, none expiring within 7 days`,
+  );
+}
+
 /** `versions`: every live node on one software version. */
 export function checkVersions(inputs: HealthInputs): HealthCheckResult {
   const name = "versions";
@@ -444,6 +512,7 @@ export const healthCheckList: readonly ((inputs: HealthInputs) => HealthCheckRes
   checkEtcdAlarms,
   checkDatabaseSize,
   checkClockSkew,
+  checkAccessExpiry,
   checkVersions,
 ];
 

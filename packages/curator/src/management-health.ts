@@ -18,16 +18,18 @@
  * (consensus-views.ts).
  */
 import { readDatabaseSize } from "@metropolis/consensus";
-import { api, common } from "@metropolis/proto";
+import { access, api, common } from "@metropolis/proto";
 import {
   healthChecks,
   worstVerdict,
+  type HealthCredential,
   type HealthInputs,
   type HealthMember,
   type HealthNode,
   type Reading,
   type Verdict,
 } from "./cluster-health";
+import { listAccessCredentials } from "./access-service";
 import { readConsensus } from "./consensus-members";
 import type { LeaderContext } from "./leader-context";
 import { getConsensusAlarms } from "./management-members";
@@ -74,7 +76,7 @@ export async function readHealthInputs(
   timeoutMs = healthReadTimeoutMs,
 ): Promise<HealthInputs> {
   let raftLeaderId: string | undefined;
-  const [records, members, alarms, database] = await Promise.all([
+  const [records, members, alarms, database, credentials] = await Promise.all([
     ctx.nodes.list(),
     reading(async () => {
       const { members, raft } = await readConsensus(ctx);
@@ -98,6 +100,19 @@ export async function readHealthInputs(
       }));
     }, timeoutMs),
     reading(() => readDatabaseSize(ctx.consensus.clientSocket, timeoutMs), timeoutMs),
+    reading(async () => {
+      const issued = await listAccessCredentials(ctx);
+      return issued.map((c): HealthCredential => ({
+        name: c.name,
+        role: access
+          .accessRoleToJSON(c.role)
+          .replace(/^ACCESS_ROLE_/, "")
+          .toLowerCase(),
+        serial: c.serial,
+        notAfter: c.notAfter,
+        revoked: c.revokedAt !== undefined,
+      }));
+    }, timeoutMs),
   ]);
   const now = ctx.heartbeats.now();
   const nodes = records.map(({ id, node }): HealthNode => {
@@ -126,6 +141,8 @@ export async function readHealthInputs(
     alarms,
     database,
     heartbeatTimeoutMs: ctx.heartbeats.timeoutMs,
+    credentials,
+    now: new Date(),
   };
 }
 

@@ -66,6 +66,7 @@ describe("health checks", () => {
       ["etcd-alarms", "ok"],
       ["etcd-database-size", "ok"],
       ["clock-skew", "ok"],
+      ["access-expiry", "ok"],
       ["versions", "ok"],
     ]);
     expect(worstVerdict(checks.map((c) => c.verdict))).toBe("ok");
@@ -221,6 +222,42 @@ describe("health checks", () => {
     expect(check({ nodes: [node(1), node(2, { clock: undefined })] }, "clock-skew").verdict).toBe(
       "warn",
     );
+  });
+
+  test("access-expiry: active credentials expiring within 7 days are listed, soonest first; revoked and expired ones are not", () => {
+    const now = new Date("2026-12-02T00:00:00Z");
+    const at = (days: number) => new Date(now.getTime() + days * 24 * 3600 * 1000);
+    const credential = (name: string, days: number, revoked = false) => ({
+      name,
+      role: "reader",
+      serial: `5e${name.length}`,
+      notAfter: at(days),
+      revoked,
+    });
+    const c = check(
+      {
+        now,
+        credentials: {
+          ok: [
+            credential("alice", 30),
+            credential("bob", 6.5),
+            credential("carol", 0.25),
+            credential("dave", 2, true),
+            credential("erin", -1),
+          ],
+        },
+      },
+      "access-expiry",
+    );
+    expect(c.verdict).toBe("warn");
+    expect(c.detail).toBe(
+      "2 of 3 active credentials expire within 7 days: carol (reader, serial 5e5) in 6 h, bob (reader, serial 5e3) in 6 d 12 h",
+    );
+    expect(
+      check({ now, credentials: { ok: [credential("alice", 30)] } }, "access-expiry"),
+    ).toMatchObject({ verdict: "ok", detail: "1 active credentials, none expiring within 7 days" });
+    expect(check({ now }, "access-expiry").detail).toBe("no active access credentials");
+    expect(check({ credentials: { failed: "etcd down" } }, "access-expiry").verdict).toBe("warn");
   });
 
   test("versions: mixed versions warn, naming the nodes off the common one", () => {

@@ -201,7 +201,7 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     (await import("./cluster-health-command.js")).clusterHealth(ctx, opts),
   )
     .description(
-      "check the cluster's health (curator leader, nodes UP and heartbeating, etcd members, voters, alarms, database size, clocks, versions): one line per check with ok, warn or FAIL; exit 1 if any failed",
+      "check the cluster's health (curator leader, nodes UP and heartbeating, etcd members, voters, alarms, database size, clocks, access credentials expiring, versions): one line per check with ok, warn or FAIL; exit 1 if any failed",
     )
     .addOption(outputFormatOption());
   define<SupportOptions>("support", async (ctx, _args, opts) =>

@@ -97,6 +97,15 @@ export function redactPrivateKeys(text: string): string {
 const why = (e: unknown, signal: AbortSignal | undefined): string =>
   describeFailure(e, signal)[0].replace(/\s*\n\s*/g, " ");
 
+/** The user running metroctl, or `?` where the system has no name for it (no passwd entry). */
+function userName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return "?";
+  }
+}
+
 /** JSON with a final newline. */
 const json = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`;
 
@@ -412,7 +421,7 @@ export async function supportBundle(ctx: CommandContext, opts: SupportOptions): 
         "Metropolis support bundle",
         "",
         `made:     ${made.toISOString()}`,
-        `by:       metroctl ${await metroctlVersion()} on ${hostname()} (${userInfo().username})`,
+        `by:       metroctl ${await metroctlVersion()} on ${hostname()} (${userName()})`,
         `nodes:    ${cluster.nodes.length}${leaderId ? `; curator leader ${leaderId}` : ""}`,
         `limits:   the last ${maxLogLines} log lines and ${maxReports} supervisor reports of each node; ${timeoutMs / 1000} s per item`,
         "",

@@ -31,6 +31,7 @@ const names = [
   "etcd-alarms",
   "etcd-database-size",
   "clock-skew",
+  "access-expiry",
   "versions",
 ];
 

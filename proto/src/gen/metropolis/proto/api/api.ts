@@ -6573,8 +6573,8 @@ export const ManagementService = {
   /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
-   * and database size, the nodes' clocks and versions; each check with a
-   * verdict. Owner only.
+   * and database size, the nodes' clocks, access credentials about to
+   * expire, the nodes' versions; each check with a verdict.
    */
   getClusterHealth: {
     path: "/metropolis.proto.api.Management/GetClusterHealth" as const,
@@ -6710,8 +6710,8 @@ export interface ManagementServer extends UntypedServiceImplementation {
   /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
-   * and database size, the nodes' clocks and versions; each check with a
-   * verdict. Owner only.
+   * and database size, the nodes' clocks, access credentials about to
+   * expire, the nodes' versions; each check with a verdict.
    */
   getClusterHealth: handleUnaryCall<GetClusterHealthRequest, GetClusterHealthResponse>;
 }
@@ -7096,8 +7096,8 @@ export interface ManagementClient extends Client {
   /**
    * GetClusterHealth checks the cluster's health (health.proto): a curator
    * leader, every node UP and heartbeating, etcd's members, voters, alarms
-   * and database size, the nodes' clocks and versions; each check with a
-   * verdict. Owner only.
+   * and database size, the nodes' clocks, access credentials about to
+   * expire, the nodes' versions; each check with a verdict.
    */
   getClusterHealth(
     request: GetClusterHealthRequest,
