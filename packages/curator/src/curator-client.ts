@@ -165,6 +165,26 @@ export class NoLeaderError extends Error {
 }
 
 /**
+ * No curator could be reached with a certificate that verifies against the
+ * cluster CA before the caller's deadline: the last failure was TLS refusing
+ * the server's certificate (a certificate of another CA, a self-signed one,
+ * or one unfit for a server; see {@link isCertificateRefused}). Such a
+ * failure is retried like an unreachable curator until then — a curator's
+ * address may present another certificate for a moment (the address moving
+ * to the node that is to serve there, a process of an earlier cluster still
+ * bound to it) — and the certificate is never trusted. A NoLeaderError, so
+ * that whoever handles that one handles this one; its `cause` is the
+ * refused connection's gRPC failure.
+ */
+export class CuratorCertificateNotVerifiedError extends NoLeaderError {
+  constructor(endpoints: readonly CuratorAddress[], cause: unknown) {
+    super(endpoints, cause);
+    this.message = `the curator's certificate did not verify against the cluster CA (through ${endpoints.map(formatCuratorAddress).join(", ")}, until the deadline): ${refusalOf(cause)}`;
+    this.name = new.target.name;
+  }
+}
+
+/**
  * The search for the leader that this caller shares with others (one search
  * at a time, see CuratorConnection's `leaderClients`) found none within this
  * caller's own time; the search goes on for the callers with more time. A
@@ -348,6 +368,33 @@ function lossOf(e: unknown): LeaderLoss | undefined {
   return undefined;
 }
 
+/**
+ * How Node's TLS (OpenSSL) words its refusals of a server's certificate: "self-signed
+ * certificate in certificate chain", "unable to verify the first certificate", "unsuitable
+ * certificate purpose", "certificate has expired"… Not every TLS failure ("socket
+ * disconnected before secure TLS connection was established" is a curator restarting), nor
+ * a node other than the one expected at an address (credentials.ts words that without
+ * "certificate"): the same words @metropolis/cluster's enrolment dialling tells them by.
+ */
+const certificateRefusal = /certificate|self[- ]signed/i;
+
+/** What a failed connection's gRPC status says went wrong (its details), or the error's message. */
+function refusalOf(e: unknown): string {
+  if (typeof e === "object" && e !== null && "details" in e && typeof e.details === "string")
+    return e.details.replace(/\s*Resolution note:\s*$/, "");
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Whether `e` is a connection to a curator that failed because TLS refused
+ * the curator's certificate: UNAVAILABLE (grpc-js' status of a connection
+ * that could not be made), with OpenSSL's words for a certificate that did
+ * not verify against the cluster CA. Retried like any unreachable curator.
+ */
+function isCertificateRefused(e: unknown): boolean {
+  return failedWith(e, status.UNAVAILABLE) && certificateRefusal.test(refusalOf(e));
+}
+
 /** A call that ran out of time: the leader held it open without answering. */
 const isUnanswered = (e: unknown) => failedWith(e, status.DEADLINE_EXCEEDED);
 
@@ -486,7 +533,7 @@ export class CuratorConnection {
         // Likewise a search that found no other leader in the time left after
         // the leader's call failed: the call failed for the leader's reason
         // (the curators' "still that one" is no news).
-        if (e instanceof NoLeaderError && cause !== undefined) throw cause;
+        if (e instanceof NoLeaderError && cause !== undefined) throw this.atDeadline(cause);
         if (cause === undefined || !isCauseless(e)) cause = e;
         const delay = backoff.next();
         if (!isRetryable(e)) {
@@ -501,10 +548,22 @@ export class CuratorConnection {
         // every later call went to it again (an owner's client polling every
         // 5 s stayed on a frozen leader for minutes in the scale simulator).
         if (leader) this.giveUp(leader, e);
-        if (now() + delay > deadline) throw cause;
+        if (now() + delay > deadline) throw this.atDeadline(cause);
         await abortableSleep(delay, opts.signal);
       }
     }
+  }
+
+  /**
+   * What a call that gives up at its deadline throws for `cause`, its
+   * failure: {@link CuratorCertificateNotVerifiedError} for a curator whose
+   * certificate TLS refused (else the caller read a bare UNAVAILABLE, as if
+   * nothing answered there), `cause` itself otherwise.
+   */
+  private atDeadline(cause: unknown): unknown {
+    return isCertificateRefused(cause)
+      ? new CuratorCertificateNotVerifiedError(this.endpoints, cause)
+      : cause;
   }
 
   /**
@@ -933,7 +992,9 @@ export class CuratorConnection {
       }
       await abortableSleep(backoff.next(), signal);
     }
-    throw new NoLeaderError(this.endpoints, lastError);
+    throw isCertificateRefused(lastError)
+      ? new CuratorCertificateNotVerifiedError(this.endpoints, lastError)
+      : new NoLeaderError(this.endpoints, lastError);
   }
 
   /**
