@@ -44,7 +44,7 @@
 import { status, Client } from "@grpc/grpc-js";
 import fc from "fast-check";
 import { nodeTemplate, selfSignCertificate, tlsMaterial } from "@metropolis/pki";
-import { access, api, common } from "@metropolis/proto";
+import { access, api, common, protocolVersion } from "@metropolis/proto";
 import { maxRequestBytes } from "../src/server-limits";
 import {
   newKeys,
@@ -216,6 +216,12 @@ function selector(ids: string[], publicKeys: Buffer[]) {
 const enumValues = (e: Record<string, string | number>): number[] =>
   Object.values(e).filter((v): v is number => typeof v === "number");
 
+/** The wire protocol version a node sends: this build's three times in four, else any. */
+const sentProtocolVersion = fc.oneof(
+  { weight: 3, arbitrary: fc.constant(protocolVersion) },
+  { weight: 1, arbitrary: fc.nat() },
+);
+
 const nodeStatus = fc.record({
   externalAddress: fc.oneof(fc.ipV4(), fc.ipV6(), text),
   runningCurator: fc.option(
@@ -225,6 +231,7 @@ const nodeStatus = fc.record({
   version: text,
   bootId: text,
   timestamp: fc.option(fc.date({ noInvalidDate: true }), { nil: undefined }),
+  protocolVersion: sentProtocolVersion,
 });
 
 const nodeCallers: Callers = { authorized: ["node"], refused: ["owner", "none", "self-signed"] };
@@ -312,7 +319,7 @@ const targets: Record<string, Target> = {
   },
   "Curator.JoinNode": {
     callers: { authorized: ["ephemeral join"], refused: ["ephemeral", "node", "none"] },
-    request: empty,
+    request: () => fc.record({ protocolVersion: sentProtocolVersion }),
   },
   "Curator.RegisterNode": {
     callers: { authorized: ["ephemeral"], refused: ["node", "owner", "none"] },
@@ -321,6 +328,7 @@ const targets: Record<string, Target> = {
         registerTicket: mostly(fc.constant(cluster.ticket)),
         joinKey: mostly(key32),
         labels,
+        protocolVersion: sentProtocolVersion,
       }),
   },
   "Curator.UpdateNodeStatus": {
