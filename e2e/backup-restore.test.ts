@@ -178,6 +178,18 @@ it("restores a cluster that lost its quorum from a backup, up to the backup and 
   expect((await nodes()).find((n) => n.id === leading.nodeId)?.labels).toEqual({
     restored: "yes",
   });
+  // The secrets as of the backup open with the restored keyring: the register ticket (sealed) is
+  // read, and a rotation re-seals every secret of the cluster under a new key.
+  const params = await metroctlAt(endpoint, [
+    "register-params",
+    "-o",
+    join(e2e.dir, "register.pb"),
+  ]);
+  expect(params).toMatchObject({ exitCode: 0, stderr: "" });
+  const rotation = await metroctlAt(endpoint, ["rotate-secrets-key", "-o", "json"]);
+  expect(rotation).toMatchObject({ exitCode: 0, stderr: "" });
+  const rotated: { resealed: number } = JSON.parse(rotation.stdout);
+  expect(rotated.resealed).toBeGreaterThan(0);
   const members2 = await metroctlAt(endpoint, ["cluster", "members", "-o", "json"]);
   expect(members2.exitCode).toBe(0);
   const consensus: { members: Array<{ nodeId: string; status: string }> } = JSON.parse(
