@@ -22,6 +22,7 @@ import {
   type ParsedCertificate,
 } from "@metropolis/pki";
 import { curator as curatorProto } from "@metropolis/proto";
+import { abortableSleep } from "@metropolis/supervisor";
 import { certificateFingerprint } from "./certificate-fingerprint";
 import { ClusterSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
@@ -35,7 +36,11 @@ import { withProgress } from "./spinner";
 async function askCa(address: string, timeoutMs: number): Promise<ParsedCertificate> {
   // rejectUnauthorized: false is the whole point here, and confined to this one call.
   const insecure = credentials.createSsl(null, null, null, { rejectUnauthorized: false });
-  const local = new curatorProto.CuratorLocalClient(address, insecure);
+  // A channel of its own each time: from grpc-js's shared pool, a connection refused
+  // before would be refused again, without dialling, for its whole reconnect backoff.
+  const local = new curatorProto.CuratorLocalClient(address, insecure, {
+    "grpc.use_local_subchannel_pool": 1,
+  });
   try {
     const res = await new Promise<curatorProto.GetCACertificateResponse>((resolve, reject) =>
       local.getCaCertificate({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, r) =>
@@ -51,19 +56,39 @@ async function askCa(address: string, timeoutMs: number): Promise<ParsedCertific
   }
 }
 
-/** The CA from the first endpoint that answers. */
+/** The longest one round of asking every endpoint waits for one of them. */
+const askTimeoutMs = 5000;
+
+/**
+ * The CA from the first endpoint that answers, asking every endpoint again
+ * (after a pause doubling from 250 ms to 2 s) until the dial timeout: the
+ * node may not listen yet (it was just started, as the guide has it), and
+ * ECONNREFUSED then is a moment, not an answer. A wrong answer (TrustError)
+ * ends it at once.
+ */
 async function learnCa(ctx: CommandContext): Promise<{ ca: ParsedCertificate; from: string }> {
-  let lastError: unknown;
-  for (const endpoint of await ctx.endpoints()) {
-    const address = formatEndpoint(endpoint);
-    try {
-      return { ca: await askCa(address, ctx.dialTimeoutMs), from: address };
-    } catch (e) {
-      if (e instanceof TrustError) throw e;
-      lastError = e;
+  const deadline = performance.now() + ctx.dialTimeoutMs;
+  let pauseMs = 250;
+  for (;;) {
+    let lastError: unknown;
+    for (const endpoint of await ctx.endpoints()) {
+      const address = formatEndpoint(endpoint);
+      const remaining = deadline - performance.now();
+      try {
+        return {
+          ca: await askCa(address, Math.max(1, Math.min(remaining, askTimeoutMs))),
+          from: address,
+        };
+      } catch (e) {
+        if (e instanceof TrustError) throw e;
+        lastError = e;
+      }
     }
+    const remaining = deadline - performance.now();
+    if (remaining <= 0) throw lastError;
+    await abortableSleep(Math.min(pauseMs, remaining), ctx.signal);
+    pauseMs = Math.min(pauseMs * 2, 2000);
   }
-  throw lastError;
 }
 
 const fingerprintPattern = /^[0-9a-f]{64}$/;

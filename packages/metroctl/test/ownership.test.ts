@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFile, stat, writeFile } from "node:fs/promises";
+import { createServer, connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { api } from "@metropolis/proto";
 import { generateKeyPair, parseCertificate, publicKeyFromPrivateKey } from "@metropolis/pki";
@@ -116,6 +117,49 @@ describe("takeownership", () => {
     expect(JSON.parse(listed.stdout)).toContainEqual(
       expect.objectContaining({ id: leader.firstNode.nodeId, state: "UP" }),
     );
+  });
+
+  it("waits within --dial-timeout for a node that does not listen yet, as one just started", async () => {
+    const { leader } = cluster;
+    const config = await withOwnerKey(leader.owner.privateKey);
+    // A port nobody listens on, where the node "starts" (a proxy to the fixture's curator) later.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const address = probe.address();
+        probe.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+      });
+    });
+    const [host, upstreamPort] = leader.address.split(":");
+    const sockets = new Set<Socket>();
+    const proxy = createServer((down) => {
+      const up = connect(Number(upstreamPort), host);
+      for (const socket of [down, up]) {
+        sockets.add(socket);
+        socket.on("close", () => sockets.delete(socket));
+      }
+      down.pipe(up).pipe(down);
+      down.on("error", () => up.destroy());
+      up.on("error", () => down.destroy());
+    });
+    const started = metroctl(config, [
+      "--endpoints",
+      `127.0.0.1:${port}`,
+      "--dial-timeout",
+      "20",
+      "takeownership",
+    ]);
+    // The node comes up a moment after the operator ran takeownership (the scenario, not a wait).
+    const late = setTimeout(() => proxy.listen(port, "127.0.0.1"), 1500);
+    try {
+      const res = await started;
+      expect(res.stderr).toContain("trusting cluster CA");
+      expect(res.code).toBe(0);
+      await expect(new ConfigDir(config).readOwnerCredentials()).resolves.toBeDefined();
+    } finally {
+      clearTimeout(late);
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   it("accepts a CA that matches --ca-sha256", async () => {
