@@ -54,9 +54,9 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, readlinkSync, statSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { defaultCuratorPort } from "@metropolis/curator";
 import { eventually } from "@metropolis/supervisor/testing";
 import { findTool } from "../local-cluster/src/host-command";
@@ -410,7 +410,8 @@ set -x
     // The node's bin with the node's flags: --root R --address A [--parameters P].
     const [executable, binary, ...flags] = execStart[0].split(" ");
     expect(executable).toBe(process.execPath);
-    expect(binary).toBe(nodeBin);
+    // The installed copy's bin (see beforeAll), the symlink on PATH resolved.
+    expect(binary).toBe(join(base, "lib", "metropolis-node", "bin", basename(nodeBin)));
     const value = (flag: string) => {
       const i = flags.indexOf(flag);
       return i < 0 ? undefined : flags[i + 1];
@@ -561,7 +562,9 @@ set -x
     // Not under /tmp: install-service refuses it (the service would see it private).
     base = await mkdtemp("/dev/shm/metropolis-e2e-guide-");
     await mkdir(join(base, "bin"));
-    // As the guide installs them: the packages' bins, symlinked onto PATH.
+    // As the guide installs them: the packages' bins, symlinked onto PATH. Each package's
+    // bin, bundle and package.json are copied out of the checkout first, which may itself lie
+    // under /tmp (a CI clone), where install-service refuses the executable.
     for (const [name, bin] of [
       ["metropolis-node", nodeBin],
       ["metroctl", metroctlBin],
@@ -569,7 +572,12 @@ set -x
       if (!existsSync(bundleOf(bin))) {
         throw new Error(`${bundleOf(bin)} is not built: npm run build:bundles`);
       }
-      await symlink(bin, join(base, "bin", name));
+      const packageDir = resolve(bin, "..", "..");
+      const installed = join(base, "lib", name);
+      for (const part of ["bin", "bundle", "package.json"]) {
+        await cp(join(packageDir, part), join(installed, part), { recursive: true });
+      }
+      await symlink(join(installed, "bin", basename(bin)), join(base, "bin", name));
     }
     await mkdir(join(operatorDir(), ".config"), { recursive: true });
     for (const m of [1, 2, 3]) {
