@@ -318,11 +318,14 @@ async function clusterPart(
       entries.push({ name: `cluster/${name}.error.txt`, text: `${why(e, signal)}\n` });
     }
   };
-  const health = await readClusterHealth(session, signal);
-  entries.push(
-    { name: "cluster/health.txt", text: `${renderHealth(health).join("\n")}\n` },
-    { name: "cluster/health.json", text: json(health) },
-  );
+  await attempt("health", async () => {
+    // No leader is a verdict (a failing check); a refusal (a credential without the right) is an error file.
+    const health = await readClusterHealth(session, signal);
+    return [
+      { name: "cluster/health.txt", text: `${renderHealth(health).join("\n")}\n` },
+      { name: "cluster/health.json", text: json(health) },
+    ];
+  });
   let nodes: api.Node[] = [];
   let leaderId: string | undefined;
   await attempt("nodes", async () => {
