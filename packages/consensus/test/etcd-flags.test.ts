@@ -23,6 +23,8 @@ describe("etcd flags", () => {
         "--peer-trusted-ca-file=/e/ca.pem",
         "--initial-cluster=metropolis-abc=https://127.0.0.2:7834,metropolis-def=https://127.0.0.3:7834",
         "--initial-cluster-state=existing",
+        // A member cut off must not come back at a raised term (see etcd-flags.ts).
+        "--pre-vote=true",
       ]),
     );
     expect(args.some((a) => a.startsWith("--heartbeat-interval"))).toBe(false);
