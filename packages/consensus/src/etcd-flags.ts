@@ -63,10 +63,9 @@ export function etcdArgs(f: EtcdMemberFlags): string[] {
     "--enable-v2=false",
     // Raft's pre-vote (the default from etcd 3.5; 3.4, Debian's, has it off):
     // a member cut off from the others asks whether it could win before it
-    // raises its term. Without it, a member isolated for a few seconds came
-    // back at a term dozens higher, deposed the leader, and its own reads
-    // (ReadIndex) then failed for half a minute while the cluster settled:
-    // its curator named no leader (e2e partition-faults, after the bridge).
+    // raises its term. Without it, a member cut off for a few seconds came
+    // back at a term dozens higher (189 → 264, e2e partition-faults' bridge)
+    // and deposed the leader it rejoined.
     "--pre-vote=true",
   ];
   if (f.peerTls.crlFile) args.push(`--peer-crl-file=${f.peerTls.crlFile}`);
