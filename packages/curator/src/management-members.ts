@@ -14,7 +14,8 @@
  *   FAILED_PRECONDITION naming the raft leader otherwise; the target must be
  *   a voter the leader's member reaches.
  * - DefragmentConsensus defragments the curator leader's member (it stalls
- *   meanwhile, like a member away): quorum-checked as a reboot of it is.
+ *   meanwhile, like a member away): quorum-checked as a reboot of it is, and
+ *   one at a time, a minute apart (defragment-gate.ts).
  * - Alarms are the cluster's (kept in raft): listed and disarmed through any
  *   member. Neither changes what quorum is.
  */
@@ -36,6 +37,7 @@ import {
 } from "@metropolis/consensus";
 import { api, common } from "@metropolis/proto";
 import { readConsensus } from "./consensus-members";
+import { DefragmentGate } from "./defragment-gate";
 import {
   CuratorError,
   FailedPreconditionError,
@@ -157,13 +159,18 @@ export async function moveConsensusLeader(
   return { fromMemberId: from, toMemberId: target.memberId };
 }
 
+/** Each leadership's defragmentations, one at a time and a minute apart (defragment-gate.ts). */
+const defragmentGates = new WeakMap<LeaderContext, DefragmentGate>();
+
 /** Implements DefragmentConsensus. */
 export async function defragmentConsensus(
   ctx: LeaderContext,
   req: api.DefragmentConsensusRequest,
 ): Promise<api.DefragmentConsensusResponse> {
   if (!req.force) await checkConsensusMaintenance(ctx, "defragment", { nodeId: ctx.self.nodeId });
-  const done = await withMemberClient(ctx, (client) => defragmentMember(client));
+  let gate = defragmentGates.get(ctx);
+  if (!gate) defragmentGates.set(ctx, (gate = new DefragmentGate()));
+  const done = await gate.run(() => withMemberClient(ctx, (client) => defragmentMember(client)));
   ctx.logger.info(
     `etcd member ${done.memberId} defragmented: ${done.dbSizeBefore} -> ${done.dbSizeAfter} bytes`,
   );
