@@ -66,6 +66,10 @@ const outsideTheBase = new Map<unknown, string>([
     "a NoLeaderError (a client-side error: CuratorError's gRPC code would change retries)",
   ],
   [
+    curator.CuratorCertificateNotVerifiedError,
+    "a NoLeaderError (a client-side error: CuratorError's gRPC code would change retries)",
+  ],
+  [
     curator.UnusableLeaderAnswerError,
     "a client-side error: CuratorError's gRPC code would change retries",
   ],
@@ -88,6 +92,13 @@ const constructorArgs = new Map<unknown, unknown[]>([
   [curator.CuratorError, [13, "message"]],
   [curator.NoLeaderError, [[{ host: "127.0.0.1", port: 7835 }], new Error("cause")]],
   [curator.LeaderSearchTimeoutError, [[{ host: "127.0.0.1", port: 7835 }], 1500]],
+  [
+    curator.CuratorCertificateNotVerifiedError,
+    [
+      [{ host: "127.0.0.1", port: 7835 }],
+      new Error("self-signed certificate in certificate chain"),
+    ],
+  ],
   [curator.UnusableLeaderAnswerError, [{ host: "127.0.0.1", port: 7835 }, "why"]],
   [curator.UnansweredLeaderQuestionError, [{ host: "127.0.0.1", port: 7835 }, 1500]],
   [pki.CertificateRevokedError, [1n, new Date(0)]],

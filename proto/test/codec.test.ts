@@ -159,6 +159,8 @@ describe("grpc-js service definitions", () => {
         DefragmentConsensus: "unary",
         GetConsensusAlarms: "unary",
         DisarmConsensusAlarm: "unary",
+        GetClusterHealth: "unary",
+        BackupCluster: "server-stream",
       },
     ],
     ["metropolis.proto.api.AAA", api.AAAService, { Escrow: "unary" }],

@@ -482,7 +482,12 @@ const targets: Record<string, Target> = {
   },
   "Management.DefragmentConsensus": {
     callers: ownerCallers,
-    request: () => fc.record({ force: fc.boolean() }),
+    // Not forced: the quorum check refuses it on this one-member cluster. A forced one
+    // defragments the only member, which stalls it (the leader's lease renewals with it) for
+    // as long as the database the other targets filled takes, seconds in a full run: a
+    // leader stepping down, not an unclear answer. The forced path is tested on three
+    // members (consensus-maintenance.test.ts), and the risk is in the curator README.
+    request: () => fc.record({ force: fc.constant(false) }),
   },
   "Management.GetConsensusAlarms": { callers: ownerCallers, request: empty },
   "Management.BackupCluster": { callers: ownerCallers, request: empty },

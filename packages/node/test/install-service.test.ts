@@ -12,14 +12,32 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import {
+  cp,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { InstallServiceError, parseInstallService } from "../src/install-service";
 import { rebootExitStatus } from "../src/node-management";
 import { installServiceHelp } from "../src/node-usage";
 
-const main = resolve(__dirname, "..", "dist", "main.js");
+/** The node package: its dist/main.js is the executable, unless the checkout lies under /tmp. */
+const nodePackage = resolve(__dirname, "..");
+/**
+ * The executable the tests run: tsc's dist/main.js; in a checkout under /tmp
+ * or /var/tmp (a CI clone), which install-service refuses (the service's
+ * /tmp is private), the package's bin, bundle and package.json copied to
+ * /dev/shm, as an operator installs them (set in beforeAll).
+ */
+let main = join(nodePackage, "dist", "main.js");
 
 interface Run {
   code: number;
@@ -77,6 +95,13 @@ beforeAll(async () => {
   expect(existsSync(main)).toBe(true);
   shm = await mkdtemp("/dev/shm/metropolis-install-service-");
   files = await mkdtemp(join(tmpdir(), "install-service-"));
+  if (/^\/(var\/)?tmp\//.test(await realpath(main))) {
+    const installed = join(shm, "node-package");
+    for (const part of ["bin", "bundle", "package.json"]) {
+      await cp(join(nodePackage, part), join(installed, part), { recursive: true });
+    }
+    main = join(installed, "bin", "metropolis-node.js");
+  }
 });
 afterAll(async () => {
   await rm(shm, { recursive: true, force: true });
