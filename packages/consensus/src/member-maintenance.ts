@@ -39,8 +39,11 @@ export const maintenanceCallTimeoutMs = 60_000;
 /** A hex member ID as etcd's API takes it: decimal. Throws MemberMaintenanceError on anything but hex. */
 export function decimalMemberId(hex: string): string {
   if (!/^[0-9a-f]{1,16}$/.test(hex)) {
+    // Never echoed whole: a 20,000-character one made a status too large
+    // for gRPC's trailers, and the caller waited out its deadline (fuzz test).
+    const shown = hex.length <= 32 ? JSON.stringify(hex) : `a ${hex.length}-character string`;
     throw new MemberMaintenanceError(
-      `${JSON.stringify(hex)} is not an etcd member ID (1 to 16 lower-case hex digits)`,
+      `${shown} is not an etcd member ID (1 to 16 lower-case hex digits)`,
     );
   }
   return BigInt(`0x${hex}`).toString(10);
