@@ -60,7 +60,7 @@ describe("check-generated.sh", () => {
     await edit(
       commonProto,
       "  string boot_id = 4;\n",
-      "  string boot_id = 4;\n  // A field added without regenerating.\n  string zone = 6;\n",
+      "  string boot_id = 4;\n  // A field added without regenerating (a number no field of NodeStatus uses).\n  string zone = 99;\n",
     );
     const { code, output } = await check(copy);
     expect(code).toBe(1);
