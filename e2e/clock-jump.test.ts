@@ -55,6 +55,7 @@ import {
   type HealthReading,
 } from "./curator-probes";
 import { DirectCurator } from "./direct-curator";
+import { removeFaketimeLeftovers } from "../chaos/src/clock-faults";
 import { E2eCluster } from "./e2e-cluster";
 
 jest.setTimeout(300_000);
@@ -119,6 +120,9 @@ const clockFile = (dir: string, name: string) => join(dir, `faketime-${name}`);
   afterAll(async () => {
     for (const o of observations) o.close();
     await e2e?.teardown();
+    // libfaketime leaves its shared memory pair of every node process in /dev/shm (see
+    // ../chaos/src/clock-faults.ts): the processes are gone, so are their pairs.
+    if (e2e) await removeFaketimeLeftovers(e2e.cluster.started.map((p) => p.pid));
   });
 
   const nodeById = (id: string): ClusterNode => {
