@@ -15,6 +15,7 @@
  * The Debug service is served by every node, not by the curator: its matrix
  * is in packages/node/test/debug-authz.test.ts.
  */
+import { eventually } from "@metropolis/supervisor/testing";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -234,10 +235,10 @@ async function issueScoped(
 /** A reader credential issued for one second, once it has expired. */
 async function expiredScoped(): Promise<Tls> {
   const { tls, notAfter } = await issueScopedWithExpiry("expired", access.AccessRole.READER, 1);
-  // Time is the condition here: wait until the clock is past its notAfter.
-  await new Promise<void>((resolve) => {
-    const check = () => (Date.now() > notAfter ? resolve() : setTimeout(check, 100));
-    check();
+  // Time is the condition here: the clock past its notAfter (a certificate's wall-clock time).
+  await eventually(() => Date.now() > notAfter, "the scoped credential expired", {
+    timeoutMs: 10_000,
+    intervalMs: 100,
   });
   return tls;
 }
