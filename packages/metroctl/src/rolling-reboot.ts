@@ -28,6 +28,7 @@ import {
   parseNodeId,
   parseSeconds,
 } from "./flag-values";
+import { checksWith, healthView } from "./health-view";
 import { writeLine } from "./io";
 import { nodePower } from "./node-management-commands";
 
@@ -123,7 +124,7 @@ function notBackYet(
 
 /** The first failing check of `health` as one line, or undefined when none fails. */
 function failingCheck(health: api.GetClusterHealthResponse): string | undefined {
-  const failing = health.checks.find((c) => c.verdict === api.HealthVerdict.FAIL);
+  const [failing] = checksWith(healthView(health), "fail");
   return failing && `cluster health: ${failing.name}: ${failing.detail}`;
 }
 
