@@ -25,7 +25,8 @@ import { leaderPrefix } from "../src/keys";
 import { status, type ServiceError } from "@grpc/grpc-js";
 import { curator } from "@metropolis/proto";
 import { CuratorConnection, unaryCall } from "../src/curator-client";
-import { electionKeys, type CuratorEndpoint } from "../src/leadership";
+import { electionKeys, type CuratorEndpoint, type Leadership } from "../src/leadership";
+import { LostLeadershipError } from "../src/errors";
 
 let node: TestNode;
 let member: TestMember;
@@ -49,12 +50,21 @@ interface RunningCurator {
   endpoint: CuratorEndpoint;
 }
 
-/** Starts a curator under a harness of its own; `expectDeath`: the test makes it fail on purpose. */
-async function startCurator(host: string, expectDeath = false): Promise<RunningCurator> {
+/** Options of {@link startCurator}. */
+interface StartOptions {
+  /** The test makes it fail on purpose. */
+  expectDeath?: boolean;
+  /** Told of each leadership it takes (its LeaderContext's), serving no leader service. */
+  onLeading?: (leadership: Leadership) => void;
+}
+
+/** Starts a curator under a harness of its own. */
+async function startCurator(host: string, opts: StartOptions = {}): Promise<RunningCurator> {
   const keys = generateKeyPair();
   const nodeId = nodeIdFromPublicKey(keys.publicKey);
   const certificate = await ca.issueNodeCertificate(keys.publicKey, { ipAddresses: [host] });
   const port = await freePort(host);
+  const { onLeading } = opts;
   const curator = new Curator({
     nodeId,
     tls: tlsMaterial({ certificate, privateKey: keys.privateKey, ca: ca.certificate }),
@@ -62,7 +72,15 @@ async function startCurator(host: string, expectDeath = false): Promise<RunningC
     port,
     consensus: member.status,
     leaderTtlSeconds: 1,
+    ...(onLeading && { leaderServices: (ctx) => (onLeading(ctx.leadership), []) }),
   });
+  const running = { curator, harness: superviseCurator(curator, opts.expectDeath) };
+  await running.harness.waitFor("root.curator", "healthy");
+  return { ...running, endpoint: { nodeId, host, port } };
+}
+
+/** Runs `curator` (again) under a harness of its own, as a node's control plane does. */
+function superviseCurator(curator: Curator, expectDeath = false): TestHarness {
   const harness = testHarness(
     async (ctx) => {
       ctx.run("curator", curator.run);
@@ -72,8 +90,7 @@ async function startCurator(host: string, expectDeath = false): Promise<RunningC
     { expectDeath: (dn) => expectDeath && dn === "root.curator" },
   );
   harnesses.push(harness);
-  await harness.waitFor("root.curator", "healthy");
-  return { curator, harness, endpoint: { nodeId, host, port } };
+  return harness;
 }
 
 describe("curators", () => {
@@ -157,7 +174,7 @@ describe("curators", () => {
   it("a curator whose lease is lost fails, and its restart campaigns again behind the others", async () => {
     for (const h of harnesses.splice(0)) await h.cleanup({ timeoutMs: 10_000 });
     const base = 2 + Math.floor(Math.random() * 200);
-    const first = await startCurator(`127.0.0.${base}`, true);
+    const first = await startCurator(`127.0.0.${base}`, { expectDeath: true });
     const isFirst = (l: CuratorEndpoint | undefined) => l?.nodeId === first.endpoint.nodeId;
     await waitFor(first.curator.leader, isFirst, AbortSignal.timeout(10_000));
     const second = await startCurator(`127.0.0.${base + 1}`);
@@ -178,5 +195,40 @@ describe("curators", () => {
     const keys = await electionKeys(kv);
     expect(keys).toHaveLength(2);
     expect(keys).not.toContain(leaderKey);
+  }, 60_000);
+  // e2e partition-faults, 1 run in 4: a write of a leadership that had ended answered after the
+  // curator's next run had learned the new leader; the loss it reported unset that leader, and
+  // the curator named no one to its GetCurrentLeader callers until the election next changed.
+  it("a write of an ended leadership that finds it lost leaves the leader its next run follows", async () => {
+    for (const h of harnesses.splice(0)) await h.cleanup({ timeoutMs: 10_000 });
+    const base = 2 + Math.floor(Math.random() * 200);
+    const leaderships: Leadership[] = [];
+    const first = await startCurator(`127.0.0.${base}`, { onLeading: (l) => leaderships.push(l) });
+    const isFirst = (l: CuratorEndpoint | undefined) => l?.nodeId === first.endpoint.nodeId;
+    await waitFor(first.curator.leader, isFirst, AbortSignal.timeout(10_000));
+    const second = await startCurator(`127.0.0.${base + 1}`);
+    await waitFor(second.curator.leader, isFirst, AbortSignal.timeout(10_000));
+    const [ended] = leaderships;
+
+    // The first curator's run ends (it resigns); the second leads; the first runs again and follows.
+    await first.harness.cleanup({ timeoutMs: 10_000 });
+    const isSecond = (l: CuratorEndpoint | undefined) => l?.nodeId === second.endpoint.nodeId;
+    await waitFor(second.curator.leader, isSecond, AbortSignal.timeout(10_000));
+    const again = superviseCurator(first.curator);
+    await again.waitFor("root.curator", "healthy");
+    await waitFor(first.curator.leader, isSecond, AbortSignal.timeout(10_000));
+
+    // A write of the ended leadership, answered now, finds it lost and says so.
+    const write = ended.commit(ended.txn().then(ended.kv.put("late").value("write")));
+    await expect(write).rejects.toBeInstanceOf(LostLeadershipError);
+    // Whatever the loss set off has run (promise reactions, then a turn of the event loop).
+    await new Promise((resolve) => setImmediate(resolve));
+    const watcher = first.curator.leader.watch();
+    try {
+      expect(await watcher.get()).toEqual(second.endpoint);
+    } finally {
+      watcher.close();
+    }
+    expect(leaderships).toHaveLength(1);
   }, 60_000);
 });
