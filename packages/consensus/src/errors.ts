@@ -171,3 +171,17 @@ export class NotRaftLeaderError extends ConsensusError {
 
 /** An etcd maintenance call (MoveLeader, Defragment, Alarm) that failed or was refused. */
 export class MemberMaintenanceError extends ConsensusError {}
+
+/**
+ * The cluster identity recorded in this node's etcd data (its write-ahead
+ * log's metadata) could not be read: nothing is concluded from it, and the
+ * data is kept (stale-member.ts).
+ */
+export class MemberIdentityError extends ConsensusError {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(`consensus: cannot read the etcd cluster and member ID recorded in ${path}: ${why}`);
+  }
+}

@@ -45,6 +45,7 @@ export {
   RaftStatusError,
   NotRaftLeaderError,
   MemberMaintenanceError,
+  MemberIdentityError,
 } from "./errors";
 export {
   decimalMemberId,
@@ -93,3 +94,16 @@ export {
   MemberSnapshotError,
 } from "./backup-errors";
 export { restoreMember, type RestoreMemberOptions, type RestoredMember } from "./restore-member";
+export {
+  askCluster,
+  checkMemberData,
+  decideMemberData,
+  hexId,
+  readMemberIdentity,
+  wipeMemberData,
+  type AskClusterOptions,
+  type CheckMemberDataOptions,
+  type ClusterAnswer,
+  type MemberDataDecision,
+  type MemberIdentity,
+} from "./stale-member";
