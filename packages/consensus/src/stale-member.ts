@@ -77,18 +77,24 @@ export function hexId(id: bigint): string {
 /**
  * The decision about this node's etcd data, from what its WAL says (`local`:
  * an error when it could not be read) and what the cluster it is told to
- * join answered (`remote`: undefined when nothing answered). Pure: see the
+ * join answered (`answers`: every member that answered, verified; when one
+ * answers for the data's own cluster, the data is kept). Pure: see the
  * module comment's table.
  */
 export function decideMemberData(
   local: MemberIdentity | MemberIdentityError,
-  remote: ClusterAnswer | undefined,
+  answers: readonly ClusterAnswer[],
   ownPeerUrl: string,
 ): MemberDataDecision {
   if (local instanceof MemberIdentityError) {
     return { action: "retry", reason: `${local.message}; the data is kept` };
   }
   const ours = `this node's etcd data belongs to cluster ${hexId(local.clusterId)} (member ${hexId(local.memberId)})`;
+  // Any member answering for the data's own cluster keeps it; else the one that counts this node.
+  const remote =
+    answers.find((a) => a.clusterId === local.clusterId) ??
+    answers.find((a) => a.memberPeerUrls.includes(ownPeerUrl)) ??
+    answers[0];
   if (!remote) {
     return {
       action: "retry",
@@ -245,7 +251,7 @@ export interface AskClusterOptions {
   ownPeerUrl: string;
   /** The address to connect from (this node's): etcd checks a client certificate against it. */
   localAddress?: string;
-  /** For each peer. Default 3 s. */
+  /** How long a peer has to answer. Default 2 s. */
   timeoutMs?: number;
 }
 
@@ -268,11 +274,13 @@ function askPeer(
       cert: encodePem("CERTIFICATE", opts.certificate),
       key: privateKeyToPem(opts.nodePrivateKey),
       localAddress: opts.localAddress,
-      timeout: opts.timeoutMs ?? 3000,
+      // Peers are dialled by IP, checked against the certificate's IP SANs; no SNI (RFC 6066).
+      servername: "",
+      timeout: opts.timeoutMs ?? 2000,
       agent: false,
     });
     req.on("timeout", () =>
-      req.destroy(new Error(`no answer within ${opts.timeoutMs ?? 3000} ms`)),
+      req.destroy(new Error(`no answer within ${opts.timeoutMs ?? 2000} ms`)),
     );
     req.on("error", (e) => resolve({ failure: `${peerUrl}: ${e.message}` }));
     req.on("response", (res) => {
@@ -303,21 +311,23 @@ function askPeer(
 }
 
 /**
- * Asks the peers, one after another, which etcd cluster they serve and who
- * its members are, over etcd's peer TLS (see the module comment); the first
- * verified answer, or undefined with why each failed.
+ * Asks the peers, all at once, which etcd cluster they serve and who its
+ * members are, over etcd's peer TLS (see the module comment): every verified
+ * answer, and why each other peer gave none. Takes at most `timeoutMs`.
  */
 export async function askCluster(
   opts: AskClusterOptions,
-): Promise<{ answer?: ClusterAnswer; failures: string[] }> {
+): Promise<{ answers: ClusterAnswer[]; failures: string[] }> {
+  const results = await Promise.all(
+    opts.peers.filter((p) => p.peerUrl !== opts.ownPeerUrl).map((p) => askPeer(p.peerUrl, opts)),
+  );
+  const answers: ClusterAnswer[] = [];
   const failures: string[] = [];
-  for (const { peerUrl } of opts.peers) {
-    if (peerUrl === opts.ownPeerUrl) continue;
-    const answer = await askPeer(peerUrl, opts);
-    if ("failure" in answer) failures.push(answer.failure);
-    else return { answer, failures };
+  for (const r of results) {
+    if ("failure" in r) failures.push(r.failure);
+    else answers.push(r);
   }
-  return { failures };
+  return { answers, failures };
 }
 
 /** What {@link checkMemberData} needs. */
@@ -352,7 +362,7 @@ export async function checkMemberData(opts: CheckMemberDataOptions): Promise<Mem
       reason: `the etcd CA this node's data trusts does not read (${e instanceof Error ? e.message : String(e)}): no answer can be verified, the data is kept`,
     };
   }
-  const { answer, failures } = await askCluster({
+  const { answers, failures } = await askCluster({
     peers: opts.join.peers,
     trustedCa,
     certificate: opts.join.certificate,
@@ -361,8 +371,8 @@ export async function checkMemberData(opts: CheckMemberDataOptions): Promise<Mem
     localAddress: opts.localAddress,
     timeoutMs: opts.timeoutMs,
   });
-  const decision = decideMemberData(local, answer, opts.ownPeerUrl);
-  if (decision.action === "retry" && !answer && failures.length > 0) {
+  const decision = decideMemberData(local, answers, opts.ownPeerUrl);
+  if (decision.action === "retry" && answers.length === 0 && failures.length > 0) {
     return { action: "retry", reason: `${decision.reason} (${failures.join("; ")})` };
   }
   return decision;

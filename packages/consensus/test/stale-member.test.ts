@@ -44,7 +44,7 @@ describe("decideMemberData", () => {
   });
 
   it("keeps the data of the cluster it is told to join", () => {
-    expect(decideMemberData(local, answer(0xaaan, [own]), own)).toMatchObject({
+    expect(decideMemberData(local, [answer(0xaaan, [own])], own)).toMatchObject({
       action: "keep",
       reason: expect.stringMatching(/belongs to cluster aaa .*restarts from it/),
     });
@@ -52,21 +52,30 @@ describe("decideMemberData", () => {
 
   it("wipes the data of another cluster that counts this node as a member", () => {
     expect(
-      decideMemberData(local, answer(0xbbbn, ["https://127.0.0.8:7834", own]), own),
+      decideMemberData(local, [answer(0xbbbn, ["https://127.0.0.8:7834", own])], own),
     ).toMatchObject({
       action: "wipe",
       reason: expect.stringMatching(/cluster aaa .*answers for cluster bbb, which counts/),
     });
   });
 
+  it("keeps the data when any member answers for its cluster, whatever another says", () => {
+    const other = answer(0xbbbn, [own]);
+    expect(decideMemberData(local, [other, answer(0xaaan, [])], own)).toMatchObject({
+      action: "keep",
+    });
+  });
+
   it("retries, keeping the data, whenever it cannot tell", () => {
     // Another cluster, but one that has not added this node: not told to join it.
-    expect(decideMemberData(local, answer(0xbbbn, ["https://127.0.0.8:7834"]), own)).toMatchObject({
+    expect(
+      decideMemberData(local, [answer(0xbbbn, ["https://127.0.0.8:7834"])], own),
+    ).toMatchObject({
       action: "retry",
       reason: expect.stringMatching(/has no member at .*data is kept/),
     });
     // Nobody answered.
-    expect(decideMemberData(local, undefined, own)).toMatchObject({
+    expect(decideMemberData(local, [], own)).toMatchObject({
       action: "retry",
       reason: expect.stringMatching(/no member .* answered.*data is kept/),
     });
@@ -74,7 +83,7 @@ describe("decideMemberData", () => {
     expect(
       decideMemberData(
         new MemberIdentityError("/x/wal", "no WAL segment"),
-        answer(0xbbbn, [own]),
+        [answer(0xbbbn, [own])],
         own,
       ),
     ).toMatchObject({

@@ -32,12 +32,15 @@
  */
 import { rm } from "node:fs/promises";
 import {
+  checkMemberData,
   ConsensusService,
   defaultPeerPort,
   hasMemberData,
   memberDataPath,
+  wipeMemberData,
   type ConsensusStatus,
   type EtcdTimings,
+  type MemberDataDecision,
 } from "@metropolis/consensus";
 import {
   bootstrapCluster,
@@ -65,6 +68,7 @@ import {
   ControlPlaneInputError,
   ControlPlaneStepError,
   RolesChangedError,
+  StaleMemberDataError,
 } from "./errors";
 import {
   credentialsPem,
@@ -100,6 +104,12 @@ type RunStartup = Extract<ControlPlaneStartup, { run: true }>;
 const voterPollMs = 1000;
 
 /**
+ * How often a member started from its data, and not serving yet, asks the
+ * cluster it is told to join whether that data is stale (see startConsensus).
+ */
+const staleCheckMs = 2000;
+
+/**
  * One run of the launcher: the steps of the control plane machine
  * (controlplane-machine.ts), and what they produce. See the module comment.
  */
@@ -117,6 +127,8 @@ class ControlPlaneLauncher {
   private running: RunningConsensus | undefined;
   /** The credentials the bootstrap made, once it did. */
   private bootstrapped: NodeCredentials | undefined;
+  /** What the last check of the member's data said, so that a repeated answer is logged once. */
+  private reported: string | undefined;
 
   constructor(
     private readonly values: RoleserveValues,
@@ -167,11 +179,98 @@ class ControlPlaneLauncher {
     return startup.credentials ? "member" : "bootstrap";
   }
 
-  /** Starts the member as the startup says, until it serves. */
+  /**
+   * Starts the member as the startup says, until it serves.
+   *
+   * With etcd data on disk and join parameters in the consensus role, the
+   * data may be a former member's of a cluster since restored from a backup
+   * (a new etcd cluster): it is checked against the cluster to join first
+   * (@metropolis/consensus `checkMemberData`), and removed only when that
+   * cluster proves it stale — then the member joins as a learner. Anything
+   * less keeps the data, and the member starts from it as before (a whole
+   * cluster powered on again has no peer to answer yet). While a member
+   * started from its data does not serve, the newest startup is checked
+   * again every {@link staleCheckMs}: roles that no longer give the consensus
+   * role fail the run (RolesChangedError), as does a proof that the data is
+   * stale (StaleMemberDataError, so that the next run, etcd stopped, removes
+   * it and joins).
+   */
   private async startConsensus(signal: AbortSignal): Promise<void> {
-    const service = this.consensus(this.runStartup("startConsensus"));
+    const startup = this.runStartup("startConsensus");
+    let fromData = await hasMemberData(this.config.storage);
+    if (fromData && startup.join) {
+      const decision = await this.checkMemberData(startup);
+      if (decision.action === "wipe") {
+        await wipeMemberData(this.config.storage);
+        fromData = false;
+        this.ctx.logger.warn(decision.reason);
+      } else {
+        this.reported = decision.reason;
+        this.ctx.logger.info(decision.reason);
+      }
+    }
+    const service = this.consensus(startup);
     this.service = service;
-    this.running = await this.untilRunning(service, signal);
+    if (!fromData) {
+      this.running = await this.untilRunning(service, signal);
+      return;
+    }
+    const started = new AbortController();
+    const both = AbortSignal.any([signal, started.signal]);
+    try {
+      this.running = await Promise.race([
+        this.untilRunning(service, both),
+        this.untilStale(startup, both),
+      ]);
+    } finally {
+      started.abort();
+    }
+  }
+
+  /** checkMemberData for `startup`'s join, as this node (see startConsensus). */
+  private checkMemberData(startup: RunStartup): Promise<MemberDataDecision> {
+    const join = startup.join;
+    const privateKey = startup.credentials?.privateKey ?? startup.bootstrap?.nodePrivateKey;
+    if (!join || !privateKey) {
+      return Promise.resolve({
+        action: "retry",
+        reason: "no join parameters to check the data against",
+      });
+    }
+    return checkMemberData({
+      storage: this.config.storage,
+      join,
+      nodePrivateKey: privateKey,
+      ownPeerUrl: `https://${this.config.host}:${this.consensusPort}`,
+      localAddress: this.config.host,
+    });
+  }
+
+  /**
+   * While the member started from its data does not serve: every
+   * {@link staleCheckMs}, or at once when the startup changes, fails the run
+   * when the roles no longer give the consensus role, or when the cluster to
+   * join proves the data stale.
+   */
+  private async untilStale(first: RunStartup, signal: AbortSignal): Promise<never> {
+    let startup: ControlPlaneStartup = first;
+    for (;;) {
+      const wait = AbortSignal.any([signal, AbortSignal.timeout(staleCheckMs)]);
+      const next = await this.startups.next(wait).catch((e: unknown) => {
+        if (signal.aborted) throw e;
+        return undefined;
+      });
+      if (next) startup = next;
+      if (!startup.run) throw new RolesChangedError("control plane", false);
+      if (!startup.join) continue;
+      const decision = await this.checkMemberData(startup);
+      if (signal.aborted) throw signal.reason;
+      if (decision.action === "wipe") throw new StaleMemberDataError(decision.reason);
+      if (decision.reason !== this.reported) {
+        this.reported = decision.reason;
+        this.ctx.logger.info(decision.reason);
+      }
+    }
   }
 
   /** The bootstrap's last step (finishBootstrap), keeping the credentials it made. */

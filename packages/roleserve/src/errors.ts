@@ -71,6 +71,19 @@ export class ControlPlaneStepError extends RoleserveError {
   }
 }
 
+/**
+ * While this node's member started from its etcd data without reaching a
+ * quorum, the cluster it is told to join proved that data stale (another
+ * etcd cluster, which counts this node as a member: @metropolis/consensus
+ * stale-member.ts): the control plane restarts, and its next run, with etcd
+ * stopped, checks again, removes the data and joins as a learner.
+ */
+export class StaleMemberDataError extends RoleserveError {
+  constructor(readonly reason: string) {
+    super(`control plane: ${reason}; restarting to join`);
+  }
+}
+
 /** The local etcd member stopped while the curator used it; the control plane restarts whole. */
 export class ConsensusStoppedError extends RoleserveError {
   constructor() {

@@ -1,0 +1,181 @@
+/**
+ * e2e: a former consensus member rejoins a cluster restored from a backup
+ * (issue 38 part 1, its last piece). Three real consensus members; `metroctl
+ * cluster backup`; two members SIGKILLed (quorum lost), the third stopped;
+ * only the killed n3's root is removed — n2's machine survives, its etcd data
+ * holding the old cluster's member. The restore runs on a fresh root
+ * (`metropolis-node --recover-from`): a new one-member etcd cluster, with a
+ * new cluster ID, holding the old cluster's records.
+ *
+ * n2 is then started again on its kept root. It finds the restored curator
+ * through its cluster directory — the restored node's copied onto its ESP,
+ * the operator's one step (nodes find curators only through their directory,
+ * and the restored node is a new node at a new address) — comes back UP as
+ * itself, without the consensus role (the restore took it away), its stale
+ * etcd data kept: nothing proved it stale yet. Given the consensus role by
+ * the owner, the restored cluster adds it as a learner; n2 asks that cluster
+ * over etcd's peer TLS which cluster it is, finds another cluster ID than
+ * its data's and its own peer URL among the members, removes its etcd data
+ * (only that), joins as a learner and is promoted: a voting member of the
+ * restored cluster, with its node ID unchanged.
+ */
+import { copyFile, mkdtemp } from "node:fs/promises";
+import { join } from "node:path";
+import { hexId, readMemberIdentity } from "@metropolis/consensus";
+import { placeNodeRoot } from "@metropolis/localstorage";
+import { runMetroctl } from "@metropolis/metroctl";
+import { eventually } from "@metropolis/supervisor/testing";
+import { removeNodeRoot } from "../local-cluster/src/node-root-removal";
+import type { NodeView } from "@metropolis/metroctl";
+import { curatorPort, E2eCluster } from "./e2e-cluster";
+
+jest.setTimeout(600_000);
+
+let e2e: E2eCluster;
+
+beforeAll(async () => {
+  e2e = await E2eCluster.create("restore-rejoin", { nodes: 3 });
+  await e2e.up();
+});
+
+afterAll(async () => {
+  await e2e?.teardown();
+});
+
+/** metroctl as the owner (the cluster's config dir) against `endpoint` only. */
+async function metroctlAt(endpoint: string, args: readonly string[]) {
+  let stdout = "";
+  let stderr = "";
+  const exitCode = await runMetroctl(
+    ["--config", e2e.cluster.metroctlDir, "--endpoints", endpoint, ...args],
+    {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+    },
+  );
+  return { exitCode, stdout, stderr };
+}
+
+interface MembersJson {
+  members: Array<{ nodeId: string; memberId: string; status: string }>;
+  summary: string | null;
+}
+
+it("a former member whose etcd data is stale rejoins the restored cluster as a learner, then votes", async () => {
+  const [n1, n2, n3] = [e2e.node(1), e2e.node(2), e2e.node(3)];
+  const file = join(e2e.dir, "cluster.backup");
+  await e2e.cluster.metroctlOk(["cluster", "backup", "-o", file]);
+
+  // Quorum lost: two members killed, the third stopped. Only n3's root goes.
+  await e2e.cluster.killNode(n2);
+  await e2e.cluster.killNode(n3);
+  await removeNodeRoot(n3.root);
+  await e2e.cluster.stopNode(n1);
+  const n2Root = placeNodeRoot(n2.root);
+  const old = await readMemberIdentity(n2Root);
+
+  // The restore, on a fresh root at a new address.
+  const root = await mkdtemp(join(e2e.dir, "restored-"));
+  const ownerKey = join(e2e.cluster.metroctlDir, "owner-key.pem");
+  const restored = await e2e.spawn({
+    name: "restored",
+    root,
+    configPath: e2e.cluster.nodeConfigPath,
+    extraArgs: ["--recover-from", file, "--owner-key", ownerKey],
+  });
+  const leading = await restored.waitForProgress("curator.leading", 120_000);
+  const endpoint = `${restored.address}:${curatorPort}`;
+  const restoredIdentity = await readMemberIdentity(placeNodeRoot(root));
+  expect(restoredIdentity.clusterId).not.toBe(old.clusterId);
+  const nodeOf = async (id: string): Promise<NodeView | undefined> => {
+    const res = await metroctlAt(endpoint, ["nodes", "-o", "json"]);
+    if (res.exitCode !== 0) throw new Error(res.stderr);
+    const list: NodeView[] = JSON.parse(res.stdout);
+    return list.find((n) => n.id === id);
+  };
+  const upAndHealthy = (id: string, what: string) =>
+    eventually(
+      async () => {
+        const node = await nodeOf(id);
+        if (node?.state !== "UP" || node.health !== "HEALTHY") {
+          throw new Error(`${what} not UP and HEALTHY yet: ${JSON.stringify(node)}`);
+        }
+        return node;
+      },
+      `${what} UP and HEALTHY`,
+      { timeoutMs: 120_000 },
+    );
+  await upAndHealthy(leading.nodeId, "the restored node");
+
+  // The operator's one step: n2 gets the restored node's cluster directory (it names the
+  // restored node as the cluster's curator), once the restored node wrote it.
+  const directory = placeNodeRoot(root).esp.metropolis.clusterDirectory;
+  await eventually(
+    async () => (await directory.read()).nodes.some((n) => n.id === leading.nodeId),
+    "the restored node's cluster directory names it",
+    { timeoutMs: 60_000 },
+  );
+  await copyFile(directory.fullPath, n2Root.esp.metropolis.clusterDirectory.fullPath);
+
+  const rejoinStarted = performance.now();
+  e2e.cluster.startNode(n2);
+  // Back as itself, without the consensus role, its stale data kept: nothing proved it stale.
+  const back = await upAndHealthy(n2.id, "n2");
+  expect(back.roles).not.toContain("consensus");
+  expect((await readMemberIdentity(n2Root)).clusterId).toBe(old.clusterId);
+  e2e.note("n2 UP and HEALTHY in the restored cluster", performance.now() - rejoinStarted);
+
+  // The consensus role: the restored cluster adds n2 as a learner, n2 proves its data stale,
+  // removes it and joins; promoted, it votes.
+  const roleStarted = performance.now();
+  const role = await metroctlAt(endpoint, ["set-role", n2.id, "--consensus", "on"]);
+  expect(role).toMatchObject({ exitCode: 0 });
+  const members = await eventually(
+    async () => {
+      const res = await metroctlAt(endpoint, ["cluster", "members", "-o", "json"]);
+      if (res.exitCode !== 0) throw new Error(res.stderr);
+      const view: MembersJson = JSON.parse(res.stdout);
+      const voters = view.members.filter((m) => m.status === "voter").map((m) => m.nodeId);
+      if (!(voters.includes(n2.id) && voters.includes(leading.nodeId))) {
+        throw new Error(`not both voters yet: ${res.stdout}`);
+      }
+      return view;
+    },
+    "n2 a voting member of the restored cluster",
+    { timeoutMs: 180_000 },
+  );
+  e2e.note("n2: consensus role to voting member", performance.now() - roleStarted);
+  // The restored cluster's etcd member list, as its owner sees it.
+  e2e.cluster.record(
+    `restored cluster's members: ${members.members.map((m) => `${m.nodeId} ${m.memberId} ${m.status}`).join("; ")} (${members.summary ?? ""})`,
+    0,
+  );
+  expect(members.members.map((m) => [m.nodeId, m.status]).sort()).toEqual(
+    [
+      [leading.nodeId, "voter"],
+      [n2.id, "voter"],
+    ].sort(),
+  );
+  // n2's own etcd member, asked over its unix socket: both voting.
+  expect((await e2e.etcdMembers(n2)).map((m) => [m.name, m.isLearner]).sort()).toEqual(
+    [
+      [leading.nodeId, false],
+      [n2.id, false],
+    ].sort(),
+  );
+
+  // Its data now belongs to the restored cluster, as another member: the stale data is gone.
+  const now = await readMemberIdentity(n2Root);
+  expect(hexId(now.clusterId)).toBe(hexId(restoredIdentity.clusterId));
+  expect(now.memberId).not.toBe(old.memberId);
+  // Its node identity is unchanged: the same node ID, UP and HEALTHY, now with the role.
+  const after = await upAndHealthy(n2.id, "n2 as a member");
+  expect(after.roles).toContain("consensus");
+  // It said why it removed the data.
+  const said = n2.process?.lines().map((l) => l.message ?? l.raw) ?? [];
+  expect(said.join("\n")).toMatch(
+    new RegExp(
+      `belongs to cluster ${hexId(old.clusterId)} .*answers for cluster ${hexId(restoredIdentity.clusterId)}, which counts https://`,
+    ),
+  );
+});
