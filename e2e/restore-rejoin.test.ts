@@ -18,6 +18,11 @@
  * its data's and its own peer URL among the members, removes its etcd data
  * (only that), joins as a learner and is promoted: a voting member of the
  * restored cluster, with its node ID unchanged.
+ *
+ * n1, stopped since the quorum loss, is started last, with nothing copied:
+ * its directory names n2, whose curator now follows the restored leader and
+ * names it, so n1 reconnects by itself; given the role, it rejoins the same
+ * way. Three voting members of the restored cluster.
  */
 import { copyFile, mkdtemp } from "node:fs/promises";
 import { join } from "node:path";
@@ -178,4 +183,41 @@ it("a former member whose etcd data is stale rejoins the restored cluster as a l
       `belongs to cluster ${hexId(old.clusterId)} .*answers for cluster ${hexId(restoredIdentity.clusterId)}, which counts https://`,
     ),
   );
+
+  // n1, stopped since the quorum loss, comes back by itself: nothing copied. Its directory names
+  // n2, whose curator (a follower again) names the restored leader. Given the role, it too proves
+  // its data stale and joins: three voting members.
+  const n1Root = placeNodeRoot(n1.root);
+  const n1Old = await readMemberIdentity(n1Root);
+  expect(n1Old.clusterId).toBe(old.clusterId);
+  const n1Started = performance.now();
+  e2e.cluster.startNode(n1);
+  await upAndHealthy(n1.id, "n1");
+  e2e.note("n1 UP and HEALTHY in the restored cluster, by itself", performance.now() - n1Started);
+  expect((await readMemberIdentity(n1Root)).clusterId).toBe(old.clusterId);
+  expect(await metroctlAt(endpoint, ["set-role", n1.id, "--consensus", "on"])).toMatchObject({
+    exitCode: 0,
+  });
+  const three = await eventually(
+    async () => {
+      const res = await metroctlAt(endpoint, ["cluster", "members", "-o", "json"]);
+      if (res.exitCode !== 0) throw new Error(res.stderr);
+      const view: MembersJson = JSON.parse(res.stdout);
+      const voters = view.members.filter((m) => m.status === "voter").map((m) => m.nodeId);
+      if (voters.length !== 3 || !voters.includes(n1.id)) {
+        throw new Error(`not three voters yet: ${res.stdout}`);
+      }
+      return view;
+    },
+    "n1 a voting member of the restored cluster",
+    { timeoutMs: 180_000 },
+  );
+  e2e.note("n1: start to voting member", performance.now() - n1Started);
+  e2e.cluster.record(
+    `restored cluster's members: ${three.members.map((m) => `${m.nodeId} ${m.memberId} ${m.status}`).join("; ")} (${three.summary ?? ""})`,
+    0,
+  );
+  expect(three.members.map((m) => m.nodeId).sort()).toEqual([leading.nodeId, n1.id, n2.id].sort());
+  expect((await readMemberIdentity(n1Root)).clusterId).toBe(restoredIdentity.clusterId);
+  expect((await upAndHealthy(n1.id, "n1 as a member")).roles).toContain("consensus");
 });
