@@ -30,7 +30,7 @@ import { recoverCluster } from "@metropolis/curator";
 import { ensureMachineKey, type NodeRoot } from "@metropolis/localstorage";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 import { common, priv } from "@metropolis/proto";
-import { saveCredentials } from "@metropolis/roleserve";
+import { keepFirstNodeRoles, saveCredentials } from "@metropolis/roleserve";
 import { EnrolmentError } from "./errors";
 import { readSealedConfiguration, writeSealedConfiguration } from "./sealed-configuration";
 import { dataPolicyOf } from "./storage-policy";
@@ -138,16 +138,7 @@ export async function recoverNode(opts: RecoverNodeOptions): Promise<RecoveryRep
       certificate: recovered.nodeCertificate,
       caCertificate: recovered.caCertificate,
     });
-    // As a bootstrap keeps them: a restart finds its control plane role before any curator runs.
-    await storage.data.node.roles.write({
-      consensusMember: {
-        peers: [],
-        caCertificate: Buffer.alloc(0),
-        peerCertificate: Buffer.alloc(0),
-        peerCrl: Buffer.alloc(0),
-      },
-      kubernetesController: {},
-    });
+    await keepFirstNodeRoles(storage);
     await storage.esp.metropolis.clusterDirectory.write({
       nodes: [
         {

@@ -62,6 +62,7 @@ import {
   type MemberRole,
 } from "./controlplane-machine";
 import { StartupWatcher, type ControlPlaneStartup } from "./controlplane-startup";
+import { keepFirstNodeRoles } from "./first-node-roles";
 import {
   ConsensusRemovedError,
   ConsensusStoppedError,
@@ -438,17 +439,7 @@ class ControlPlaneLauncher {
       caCertificate: result.caCertificate,
     };
     await saveCredentials(this.config.storage.data.node.credentials, credentials);
-    // The roles the bootstrap gave this node, kept like rolefetch keeps
-    // them: a restart must find its control plane role before any curator runs.
-    await this.config.storage.data.node.roles.write({
-      consensusMember: {
-        peers: [],
-        caCertificate: Buffer.alloc(0),
-        peerCertificate: Buffer.alloc(0),
-        peerCrl: Buffer.alloc(0),
-      },
-      kubernetesController: {},
-    });
+    await keepFirstNodeRoles(this.config.storage);
     this.ctx.logger.info(
       result.created ? "cluster bootstrapped" : "cluster bootstrap had already finished",
     );

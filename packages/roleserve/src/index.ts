@@ -12,6 +12,7 @@
 export { Roleserver, type RoleserverConfig } from "./roleserver";
 export { RoleserveValues, type CuratorConnectionValue, type LocalControlPlane } from "./values";
 export { roleFetchWorker, type RoleFetchOptions } from "./rolefetch";
+export { keepFirstNodeRoles } from "./first-node-roles";
 export { statusPushWorker, type StatusPushOptions } from "./statuspush";
 export {
   defaultHeartbeatIntervalMs,
