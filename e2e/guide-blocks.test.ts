@@ -1,15 +1,15 @@
 /**
- * The README guide's marked blocks, checked without a cluster (and without
- * root, where guide.test.ts, which runs them, is skipped): they parse, in
- * the places guide.test.ts expects, and every `metroctl` and
- * `metropolis-node` command line in them names a command that exists, with
- * flags that command's `--help` lists. A renamed command or flag fails
- * here on any machine.
+ * The README guides' marked blocks, checked without a cluster (and without
+ * root, where guide.test.ts and operating-guide.test.ts, which run them, are
+ * skipped): they parse, in the places those tests expect, and every
+ * `metroctl` and `metropolis-node` command line in them names a command that
+ * exists, with flags that command's `--help` lists. A renamed command or flag
+ * fails here on any machine.
  */
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { runMetroctl } from "@metropolis/metroctl";
-import { installServiceHelp } from "../packages/node/src/node-usage";
+import { installServiceHelp, nodeHelp } from "../packages/node/src/node-usage";
 import {
   describePlace,
   guideBlocks,
@@ -78,11 +78,12 @@ it("are where guide.test.ts runs them", () => {
   ]);
 });
 
-it("use metroctl commands and flags that exist", async () => {
-  const lines = blocks
-    .filter((b) => b.place.kind === "operator")
-    .flatMap((b) => invocations(b.script, "metroctl"));
-  expect(lines.length).toBe(23);
+/**
+ * Checks that every metroctl command line of `lines` names a command that
+ * exists (its words up to the first that is not a further subcommand, e.g.
+ * an argument) with flags its `--help` lists.
+ */
+async function checkMetroctlLines(lines: string[][]): Promise<void> {
   const globalHelp = (await metroctl(["--help"])).stdout;
   for (const line of lines) {
     let rest = [...line];
@@ -91,11 +92,20 @@ it("use metroctl commands and flags that exist", async () => {
       rest = rest.slice(2);
     }
     const path: string[] = [];
+    let help = await metroctl(["--help"]);
     while (rest.length > 0 && /^[a-z][a-z-]*$/.test(rest[0])) {
+      const deeper = await metroctl([...path, rest[0], "--help"]);
+      // An argument (`access revoke alice`) is no subcommand: the usage stays the command's.
+      if (
+        path.length > 0 &&
+        !deeper.stdout.startsWith(`Usage: metroctl ${[...path, rest[0]].join(" ")} `)
+      ) {
+        break;
+      }
       path.push(rest[0]);
       rest = rest.slice(1);
+      help = deeper;
     }
-    const help = await metroctl([...path, "--help"]);
     expect([line, help.code, help.stdout.split("\n")[0]]).toEqual([
       line,
       0,
@@ -105,6 +115,14 @@ it("use metroctl commands and flags that exist", async () => {
       expect([line, flag, help.stdout.includes(flag)]).toEqual([line, flag, true]);
     }
   }
+}
+
+it("use metroctl commands and flags that exist", async () => {
+  const lines = blocks
+    .filter((b) => b.place.kind === "operator")
+    .flatMap((b) => invocations(b.script, "metroctl"));
+  expect(lines.length).toBe(23);
+  await checkMetroctlLines(lines);
 });
 
 it("use metropolis-node's install-service with its flags", () => {
@@ -132,4 +150,48 @@ it("refuses a marker without a block, and an address of no machine", () => {
     "ssh a b",
   );
   expect(() => substituteAddresses("10.0.0.4", address)).toThrow(GuideFormatError);
+});
+
+describe("the operating section", () => {
+  let operating: GuideBlock[];
+  beforeAll(async () => {
+    operating = guideBlocks(await readFile(readme, "utf8"), "operating");
+  });
+
+  it("is where operating-guide.test.ts runs it, apart from the guide's blocks", () => {
+    expect(operating.map((b) => describePlace(b.place))).toEqual([
+      ...Array<string>(9).fill("operator"),
+      "machine 4",
+      "operator",
+    ]);
+    expect(operating.every((b) => blocks.every((g) => g.line !== b.line))).toBe(true);
+  });
+
+  it("uses metroctl commands and flags that exist", async () => {
+    const lines = operating
+      .filter((b) => b.place.kind === "operator")
+      .flatMap((b) => invocations(b.script, "metroctl"));
+    expect(lines.length).toBe(24);
+    await checkMetroctlLines(lines);
+  });
+
+  it("restores with metropolis-node's own flags", () => {
+    const lines = operating
+      .filter((b) => b.place.kind === "machines")
+      .flatMap((b) => invocations(b.script, "metropolis-node"));
+    expect(lines).toHaveLength(1);
+    for (const flag of lines[0].filter((w) => w.startsWith("-"))) {
+      expect([flag, nodeHelp.includes(`${flag} `)]).toEqual([flag, true]);
+    }
+    expect(lines[0]).toEqual(expect.arrayContaining(["--recover-from", "--owner-key"]));
+  });
+
+  it("refuses a marker of its own that is not one", () => {
+    expect(() => guideBlocks("<!-- operating: nowhere -->\n```sh\nx\n```\n", "operating")).toThrow(
+      GuideFormatError,
+    );
+    // The guide's markers are not the section's, nor the other way round.
+    expect(guideBlocks("<!-- guide: operator -->\n```sh\nx\n```\n", "operating")).toEqual([]);
+    expect(guideBlocks("<!-- operating: operator -->\n```sh\nx\n```\n")).toEqual([]);
+  });
 });

@@ -1,15 +1,18 @@
 /**
- * The command blocks of the root README's guide, "Running a cluster on
- * several machines", as `guide.test.ts` runs them. A block is a fenced `sh`
- * block right after a marker line that says where it runs:
+ * The command blocks of the root README's guides, as the tests that run them
+ * read them: "Running a cluster on several machines" (marker `guide`,
+ * `guide.test.ts`) and "Operating a cluster" (marker `operating`,
+ * `operating-guide.test.ts`). A block is a fenced `sh` block right after a
+ * marker line that says where it runs:
  *
  *   <!-- guide: operator -->      on the operator's machine (metroctl)
  *   <!-- guide: machine 1 -->     on machine 1, as root
  *   <!-- guide: machine 2 3 -->   on machines 2 and 3: written for the first
  *                                 (its address), run on each with its own
  *
- * The guide names machine N by the address `10.0.0.N`; {@link substituteAddresses}
- * puts a testbed's addresses in their place.
+ * (`<!-- operating: … -->` the same way for the other guide.) The guides name
+ * machine N by the address `10.0.0.N`; {@link substituteAddresses} puts a
+ * testbed's addresses in their place.
  */
 
 /** Where a block of the guide runs. */
@@ -34,31 +37,37 @@ export class GuideFormatError extends Error {
   }
 }
 
-const markerPattern = /^<!-- guide: (operator|machines? ([0-9]+(?: [0-9]+)*)) -->$/;
+/** The guides' markers: `guide` for the cluster on several machines, `operating` for its care. */
+export type GuideMarker = "guide" | "operating";
 
 /**
- * The marked blocks of `markdown`, in order.
+ * The blocks of `markdown` marked `<!-- MARKER: … -->` (by default the
+ * guide's, `<!-- guide: … -->`), in order; blocks of other markers are not
+ * read.
  *
  * @throws GuideFormatError for a marker not followed by a ```sh block, a
- *   block never closed, or a marker of another form (`<!-- guide:` anything
+ *   block never closed, or a marker of another form (`<!-- MARKER:` anything
  *   else).
  */
-export function guideBlocks(markdown: string): GuideBlock[] {
+export function guideBlocks(markdown: string, marker: GuideMarker = "guide"): GuideBlock[] {
+  const markerPattern = new RegExp(
+    `^<!-- ${marker}: (operator|machines? ([0-9]+(?: [0-9]+)*)) -->$`,
+  );
   const lines = markdown.split("\n");
   const blocks: GuideBlock[] = [];
   for (let i = 0; i < lines.length; i++) {
-    if (!lines[i].startsWith("<!-- guide:")) continue;
-    const marker = markerPattern.exec(lines[i]);
-    if (!marker) throw new GuideFormatError(`line ${i + 1}: not a guide marker: ${lines[i]}`);
+    if (!lines[i].startsWith(`<!-- ${marker}:`)) continue;
+    const found = markerPattern.exec(lines[i]);
+    if (!found) throw new GuideFormatError(`line ${i + 1}: not a ${marker} marker: ${lines[i]}`);
     if (lines[i + 1] !== "```sh") {
-      throw new GuideFormatError(`line ${i + 2}: a guide marker must be followed by \`\`\`sh`);
+      throw new GuideFormatError(`line ${i + 2}: a ${marker} marker must be followed by \`\`\`sh`);
     }
     const end = lines.indexOf("```", i + 2);
     if (end < 0) throw new GuideFormatError(`line ${i + 2}: the block is never closed`);
     const place: GuidePlace =
-      marker[2] === undefined
+      found[2] === undefined
         ? { kind: "operator" }
-        : { kind: "machines", machines: marker[2].split(" ").map(Number) };
+        : { kind: "machines", machines: found[2].split(" ").map(Number) };
     blocks.push({ place, script: lines.slice(i + 2, end).join("\n") + "\n", line: i + 1 });
     i = end;
   }

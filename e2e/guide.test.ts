@@ -52,7 +52,6 @@
  * `METROPOLIS_E2E_KEEP=1` keeps its directory (the nodes' logs:
  * `machineN/node.log`).
  */
-import { spawn } from "node:child_process";
 import { existsSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
@@ -71,6 +70,14 @@ import {
   type GuideBlock,
   type GuidePlace,
 } from "./guide-blocks";
+import {
+  assignedNames,
+  machinePaths,
+  runBash,
+  scpStandIn,
+  shellQuote,
+  type BashResult,
+} from "./guide-shell";
 import { EmulatedUnit, serviceDirectives, type UnitRun } from "./unit-sandbox";
 
 jest.setTimeout(900_000);
@@ -115,53 +122,6 @@ const suite = testbedSuite(
   "guide: the README's cluster on several machines, run on the testbed",
   () => (findTool("jq") === undefined ? "the guide uses jq: apt-get install jq" : undefined),
 );
-
-/** What a bash run printed, or why it failed. */
-interface BashResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs `script` with `bash -s` (the script on stdin), `argv` before it (e.g.
- * `nsenter … --`), in its own process group, killed (the group, by its PID)
- * after `timeoutMs`.
- */
-function runBash(
-  script: string,
-  timeoutMs: number,
-  prefix: readonly string[] = [],
-): Promise<BashResult> {
-  const [command, ...args] = [...prefix, "bash", "-s"];
-  return new Promise((done, fail) => {
-    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
-    child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
-    const timer = setTimeout(() => {
-      if (child.pid !== undefined) {
-        try {
-          process.kill(-child.pid, "SIGKILL");
-        } catch {
-          // gone already
-        }
-      }
-    }, timeoutMs);
-    child.once("error", (e) => {
-      clearTimeout(timer);
-      fail(e);
-    });
-    child.once("close", (code, signal) => {
-      clearTimeout(timer);
-      done({ code, signal, stdout, stderr });
-    });
-    child.stdin.on("error", () => undefined);
-    child.stdin.end(script);
-  });
-}
 
 /** The unit's TimeoutStopSec: SIGKILL to a node's group this long after SIGTERM. */
 const stopTimeoutMs = 30_000;
@@ -240,14 +200,6 @@ function listedNode(v: Record<string, unknown>): ListedNode {
   };
 }
 
-/** The single-quoted shell word for `s`. */
-const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/** Names a block assigns at the start of a line (`NODE1=$(…)`), kept for later blocks. */
-function assignedNames(script: string): string[] {
-  return [...script.matchAll(/^([A-Za-z_][A-Za-z0-9_]*)=/gm)].map((m) => m[1]);
-}
-
 (suite.runs ? describe : describe.skip)(suite.title, () => {
   let testbed: Testbed | undefined;
   let base: string;
@@ -274,27 +226,12 @@ function assignedNames(script: string): string[] {
   /** The operator's machine: its home and config dir, `scp` to the machines' directories. */
   function operatorPrelude(): string {
     const t = bed();
-    const cases = [1, 2, 3]
-      .map((m) => `    ${t.address(m)}) dir=${shellQuote(machineDir(m))} ;;`)
-      .join("\n");
+    const dirs = new Map([1, 2, 3].map((m) => [t.address(m), machineDir(m)]));
     return `${commonPrelude()}export HOME=${shellQuote(operatorDir())}
 export XDG_CONFIG_HOME=${shellQuote(join(operatorDir(), ".config"))}
 cd "$HOME"
 if [ -f .guide-env ]; then source .guide-env; fi
-# scp FILE root@ADDR:PATH, to a machine's directory
-scp() {
-  local src="$1" dest="$2" addr path dir
-  addr="\${dest#*@}"; addr="\${addr%%:*}"; path="\${dest#*:}"
-  case "$addr" in
-${cases}
-    *) echo "scp: no machine at $addr" >&2; return 1 ;;
-  esac
-  case "$path" in /*) ;; *) path="/root/$path" ;; esac
-  case "$path" in */) path="$path$(basename "$src")" ;; esac
-  mkdir -p "$(dirname "$dir$path")"
-  cp "$src" "$dir$path"
-}
-set -x
+${scpStandIn(dirs)}set -x
 `;
   }
 
@@ -322,10 +259,6 @@ set -x
 `;
   }
 
-  /** Machine `m`'s paths in place of the guide's `/var/lib/…` and `/root/…`. */
-  const machinePaths = (script: string, m: number) =>
-    script.replace(/(^|[\s="'])\/(var\/lib|root)\//gm, `$1${machineDir(m)}/$2/`);
-
   /** Runs a block's `script` (substituted) at `place`; throws with its output when it fails. */
   async function run(block: GuideBlock, machine?: number): Promise<string> {
     const t = bed();
@@ -341,7 +274,7 @@ set -x
       const written = block.place.kind === "machines" ? block.place.machines[0] : machine;
       const script = machinePaths(
         substituteAddresses(block.script, (n) => t.address(n === written ? machine : n)),
-        machine,
+        machineDir(machine),
       );
       const [nsenter, args] = t.commandLine(machine, "true", []);
       result = await runBash(`${machinePrelude(machine)}${script}`, blockTimeoutMs, [
