@@ -114,6 +114,27 @@ export class NodeDeletedError extends ClusterError {
   }
 }
 
+/**
+ * The cluster decommissioned this node and its record asks it to wipe its
+ * storage (the owner's `metroctl node decommission --wipe`): the node run
+ * ends, and metropolis-node erases the node's storage and powers off. Not a
+ * failure of the node; the error carries the order out of the tree.
+ */
+export class NodeWipeOrderedError extends ClusterError {
+  constructor(
+    readonly nodeId: string,
+    /** Whether the curator answered a heartbeat acknowledging the wipe before the node stopped. */
+    readonly acknowledged: boolean,
+  ) {
+    super(
+      `node ${nodeId} was decommissioned by its cluster, whose record of it asks it to wipe its storage` +
+        (acknowledged
+          ? " (acknowledged to the curator)"
+          : " (the acknowledgement did not reach the curator in time)"),
+    );
+  }
+}
+
 /** The enrolment manager was started a second time in one node run. */
 export class EnrolmentRestartedError extends ClusterError {
   constructor(cause: unknown) {

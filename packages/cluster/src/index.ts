@@ -13,7 +13,11 @@
  *                                              └──provide*Data──▶ Roleserver
  */
 export { ClusterStatus } from "./status";
-export { ClusterManager, type ClusterManagerConfig } from "./manager";
+export {
+  ClusterManager,
+  defaultWipeAcknowledgementWaitMs,
+  type ClusterManagerConfig,
+} from "./manager";
 export { readSealedConfiguration } from "./sealed-configuration";
-export { ClusterError, NodeDeletedError } from "./errors";
+export { ClusterError, NodeDeletedError, NodeWipeOrderedError } from "./errors";
 export { recoverNode, type RecoverNodeOptions, type RecoveryReport } from "./recover-node";

@@ -12,6 +12,9 @@
  * runnable fails; a second run after a failure fails at once. So does a
  * node that is home when the cluster deletes it (DISOWNING,
  * NodeDeletedError): it stops rather than go on as a node of no cluster.
+ * One whose record, from the curator, asks it to wipe itself (decommissioned
+ * with `--wipe`) first has its heartbeat acknowledge that, then ends with
+ * NodeWipeOrderedError, on which metropolis-node erases its storage.
  */
 import { MemoryValue, waitFor, type Watcher } from "@metropolis/event";
 import { ensureMachineKey, type NodeRoot } from "@metropolis/localstorage";
@@ -26,6 +29,7 @@ import type { EnrolmentEnv } from "./enrolment-env";
 import {
   EnrolmentRestartedError,
   NodeDeletedError,
+  NodeWipeOrderedError,
   SealedConfigurationMissingError,
 } from "./errors";
 import { joinCluster } from "./join-flow";
@@ -47,7 +51,19 @@ export interface ClusterManagerConfig {
   curatorPort?: number;
   /** Interval of CommitNode attempts while waiting for approval. Default 1 s. */
   commitIntervalMs?: number;
+  /**
+   * How long a node told to wipe itself waits for its heartbeat to deliver
+   * the acknowledgement before it stops anyway (it wipes either way: its
+   * record said so). Default {@link defaultWipeAcknowledgementWaitMs}.
+   */
+  wipeAcknowledgementWaitMs?: number;
 }
+
+/**
+ * Default of `wipeAcknowledgementWaitMs`: a few heartbeat intervals (5 s),
+ * less than the curator's wait for the acknowledgement (30 s).
+ */
+export const defaultWipeAcknowledgementWaitMs = 20_000;
 
 type Plan = { kind: "join"; sealed: priv.SealedConfiguration } | Enrolment;
 
@@ -114,7 +130,10 @@ const enrolmentMachine = setup({
 export class ClusterManager {
   /** This node's cluster status; UNKNOWN until enrolment got somewhere. */
   readonly status = new MemoryValue<ClusterStatus>(new ClusterStatus(common.ClusterState.UNKNOWN));
-  /** Rejects with the error that ended this node's run in its cluster: a failed enrolment, or NodeDeletedError. */
+  /**
+   * Rejects with the error that ended this node's run in its cluster: a
+   * failed enrolment, NodeDeletedError, or NodeWipeOrderedError.
+   */
   readonly failure: Promise<never>;
   private fail: (e: unknown) => void = () => undefined;
   private failed: unknown;
@@ -225,7 +244,10 @@ export class ClusterManager {
   /**
    * home: HOME, with the local consensus client whenever a control plane
    * runs, until the cluster disowns this node (the roleserver's `disowned`):
-   * then DISOWNING, and the node run ends with NodeDeletedError.
+   * then DISOWNING, and the node run ends with NodeDeletedError — or, when
+   * the node's record asked for a wipe (`wipeOrdered`, set from the curator
+   * only), with NodeWipeOrderedError once the heartbeat acknowledged it (or
+   * `wipeAcknowledgementWaitMs` passed).
    */
   async publishHome(credentials: NodeCredentials, signal: AbortSignal): Promise<void> {
     this.credentials = credentials;
@@ -239,11 +261,39 @@ export class ClusterManager {
       stop.abort();
       await following.catch(() => undefined);
     }
+    const values = this.config.roleserver.values;
+    const wipe = await waitFor(values.wipeOrdered, () => true, signal);
+    let error: NodeDeletedError | NodeWipeOrderedError;
+    if (wipe) {
+      const acknowledged = await this.wipeAcknowledged(signal);
+      error = new NodeWipeOrderedError(credentials.nodeId, acknowledged);
+    } else {
+      error = new NodeDeletedError(credentials.nodeId, reason);
+    }
     this.publish(common.ClusterState.DISOWNING, credentials);
-    const error = new NodeDeletedError(credentials.nodeId, reason);
     this.failed = error;
     this.fail(error);
     throw error;
+  }
+
+  /**
+   * Whether the heartbeat delivered the wipe's acknowledgement within
+   * `wipeAcknowledgementWaitMs` (the tree, heartbeat included, runs on
+   * meanwhile). Rejects when `signal` aborts (the node is stopping).
+   */
+  private async wipeAcknowledged(signal: AbortSignal): Promise<boolean> {
+    const waitMs = this.config.wipeAcknowledgementWaitMs ?? defaultWipeAcknowledgementWaitMs;
+    const deadline = AbortSignal.timeout(waitMs);
+    try {
+      return await waitFor(
+        this.config.roleserver.values.wipeAcknowledged,
+        (acknowledged) => acknowledged,
+        AbortSignal.any([signal, deadline]),
+      );
+    } catch (e) {
+      if (deadline.aborted && !signal.aborted) return false;
+      throw e;
+    }
   }
 
   /** Republishes the status whenever the local control plane comes or goes. */

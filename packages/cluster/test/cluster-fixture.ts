@@ -243,6 +243,16 @@ export class TestOwner {
       .then((r) => r.nodes);
   }
 
+  /** DecommissionNode of a node without an etcd member, with or without its wipe. */
+  decommission(nodeId: string, wipe: boolean): Promise<api.DecommissionNodeResponse> {
+    return this.management.call((l) =>
+      unaryCall<api.DecommissionNodeRequest, api.DecommissionNodeResponse>(
+        l.management.decommissionNode.bind(l.management),
+        { node: { $case: "id", id: nodeId }, force: false, wipe },
+      ),
+    );
+  }
+
   approve(nodeId: string): Promise<unknown> {
     return this.management.call((l) =>
       unaryCall<api.ApproveNodeRequest, api.ApproveNodeResponse>(

@@ -2,7 +2,9 @@
  * Enrolment refuses bad input with an error naming the problem, and leaves
  * the node's storage as it was: a wrong ticket, a CA the cluster's curators
  * do not match, a corrupt sealed configuration; and a node the cluster
- * deleted stops (on its next start, or at once if it runs).
+ * deleted stops (on its next start, or at once if it runs); one the owner
+ * decommissioned with a wipe stops once its heartbeat acknowledged it, with
+ * NodeWipeOrderedError (metropolis-node erases the storage, not the manager).
  */
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { CertificateAuthority } from "@metropolis/pki";
@@ -14,6 +16,7 @@ import {
   ClusterRefusedError,
   DisownedError,
   NodeDeletedError,
+  NodeWipeOrderedError,
   SealedConfigurationMissingError,
 } from "../src/errors";
 import { homeOf, loopbackNet, TestClusterNode, TestOwner, type NodeRun } from "./cluster-fixture";
@@ -155,6 +158,32 @@ describe("enrolment refuses", () => {
     );
     expect((await run.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
     // Its sealed configuration is left as it was: wiping is the operator's decision.
+    expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
+  });
+
+  it("a running node decommissioned with a wipe: acknowledged, DISOWNING, NodeWipeOrderedError", async () => {
+    const node = await newNode(9);
+    const known = new Set((await owner.nodes()).map((n) => n.id));
+    const run = await node.start(register({}));
+    const pending = await eventually(
+      async () =>
+        (await owner.nodes()).find((n) => !known.has(n.id) && n.status?.externalAddress !== ""),
+      "the node to register",
+    );
+    await owner.approve(pending.id);
+    await homeOf(run);
+
+    const res = await owner.decommission(pending.id, true);
+    expect(res).toMatchObject({ wipeRequested: true, wipeAcknowledged: true });
+    const error = await run.manager.failure.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NodeWipeOrderedError);
+    expect(error).toMatchObject({
+      nodeId: pending.id,
+      acknowledged: true,
+      message: `node ${pending.id} was decommissioned by its cluster, whose record of it asks it to wipe its storage (acknowledged to the curator)`,
+    });
+    expect((await run.manager.status.watch().get()).state).toBe(common.ClusterState.DISOWNING);
+    // The manager erases nothing itself: metropolis-node does, once the tree stopped.
     expect(await node.storage().esp.metropolis.sealedConfiguration.exists()).toBe(true);
   });
 

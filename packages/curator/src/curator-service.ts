@@ -152,6 +152,8 @@ function heartbeat(
           return fail(e);
         }
         ctx.heartbeats.beat(nodeId);
+        // Recorded before the answer: the answer is the node's word that the curator has it.
+        if (req.wipeAcknowledged) ctx.heartbeats.wipes.acknowledge(nodeId);
         // Its wall clock, for the health check only (clock-samples.ts).
         ctx.clocks.record(nodeId, req.sentAt, req.previousRoundTripMs ?? 0);
         ctx.consensusViews.record(nodeId, req.consensusView);

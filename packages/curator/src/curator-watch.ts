@@ -58,6 +58,7 @@ export function nodeToProto(id: string, node: priv.Node): curator.Node {
     roles: node.roles,
     status: node.status,
     labels: node.labels,
+    wipeRequested: node.wipeRequested,
   };
 }
 

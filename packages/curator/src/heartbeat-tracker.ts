@@ -22,6 +22,7 @@
  */
 import { performance } from "node:perf_hooks";
 import { common } from "@metropolis/proto";
+import { WipeAcknowledgements } from "./wipe-acknowledgements";
 
 /** How often a tracker with subscribers looks for health changes (its lateness at most). */
 export const healthCheckIntervalMs = 1000;
@@ -46,6 +47,8 @@ export interface HealthChanges {
 export type HealthListener = (changes: HealthChanges) => void;
 
 export class HeartbeatTracker {
+  /** The wipes nodes acknowledged on their heartbeats (DecommissionNode with `wipe`). */
+  readonly wipes = new WipeAcknowledgements();
   private readonly last = new Map<string, number>();
   private readonly listeners = new Set<HealthListener>();
   /** The health last told to listeners, per node heard from; kept only while there are listeners. */
@@ -123,6 +126,7 @@ export class HeartbeatTracker {
     this.last.delete(nodeId);
     this.told.delete(nodeId);
     this.beatenSince.delete(nodeId);
+    this.wipes.forget(nodeId);
   }
 
   /**

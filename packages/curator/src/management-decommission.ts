@@ -21,6 +21,30 @@
  * The leader never removes its own etcd member: it hands its leadership over
  * (UNAVAILABLE) and the client retries with the new leader, as for
  * UpdateNodeRoles.
+ *
+ * With `wipe`, the node is also to erase its storage and power off. A node
+ * destroys its data only on the word of the source of truth: its own record,
+ * DECOMMISSIONED with `wipe_requested`, read from the curator over mutual TLS
+ * on the Watch of itself that every node keeps open (roleserve's rolefetch)
+ * — never on a local flag, nor on a call from outside the cluster's state.
+ * (Telling the node through its NodeManagement service from metroctl was the
+ * other way: it would make the node act on an owner's call the cluster's
+ * record need not agree with, and the node would have to ask the curator
+ * anyway to know the decommission happened.) But the certificate is revoked
+ * here, and a revoked node can no longer open that Watch: a node whose
+ * stream happens to be down (a failover) would never learn of the wipe. So
+ * with `wipe` the order changes at the end:
+ *
+ *   … roles taken away ─▶ DECOMMISSIONED + wipe_requested (certificate still valid)
+ *     ─▶ the node's acknowledgement on its heartbeat (or {@link wipeAcknowledgementTimeoutMs})
+ *     ─▶ certificates revoked
+ *
+ * and the answer says whether the node acknowledged: one that did not (it
+ * was stopped or cut off) is revoked all the same — a decommission always
+ * ends with the node locked out — and the owner is told that its storage
+ * must be erased by hand. Marked before revoked is safe here: the record is
+ * only marked once its roles are gone, and a retry (DECOMMISSIONED is
+ * accepted) finishes the revocation.
  */
 import { defaultPeerPort } from "@metropolis/consensus";
 import { status } from "@grpc/grpc-js";
@@ -34,6 +58,14 @@ import { checkConsensusMaintenance } from "./management-maintenance";
 import { changeNode, hasRole, resolveNode, type NodeChange } from "./management-nodes";
 import { waitUntilMemberGone } from "./member-gone";
 import { listNodes, type StoredNode } from "./node-record";
+
+/**
+ * How long DecommissionNode with `wipe` waits for the node to acknowledge
+ * the wipe on its heartbeat before it revokes the node's certificate
+ * anyway: a few heartbeat intervals (5 s) after the node's Watch delivered
+ * its record.
+ */
+export const wipeAcknowledgementTimeoutMs = 30_000;
 
 /** The node's state, for refusals. */
 const stateName = (node: StoredNode) => common.nodeStateToJSON(node.node.state);
@@ -75,6 +107,18 @@ function checkDecommissionable(stored: StoredNode): void {
 }
 
 /**
+ * Refuses a wipe of a node decommissioned earlier without one: its
+ * certificate is revoked (a decommission without `wipe` marks the node only
+ * after revoking it), so it can no longer read the request.
+ */
+function checkWipeable(stored: StoredNode): void {
+  if (stored.node.state !== common.NodeState.DECOMMISSIONED || stored.node.wipeRequested) return;
+  throw new FailedPreconditionError(
+    `node ${stored.id} was decommissioned without a wipe: its certificate is revoked, so it can no longer be told to wipe itself; erase its storage on its machine`,
+  );
+}
+
+/**
  * Implements DecommissionNode; `signal` (the call's) bounds the removal of
  * the node's etcd member.
  */
@@ -87,6 +131,7 @@ export async function decommissionNode(
   const target = await resolveNode(ctx, req.node);
   checkDecommissionable(target);
   const already = target.node.state === common.NodeState.DECOMMISSIONED;
+  if (req.wipe) checkWipeable(target);
   const isMember = hasRole(target.node.roles, api.NodeRole.CONSENSUS_MEMBER);
   const host = target.node.status?.externalAddress || undefined;
 
@@ -132,13 +177,44 @@ export async function decommissionNode(
     }
   }
 
-  // Locked out before it is marked: a call that fails here leaves an UP node
-  // without roles whose certificate is refused, and a retry finishes the job.
+  let wipeAcknowledged = false;
+  if (req.wipe) {
+    // Marked before it is locked out (see the top of this file): the node
+    // must still be able to read this record to act on it.
+    await changeNode(ctx, req.node, (current): NodeChange => {
+      checkDecommissionable(current);
+      checkWipeable(current);
+      if (current.node.state === common.NodeState.DECOMMISSIONED && current.node.wipeRequested) {
+        return { kind: "unchanged" };
+      }
+      return {
+        kind: "put",
+        node: { ...current.node, state: common.NodeState.DECOMMISSIONED, wipeRequested: true },
+      };
+    });
+    ctx.logger.info(`node ${target.id}: wipe requested; waiting for its acknowledgement`);
+    wipeAcknowledged = await ctx.heartbeats.wipes.wait(
+      target.id,
+      wipeAcknowledgementTimeoutMs,
+      signal,
+    );
+    if (wipeAcknowledged) ctx.logger.info(`node ${target.id} acknowledged the wipe`);
+    else {
+      ctx.logger.warn(
+        `node ${target.id} did not acknowledge the wipe within ${wipeAcknowledgementTimeoutMs} ms: ` +
+          "its certificate is revoked all the same, and its storage must be erased by hand",
+      );
+    }
+  }
+
+  // Without `wipe`, locked out before it is marked: a call that fails here
+  // leaves an UP node without roles whose certificate is refused, and a
+  // retry finishes the job.
   await revokeNodeCertificate(ctx, target);
   const revokedPeerCertificates = await ctx.consensus.revokeNode(target.id);
   ctx.heartbeats.forget(target.id);
 
-  await changeNode(ctx, req.node, (current): NodeChange => {
+  const marked = await changeNode(ctx, req.node, (current): NodeChange => {
     checkDecommissionable(current);
     if (current.node.state === common.NodeState.DECOMMISSIONED) return { kind: "unchanged" };
     return { kind: "put", node: { ...current.node, state: common.NodeState.DECOMMISSIONED } };
@@ -149,5 +225,7 @@ export async function decommissionNode(
     consensusMemberRemoved,
     revokedPeerCertificates,
     alreadyDecommissioned: already,
+    wipeRequested: marked.before.node.wipeRequested === true,
+    wipeAcknowledged,
   };
 }

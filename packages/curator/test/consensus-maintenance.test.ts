@@ -249,6 +249,8 @@ it("refuses maintenance while a voter is down, and decommissions the node of tha
     consensusMemberRemoved: true,
     revokedPeerCertificates: expect.any(Number),
     alreadyDecommissioned: false,
+    wipeRequested: false,
+    wipeAcknowledged: false,
   });
   expect(done.revokedPeerCertificates).toBeGreaterThan(0);
   expect((await leader.member.status.members()).map((m) => m.name).sort()).toEqual(

@@ -299,6 +299,8 @@ const targets: Record<string, Target> = {
       fc.record({
         sentAt: fc.option(fc.date(), { nil: undefined }),
         previousRoundTripMs: fc.oneof(fc.constant(0), fc.nat(120_000), fc.constant(2 ** 32 - 1)),
+        // An acknowledgement of a wipe no record asked for: recorded, and harmless.
+        wipeAcknowledged: fc.option(fc.boolean(), { nil: undefined }),
         consensusView: fc.option(
           fc.record({
             memberIds: fc.array(
@@ -460,7 +462,15 @@ const targets: Record<string, Target> = {
   },
   "Management.DecommissionNode": {
     callers: ownerCallers,
-    request: () => fc.record({ node: selector(upIds(), upKeys()), force: fc.boolean() }),
+    // `wipe` unset or false only: with it the call waits up to 30 s for the node's
+    // acknowledgement on its heartbeat (a throwaway node runs none), beyond the
+    // deadline. The wipe is covered by roleserve's wipe test and e2e/decommission-wipe.
+    request: () =>
+      fc.record({
+        node: selector(upIds(), upKeys()),
+        force: fc.boolean(),
+        wipe: fc.constantFrom(undefined, false),
+      }),
   },
   // The one member belongs to the first node, which holds the role: refused, forced or not.
   "Management.RemoveConsensusMember": {

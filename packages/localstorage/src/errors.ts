@@ -255,3 +255,27 @@ export class EphemeralReleaseError extends LocalStorageError {
     super(`ephemeral directory ${path} was emptied but not unmounted: ${reason}`);
   }
 }
+
+/**
+ * A wipe of the node's storage (wipe.ts) left something behind, or could not
+ * tell: it names every path still there and every error met. The storage is
+ * then neither the node's nor empty, and must be erased by hand.
+ */
+export class WipeIncompleteError extends LocalStorageError {
+  constructor(
+    /** Paths still present after the wipe. */
+    readonly remaining: readonly string[],
+    /** Each failure, as `path: message`. */
+    readonly failures: readonly string[],
+  ) {
+    const left =
+      remaining.length > 0
+        ? `${remaining.length} entries remain (${remaining.slice(0, 8).join(", ")}${remaining.length > 8 ? ", …" : ""})`
+        : "nothing is listed as remaining";
+    super(
+      `the wipe of the node's storage is incomplete: ${left}` +
+        (failures.length > 0 ? `; errors: ${failures.slice(0, 8).join("; ")}` : "") +
+        "; erase them by hand",
+    );
+  }
+}

@@ -55,6 +55,7 @@ export {
   DataAlreadyInitializedError,
   LocalStorageError,
   SealedCorruptedError,
+  WipeIncompleteError,
 } from "./errors";
 export { ensureMachineKey } from "./machine-key";
 export { placeNodeRoot } from "./node-root";
@@ -64,3 +65,4 @@ export { sealConfiguration, unsealConfiguration } from "./sealed-configuration";
 export type { SealOptions, UnsealOptions } from "./sealed-configuration";
 export { dir, File, file, place } from "./tree";
 export type { Codec } from "./tree";
+export { wipeNodeStorage, type WipeReport } from "./wipe";

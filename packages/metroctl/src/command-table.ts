@@ -396,6 +396,10 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     )
     .argument("<id>", "node ID")
     .option("--force", quorumForce)
+    .option(
+      "--wipe",
+      "and have the node erase its storage (data and ESP) and power off, on its record's word; fails if the node does not acknowledge it",
+    )
     .addOption(outputFormatOption());
 
   debugPortOption(

@@ -38,6 +38,14 @@ describe("node decommission", () => {
       consensusMemberRemoved: false,
       revokedPeerCertificates: 0,
       alreadyDecommissioned: true,
+      wipeRequested: false,
+      wipeAcknowledged: false,
+    });
+    // Decommissioned without a wipe, its certificate is revoked: no wipe can reach it now.
+    expect(await metroctl(config, ["node", "decommission", node.nodeId, "--wipe"])).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: `metroctl: node decommission: FAILED_PRECONDITION: node ${node.nodeId} was decommissioned without a wipe: its certificate is revoked, so it can no longer be told to wipe itself; erase its storage on its machine\n`,
     });
     // A decommissioned node is deleted without bypasses: no roles, not UP.
     expect(await metroctl(config, ["delete", node.nodeId])).toMatchObject({ code: 0 });

@@ -6,12 +6,17 @@
  * exits 75 ({@link rebootExitStatus}), for the node's service manager to
  * start it again (local-cluster does). An enrolment that cannot go on (the
  * seed's "trapdoor"), or the cluster deleting the running node, prints one
- * boxed error and exits 1.
+ * boxed error and exits 1. A node whose record, from the curator, asks it to
+ * wipe itself (`metroctl node decommission --wipe`: NodeWipeOrderedError)
+ * stops its tree, erases its storage (localstorage's wipeNodeStorage) and
+ * exits 0, the power-off status, which its service manager does not restart;
+ * a wipe that fails or leaves anything prints a boxed error naming what is
+ * left and exits 1.
  */
 import { copyFile } from "node:fs/promises";
-import { NodeDeletedError } from "@metropolis/cluster";
+import { NodeDeletedError, NodeWipeOrderedError } from "@metropolis/cluster";
 import { silenceIpServerNameWarning } from "@metropolis/curator";
-import { placeNodeRoot, type NodeRoot } from "@metropolis/localstorage";
+import { placeNodeRoot, wipeNodeStorage, type NodeRoot } from "@metropolis/localstorage";
 import { supervise, type Supervisor } from "@metropolis/supervisor";
 import { PrometheusSupervisorMetrics } from "@metropolis/supervisor/prometheus";
 import type { Logger } from "winston";
@@ -110,8 +115,15 @@ async function runTree(config: NodeConfig, storage: NodeRoot, logger: Logger): P
   });
   // Stopping the tree after a failure also settles `done`: the exit code must stay 1.
   let failing = false;
+  // Set when the cluster ordered a wipe: its outcome is the exit status,
+  // whatever else settles first (the tree's end, a SIGTERM meanwhile).
+  let wiping: Promise<number> | undefined;
   const failed = services.manager.failure.catch(async (e: unknown) => {
     failing = true;
+    if (e instanceof NodeWipeOrderedError) {
+      wiping = wipeAndPowerOff(e, supervisor, storage, logger);
+      return wiping;
+    }
     process.stderr.write(
       (e instanceof NodeDeletedError
         ? formatFatal("this node was deleted from its cluster", e, "metropolis-node stopped")
@@ -127,7 +139,51 @@ async function runTree(config: NodeConfig, storage: NodeRoot, logger: Logger): P
       return 1;
     },
   );
-  return Promise.race([stopped, failed, crashed]);
+  const code = await Promise.race([stopped, failed, crashed]);
+  return wiping ?? code;
+}
+
+/**
+ * The cluster's order to wipe (see the top of this file): stops the tree
+ * (etcd and every other writer below the data directory), erases the
+ * storage, and resolves with the power-off status (0), or 1 when the tree
+ * did not stop or the wipe is incomplete — never a silent half-wipe.
+ */
+async function wipeAndPowerOff(
+  order: NodeWipeOrderedError,
+  supervisor: Supervisor,
+  storage: NodeRoot,
+  logger: Logger,
+): Promise<number> {
+  logger.warn(
+    `${order.message}: stopping, then wiping ${storage.data.fullPath} and ${storage.esp.fullPath}`,
+  );
+  try {
+    await supervisor.stop({ timeoutMs: stopTimeoutMs });
+    const report = await wipeNodeStorage(storage);
+    const removed = report.emptied.map((d) => `${d.path} (${d.removed.length} entries)`);
+    logger.warn(`wiped: ${removed.join(", ")} emptied; powering off (exit status 0)`);
+    process.stderr.write(
+      formatFatal(
+        "this node was decommissioned and wiped by its cluster",
+        order,
+        `its storage is erased (${removed.join(", ")}); metropolis-node powered off`,
+      ) + "\n",
+    );
+    return 0;
+  } catch (e) {
+    logger.error(
+      `the wipe ordered by the cluster failed: ${e instanceof Error ? e.message : String(e)}`,
+    );
+    process.stderr.write(
+      formatFatal(
+        "the wipe ordered by the cluster FAILED: this node's storage is not fully erased",
+        e,
+        `metropolis-node stopped; erase ${storage.data.fullPath} and ${storage.esp.fullPath} by hand`,
+      ) + "\n",
+    );
+    return 1;
+  }
 }
 
 /** Runs `metropolis-node` with the process's command line, and exits with its status. */

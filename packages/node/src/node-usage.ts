@@ -16,7 +16,9 @@ export const usage =
 /** The whole help text of `metropolis-node --help`. */
 export const nodeHelp = `${usage}
 
-Runs one node of a Metropolis cluster until SIGTERM or SIGINT (exit 0).
+Runs one node of a Metropolis cluster until SIGTERM or SIGINT (exit 0). Decommissioned
+with \`metroctl node decommission --wipe\`, it erases its data/ and esp/ and exits 0
+(1 if the wipe fails).
 
 Flags:
   --root DIR          the node's storage: esp/, data/, ephemeral/ (in memory) and its machine key

@@ -97,6 +97,13 @@ export interface HeartbeatOptions {
    * health check.
    */
   consensusView?: () => curator.ConsensusView | undefined;
+  /**
+   * The node's wipe (DecommissionNode with `wipe`): once `wipeOrdered` is
+   * true, every heartbeat carries `wipe_acknowledged`, and the first answer
+   * to one sets `wipeAcknowledged` (the curator has it, and may revoke the
+   * node's certificate). The roleserver passes its values.
+   */
+  wipe?: Pick<RoleserveValues, "wipeOrdered" | "wipeAcknowledged">;
 }
 
 /**
@@ -123,7 +130,9 @@ export function heartbeatRestartBackoff(
  * round trip, from which the curator leader estimates how far this node's
  * clock is from its own (its health check of clocks; nothing times on it).
  */
-export function clockSample(previousRoundTripMs: number): curator.HeartbeatRequest {
+export function clockSample(
+  previousRoundTripMs: number,
+): Pick<curator.HeartbeatRequest, "sentAt" | "previousRoundTripMs"> {
   return { sentAt: new Date(), previousRoundTripMs };
 }
 
@@ -161,10 +170,27 @@ export function heartbeatWorker(
     throw new RangeError(`heartbeat jitter must be at least 0 and below 1, not ${jitter}`);
   /** The pause before the next beat: the interval, give or take the jitter. */
   const pause = () => intervalMs * (1 + jitter * (2 * Math.random() - 1));
+  /** Whether the node's record asked for its wipe, as last seen (kept across restarts). */
+  let wipeOrdered = false;
+  /** A heartbeat as sent now: a clock sample, the consensus view, the wipe's acknowledgement. */
+  const beat = (roundTripMs: number): curator.HeartbeatRequest => ({
+    ...clockSample(roundTripMs),
+    consensusView: opts.consensusView?.(),
+    // Only once ordered: the field is unset on every other heartbeat.
+    ...(wipeOrdered ? { wipeAcknowledged: true } : {}),
+  });
+  /** After the answer to a heartbeat that carried `acknowledged`. */
+  const answeredBeat = (acknowledged: boolean) => {
+    if (acknowledged && opts.wipe) opts.wipe.wipeAcknowledged.set(true);
+  };
   return async (ctx) => {
     let stream: CuratorStream<curator.HeartbeatResponse, HeartbeatCall> | undefined;
     /** The connection and the leader its stream is on, once opened. */
     let on: { connection: CuratorConnection; leader: LeaderClients } | undefined;
+    const stopFollowing = new AbortController();
+    const following = followWipe(opts.wipe, stopFollowing.signal, (ordered) => {
+      wipeOrdered = ordered;
+    });
     try {
       const { connection } = await waitFor(values.curatorConnection, () => true, ctx.signal);
       // Paced on the monotonic clock: on the wall clock a step back (an NTP
@@ -172,13 +198,16 @@ export function heartbeatWorker(
       // beat by the step — 60 s back, and the node was HEARTBEAT_TIMEOUT for
       // a minute — and a step ahead sent the next beat at once.
       let sentAt = performance.now();
+      let firstAcknowledged = false;
       const opened = await openStream<curator.HeartbeatResponse, HeartbeatCall>(
         connection,
         "Curator.Heartbeat",
         (leader) => {
           const call = leader.curator.heartbeat();
           sentAt = performance.now();
-          call.write({ ...clockSample(0), consensusView: opts.consensusView?.() });
+          const first = beat(0);
+          firstAcknowledged = first.wipeAcknowledged === true;
+          call.write(first);
           return call;
         },
         ctx.signal,
@@ -194,6 +223,7 @@ export function heartbeatWorker(
       );
       stream = opened.stream;
       on = { connection, leader: opened.leader };
+      answeredBeat(firstAcknowledged);
       ctx.healthy();
       ctx.logger.info("heartbeats answered by the curator");
       // A random phase for this node's beats (see the top of this file).
@@ -206,9 +236,11 @@ export function heartbeatWorker(
         // early when the stream breaks: the worker fails now, not at the next beat.
         await stream.sleep(Math.max(0, nextAt - performance.now()), ctx.signal);
         nextAt = performance.now() + pause();
-        stream.call.write({ ...clockSample(roundTripMs), consensusView: opts.consensusView?.() });
+        const sent = beat(roundTripMs);
+        stream.call.write(sent);
         const writtenAt = performance.now();
         await answered(stream, replyTimeoutMs, ctx.signal);
+        answeredBeat(sent.wipeAcknowledged === true);
         const latencyMs = performance.now() - writtenAt;
         roundTripMs = Math.max(1, Math.round(latencyMs));
         opts.onAnswered?.(latencyMs);
@@ -220,6 +252,25 @@ export function heartbeatWorker(
       throw e;
     } finally {
       stream?.cancel();
+      stopFollowing.abort();
+      await following;
     }
   };
+}
+
+/** Calls `update` with each value of `wipe.wipeOrdered` until `signal` aborts (nothing without `wipe`). */
+async function followWipe(
+  wipe: HeartbeatOptions["wipe"],
+  signal: AbortSignal,
+  update: (ordered: boolean) => void,
+): Promise<void> {
+  if (wipe === undefined) return;
+  const watcher = wipe.wipeOrdered.watch();
+  try {
+    while (!signal.aborted) update(await watcher.get({ signal }));
+  } catch (e) {
+    if (!signal.aborted) throw e;
+  } finally {
+    watcher.close();
+  }
 }

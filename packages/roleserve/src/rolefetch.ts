@@ -12,7 +12,10 @@
  *
  * It is also where a node learns that the cluster deleted it (a tombstone
  * of itself, or a refused watch) or decommissioned it (its record
- * DECOMMISSIONED): it sets `values.disowned`.
+ * DECOMMISSIONED): it sets `values.disowned`. A record DECOMMISSIONED with
+ * `wipe_requested` sets `values.wipeOrdered` first: the curator's word,
+ * on this authenticated stream, is the only thing that makes a node erase
+ * its storage (a refused watch is not: it proves nothing about the record).
  */
 import { rm } from "node:fs/promises";
 import { status } from "@grpc/grpc-js";
@@ -101,8 +104,16 @@ export function roleFetchWorker(values: RoleserveValues, opts: RoleFetchOptions)
           // certificate revoked; a stream opened before the revocation still
           // delivers this, so the node need not wait to be refused.
           if (node.state === common.NodeState.DECOMMISSIONED) {
-            ctx.logger.warn(`this node (${nodeId}) was decommissioned`);
-            values.disowned.set("the owner decommissioned it");
+            if (node.wipeRequested) {
+              ctx.logger.warn(
+                `this node (${nodeId}) was decommissioned, and its record asks it to wipe its storage`,
+              );
+              values.wipeOrdered.set(true);
+              values.disowned.set("the owner decommissioned it, asking it to wipe its storage");
+            } else {
+              ctx.logger.warn(`this node (${nodeId}) was decommissioned`);
+              values.disowned.set("the owner decommissioned it");
+            }
           }
         }
       };

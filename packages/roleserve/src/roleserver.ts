@@ -107,6 +107,7 @@ export class Roleserver {
       heartbeatWorker(this.values, {
         intervalMs: this.config.heartbeatIntervalMs,
         consensusView: () => consensusView.latest(),
+        wipe: this.values,
       }),
       { backoff: heartbeatRestartBackoff(this.config.heartbeatIntervalMs) },
     );

@@ -106,4 +106,17 @@ export class RoleserveValues {
    * it: the cluster manager turns it into DISOWNING and ends the node run.
    */
   readonly disowned = new MemoryValue<string>();
+  /**
+   * True once this node's own record, from the curator (its Watch of itself,
+   * over mutual TLS), is DECOMMISSIONED with `wipe_requested`: the owner
+   * decommissioned it with `--wipe`. Set before `disowned`. The only thing
+   * that makes the node erase its storage (the cluster manager, then
+   * metropolis-node): never set from anything local.
+   */
+  readonly wipeOrdered = new MemoryValue<boolean>(false);
+  /**
+   * True once the curator answered a heartbeat that acknowledged the wipe:
+   * the curator then knows, and revokes the node's certificate.
+   */
+  readonly wipeAcknowledged = new MemoryValue<boolean>(false);
 }

@@ -164,6 +164,14 @@ export interface DecommissionNodeRequest {
    * the voters left would not be healthy enough to form a quorum).
    */
   force: boolean;
+  /**
+   * Have the node erase its storage (its data directory and its ESP: sealed
+   * configuration, etcd data, keys) and power off. The curator records the
+   * request in the node's record (DECOMMISSIONED, wipe_requested) while the
+   * node's certificate is still valid, and waits for the node to
+   * acknowledge it on its heartbeat before revoking the certificate.
+   */
+  wipe?: boolean | undefined;
 }
 
 /** DecommissionNodeResponse says what decommissioning did. */
@@ -179,6 +187,18 @@ export interface DecommissionNodeResponse {
    * earlier one left, or changed nothing).
    */
   alreadyDecommissioned: boolean;
+  /**
+   * Whether the node's record asks it to wipe itself (this call's `wipe`,
+   * or an earlier one's).
+   */
+  wipeRequested: boolean;
+  /**
+   * With wipe_requested: whether the node acknowledged the wipe (on its
+   * heartbeat) before its certificate was revoked. False: the node did not
+   * answer in time (stopped, cut off) and can no longer learn of it: its
+   * storage must be erased by hand.
+   */
+  wipeAcknowledged: boolean;
 }
 
 /** RemoveConsensusMemberRequest names an etcd member to remove. */
@@ -497,7 +517,7 @@ export const CheckNodeMaintenanceResponse: MessageFns<CheckNodeMaintenanceRespon
 };
 
 function createBaseDecommissionNodeRequest(): DecommissionNodeRequest {
-  return { node: undefined, force: false };
+  return { node: undefined, force: false, wipe: undefined };
 }
 
 export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
@@ -512,6 +532,9 @@ export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
     }
     if (message.force !== false) {
       writer.uint32(24).bool(message.force);
+    }
+    if (message.wipe !== undefined) {
+      writer.uint32(32).bool(message.wipe);
     }
     return writer;
   },
@@ -553,6 +576,14 @@ export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
             message.force = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.wipe = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -573,6 +604,7 @@ export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
         ? { $case: "pubkey", pubkey: Buffer.from(bytesFromBase64(object.pubkey)) }
         : undefined,
       force: isSet(object.force) ? globalThis.Boolean(object.force) : false,
+      wipe: isSet(object.wipe) ? globalThis.Boolean(object.wipe) : undefined,
     };
   },
 
@@ -585,6 +617,9 @@ export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
     }
     if (message.force !== false) {
       obj.force = message.force;
+    }
+    if (message.wipe !== undefined) {
+      obj.wipe = message.wipe;
     }
     return obj;
   },
@@ -609,12 +644,20 @@ export const DecommissionNodeRequest: MessageFns<DecommissionNodeRequest> = {
       }
     }
     message.force = object.force ?? false;
+    message.wipe = object.wipe ?? undefined;
     return message;
   },
 };
 
 function createBaseDecommissionNodeResponse(): DecommissionNodeResponse {
-  return { nodeId: "", consensusMemberRemoved: false, revokedPeerCertificates: 0, alreadyDecommissioned: false };
+  return {
+    nodeId: "",
+    consensusMemberRemoved: false,
+    revokedPeerCertificates: 0,
+    alreadyDecommissioned: false,
+    wipeRequested: false,
+    wipeAcknowledged: false,
+  };
 }
 
 export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
@@ -630,6 +673,12 @@ export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
     }
     if (message.alreadyDecommissioned !== false) {
       writer.uint32(32).bool(message.alreadyDecommissioned);
+    }
+    if (message.wipeRequested !== false) {
+      writer.uint32(40).bool(message.wipeRequested);
+    }
+    if (message.wipeAcknowledged !== false) {
+      writer.uint32(48).bool(message.wipeAcknowledged);
     }
     return writer;
   },
@@ -679,6 +728,22 @@ export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
             message.alreadyDecommissioned = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.wipeRequested = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.wipeAcknowledged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -713,6 +778,16 @@ export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
         : isSet(object.already_decommissioned)
         ? globalThis.Boolean(object.already_decommissioned)
         : false,
+      wipeRequested: isSet(object.wipeRequested)
+        ? globalThis.Boolean(object.wipeRequested)
+        : isSet(object.wipe_requested)
+        ? globalThis.Boolean(object.wipe_requested)
+        : false,
+      wipeAcknowledged: isSet(object.wipeAcknowledged)
+        ? globalThis.Boolean(object.wipeAcknowledged)
+        : isSet(object.wipe_acknowledged)
+        ? globalThis.Boolean(object.wipe_acknowledged)
+        : false,
     };
   },
 
@@ -730,6 +805,12 @@ export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
     if (message.alreadyDecommissioned !== false) {
       obj.alreadyDecommissioned = message.alreadyDecommissioned;
     }
+    if (message.wipeRequested !== false) {
+      obj.wipeRequested = message.wipeRequested;
+    }
+    if (message.wipeAcknowledged !== false) {
+      obj.wipeAcknowledged = message.wipeAcknowledged;
+    }
     return obj;
   },
 
@@ -742,6 +823,8 @@ export const DecommissionNodeResponse: MessageFns<DecommissionNodeResponse> = {
     message.consensusMemberRemoved = object.consensusMemberRemoved ?? false;
     message.revokedPeerCertificates = object.revokedPeerCertificates ?? 0;
     message.alreadyDecommissioned = object.alreadyDecommissioned ?? false;
+    message.wipeRequested = object.wipeRequested ?? false;
+    message.wipeAcknowledged = object.wipeAcknowledged ?? false;
     return message;
   },
 };

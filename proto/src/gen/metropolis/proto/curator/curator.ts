@@ -60,6 +60,14 @@ export interface Node {
     | undefined;
   /** Labels of the node. */
   labels: Map<string, string>;
+  /**
+   * Set on a DECOMMISSIONED node whose owner asked for a wipe
+   * (Management.DecommissionNode with `wipe`): the node, seeing this in its
+   * own record on its Watch, acknowledges it on its heartbeat, erases its
+   * storage and powers off. The only instruction that makes a node destroy
+   * its data: it comes from the curator, over mutual TLS.
+   */
+  wipeRequested?: boolean | undefined;
 }
 
 export interface Node_LabelsEntry {
@@ -226,7 +234,16 @@ export interface HeartbeatRequest {
    * consensus, read at most a few heartbeat intervals earlier, so that the
    * leader can tell whether the members agree (GetClusterHealth).
    */
-  consensusView?: ConsensusView | undefined;
+  consensusView?:
+    | ConsensusView
+    | undefined;
+  /**
+   * Set by a node that saw its own record DECOMMISSIONED with
+   * `wipe_requested` (on its Watch): it will erase its storage and power off.
+   * The curator's DecommissionNode waits for this (an answered heartbeat
+   * that carries it) before it revokes the node's certificate.
+   */
+  wipeAcknowledged?: boolean | undefined;
 }
 
 /** ConsensusView is one etcd member's view of the consensus. */
@@ -363,7 +380,15 @@ export interface WatchRevocationsResponse {
 }
 
 function createBaseNode(): Node {
-  return { id: "", publicKey: Buffer.alloc(0), state: 0, roles: undefined, status: undefined, labels: new Map() };
+  return {
+    id: "",
+    publicKey: Buffer.alloc(0),
+    state: 0,
+    roles: undefined,
+    status: undefined,
+    labels: new Map(),
+    wipeRequested: undefined,
+  };
 }
 
 export const Node: MessageFns<Node> = {
@@ -386,6 +411,9 @@ export const Node: MessageFns<Node> = {
     message.labels.forEach((value, key) => {
       Node_LabelsEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
     });
+    if (message.wipeRequested !== undefined) {
+      writer.uint32(56).bool(message.wipeRequested);
+    }
     return writer;
   },
 
@@ -453,6 +481,14 @@ export const Node: MessageFns<Node> = {
             }
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.wipeRequested = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -485,6 +521,11 @@ export const Node: MessageFns<Node> = {
           new Map(),
         )
         : new Map(),
+      wipeRequested: isSet(object.wipeRequested)
+        ? globalThis.Boolean(object.wipeRequested)
+        : isSet(object.wipe_requested)
+        ? globalThis.Boolean(object.wipe_requested)
+        : undefined,
     };
   },
 
@@ -510,6 +551,9 @@ export const Node: MessageFns<Node> = {
       message.labels.forEach((v, k) => {
         obj.labels[k] = v;
       });
+    }
+    if (message.wipeRequested !== undefined) {
+      obj.wipeRequested = message.wipeRequested;
     }
     return obj;
   },
@@ -537,6 +581,7 @@ export const Node: MessageFns<Node> = {
       });
       return m;
     })();
+    message.wipeRequested = object.wipeRequested ?? undefined;
     return message;
   },
 };
@@ -1263,7 +1308,7 @@ export const UpdateNodeStatusResponse: MessageFns<UpdateNodeStatusResponse> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { sentAt: undefined, previousRoundTripMs: undefined, consensusView: undefined };
+  return { sentAt: undefined, previousRoundTripMs: undefined, consensusView: undefined, wipeAcknowledged: undefined };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1276,6 +1321,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.consensusView !== undefined) {
       ConsensusView.encode(message.consensusView, writer.uint32(26).fork()).join();
+    }
+    if (message.wipeAcknowledged !== undefined) {
+      writer.uint32(32).bool(message.wipeAcknowledged);
     }
     return writer;
   },
@@ -1317,6 +1365,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
             message.consensusView = ConsensusView.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.wipeAcknowledged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1346,6 +1402,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.consensus_view)
         ? ConsensusView.fromJSON(object.consensus_view)
         : undefined,
+      wipeAcknowledged: isSet(object.wipeAcknowledged)
+        ? globalThis.Boolean(object.wipeAcknowledged)
+        : isSet(object.wipe_acknowledged)
+        ? globalThis.Boolean(object.wipe_acknowledged)
+        : undefined,
     };
   },
 
@@ -1360,6 +1421,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.consensusView !== undefined) {
       obj.consensusView = ConsensusView.toJSON(message.consensusView);
     }
+    if (message.wipeAcknowledged !== undefined) {
+      obj.wipeAcknowledged = message.wipeAcknowledged;
+    }
     return obj;
   },
 
@@ -1373,6 +1437,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.consensusView = (object.consensusView !== undefined && object.consensusView !== null)
       ? ConsensusView.fromPartial(object.consensusView)
       : undefined;
+    message.wipeAcknowledged = object.wipeAcknowledged ?? undefined;
     return message;
   },
 };

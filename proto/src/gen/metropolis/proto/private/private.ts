@@ -42,6 +42,11 @@ export interface Node {
     | undefined;
   /** Labels set by the owner (at most 128). */
   labels: Map<string, string>;
+  /**
+   * Set with state DECOMMISSIONED when the owner asked DecommissionNode to
+   * wipe the node (see curator.Node's wipe_requested); never cleared.
+   */
+  wipeRequested?: boolean | undefined;
 }
 
 export interface Node_LabelsEntry {
@@ -164,6 +169,7 @@ function createBaseNode(): Node {
     roles: undefined,
     status: undefined,
     labels: new Map(),
+    wipeRequested: undefined,
   };
 }
 
@@ -187,6 +193,9 @@ export const Node: MessageFns<Node> = {
     message.labels.forEach((value, key) => {
       Node_LabelsEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
     });
+    if (message.wipeRequested !== undefined) {
+      writer.uint32(64).bool(message.wipeRequested);
+    }
     return writer;
   },
 
@@ -254,6 +263,14 @@ export const Node: MessageFns<Node> = {
             }
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.wipeRequested = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -290,6 +307,11 @@ export const Node: MessageFns<Node> = {
           new Map(),
         )
         : new Map(),
+      wipeRequested: isSet(object.wipeRequested)
+        ? globalThis.Boolean(object.wipeRequested)
+        : isSet(object.wipe_requested)
+        ? globalThis.Boolean(object.wipe_requested)
+        : undefined,
     };
   },
 
@@ -315,6 +337,9 @@ export const Node: MessageFns<Node> = {
       message.labels.forEach((v, k) => {
         obj.labels[k] = v;
       });
+    }
+    if (message.wipeRequested !== undefined) {
+      obj.wipeRequested = message.wipeRequested;
     }
     return obj;
   },
@@ -342,6 +367,7 @@ export const Node: MessageFns<Node> = {
       });
       return m;
     })();
+    message.wipeRequested = object.wipeRequested ?? undefined;
     return message;
   },
 };
