@@ -43,6 +43,7 @@ import { ConsensusClient } from "./consensus-client";
 import { memberClient, waitReady } from "./etcd-client";
 import { etcdArgs, type EtcdTimings } from "./etcd-flags";
 import { ConsensusConfigError } from "./errors";
+import { clientSocketName, memberSocketPath } from "./member-socket";
 import { keyringCopyKey, listCopies } from "./keyring-store";
 import { wrapKeyring } from "./keyring-wrap";
 import { hasMemberData } from "./member-data";
@@ -153,6 +154,10 @@ export async function restoreMember<T>(
   const restoring = `${dataDir}.restoring-${randomBytes(4).toString("hex")}`;
   const eph = storage.ephemeral.consensus.fullPath;
   const tlsDir = join(eph, "restore-tls");
+  // Checked before anything is written: the restored member serves on one socket, the node on the other.
+  const socket = "restore.sock:0";
+  const socketPath = memberSocketPath(eph, socket);
+  memberSocketPath(eph, clientSocketName);
   let etcd: ChildProcess | undefined;
   let done = false;
   try {
@@ -184,8 +189,7 @@ export async function restoreMember<T>(
       peerTlsPem(throwaway.certificate.der, throwawayCertificate.der, nodePrivateKey),
     );
     await mkdir(eph, { recursive: true, mode: 0o700 });
-    const socket = "restore.sock:0";
-    await rm(join(eph, socket), { force: true });
+    await rm(socketPath, { force: true });
     const args = etcdArgs({
       name: nodeId,
       dataDir,
@@ -214,7 +218,7 @@ export async function restoreMember<T>(
       ),
     );
     exited.catch(() => undefined);
-    const client = memberClient(join(eph, socket));
+    const client = memberClient(socketPath);
     try {
       await Promise.race([waitReady(client, AbortSignal.timeout(etcdStartTimeoutMs)), exited]);
       const status = await client.maintenance.status();

@@ -68,6 +68,7 @@ import {
   MemberRemovedError,
   MembershipError,
 } from "./errors";
+import { clientSocketName, memberSocketPath } from "./member-socket";
 import { keyringFollower } from "./keyring-follower";
 import { wrapKeyring } from "./keyring-wrap";
 import { bootstrapKeyring, dropMemberCopy, wrapForMember } from "./keyring-membership";
@@ -275,7 +276,7 @@ export class ConsensusService {
   }
 
   private get socketPath(): string {
-    return join(this.config.storage.ephemeral.consensus.fullPath, "client.sock:0");
+    return memberSocketPath(this.config.storage.ephemeral.consensus.fullPath, clientSocketName);
   }
 
   /** preparing: decides how to start, and writes the TLS material. */
@@ -352,7 +353,7 @@ export class ConsensusService {
       name: nodeId,
       dataDir: this.config.storage.data.etcd.data.fullPath,
       peerUrl: this.peerUrl,
-      clientSocket: "client.sock:0",
+      clientSocket: clientSocketName,
       peerTls: { ...plan.tls, crlFile: plan.crlFile },
       initialCluster: plan.initialCluster,
       clusterState: plan.clusterState,

@@ -130,3 +130,26 @@ it("leaves nothing behind when etcd refuses the snapshot", async () => {
   await expect(access(b.storage.data.etcd.peerPKI.key.fullPath)).rejects.toThrow(/ENOENT/);
   expect((await readFile(snapshotPath)).length).toBe(64 * 1024);
 });
+
+it("refuses a root too deep for the member's socket before writing anything", async () => {
+  // A root whose ephemeral/consensus/restore.sock:0 is longer than a unix socket's path may be.
+  const b = await fixture.node("r".repeat(80));
+  const snapshotPath = join(b.dir, "never-read.db");
+  await expect(
+    restoreMember(
+      {
+        storage: b.storage,
+        nodePrivateKey: b.privateKey,
+        peer: b.peer,
+        keyring: SecretKeyring.generate(),
+        snapshotPath,
+        timings: localTimings,
+      },
+      () => Promise.resolve(undefined),
+    ),
+  ).rejects.toThrow(
+    /restore\.sock:0" is 1[0-9]{2} bytes long; a unix socket's path may be at most 107/,
+  );
+  expect(await hasMemberData(b.storage)).toBe(false);
+  await expect(access(b.storage.data.etcd.peerPKI.key.fullPath)).rejects.toThrow(/ENOENT/);
+});
