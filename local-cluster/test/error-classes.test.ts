@@ -105,6 +105,7 @@ const constructorArgs = new Map<unknown, unknown[]>([
   [pki.ConcurrentIssuanceError, ["name", ["/key"]]],
   [supervisorTesting.UnexpectedDeathError, [[]]],
   [localCluster.MetroctlFailedError, [["nodes"], 1, "stderr"]],
+  [localstorage.WipeIncompleteError, [["data/node"], ["data/node: EBUSY"]]],
 ]);
 
 function isErrorClass(value: unknown): value is ErrorClass {
