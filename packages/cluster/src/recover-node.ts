@@ -6,7 +6,7 @@
  * restarts from disk:
  *
  *   checked backup + owner key ──▶ keyring
- *   new data partition (encrypted), new node and join keys
+ *   new data partition (the backup's storage policy), new node and join keys
  *   etcd restored as a one-member cluster (consensus restoreMember), on it:
  *     this node's record, certificate, join key, unlock key (curator recoverCluster)
  *   credentials, roles, cluster directory, sealed configuration (last)
@@ -16,6 +16,11 @@
  * node rejoin its cluster. Anything failing before it removes what was
  * written (the data partition, the cluster directory): the root is left
  * without node state, and the restore can be run again.
+ *
+ * The data partition is created with the cluster's storage policy as the
+ * backup's header records it (the cluster configuration in the snapshot is
+ * readable only once the partition is mounted). A backup taken before the
+ * header recorded it gets `encrypted`, and the report says so.
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -29,14 +34,41 @@ import {
 import { recoverCluster } from "@metropolis/curator";
 import { ensureMachineKey, type NodeRoot } from "@metropolis/localstorage";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
-import { common, priv } from "@metropolis/proto";
+import { common, priv, type api } from "@metropolis/proto";
 import { keepFirstNodeRoles, saveCredentials } from "@metropolis/roleserve";
 import { EnrolmentError } from "./errors";
 import { readSealedConfiguration, writeSealedConfiguration } from "./sealed-configuration";
 import { dataPolicyOf } from "./storage-policy";
 
-/** The storage policy of a restored node's data partition. */
-const recoveredStoragePolicy = common.StoragePolicy.ENCRYPTED;
+/** The storage policy of a restored node's data partition when its backup records none. */
+export const defaultRecoveredStoragePolicy = common.StoragePolicy.ENCRYPTED;
+
+/** The storage policy a restore creates its data partition with, and whence it came. */
+export interface RecoveredStoragePolicy {
+  readonly policy: common.StoragePolicy;
+  /** Whether the backup's header named it (false: an older backup, and the default). */
+  readonly fromBackup: boolean;
+}
+
+/**
+ * The storage policy of a node restored from a backup with `header`: the
+ * cluster's, as the header records it, or {@link defaultRecoveredStoragePolicy}
+ * for a backup whose header does not (taken before it had the field).
+ */
+export function recoveredStoragePolicy(header: api.BackupHeader): RecoveredStoragePolicy {
+  if (header.storagePolicy === common.StoragePolicy.UNSPECIFIED) {
+    return { policy: defaultRecoveredStoragePolicy, fromBackup: false };
+  }
+  return { policy: header.storagePolicy, fromBackup: true };
+}
+
+/** The line that says which storage policy a restore used, and why. */
+export function describeRecoveredStoragePolicy(chosen: RecoveredStoragePolicy): string {
+  const name = common.storagePolicyToJSON(chosen.policy);
+  return chosen.fromBackup
+    ? `data partition created with storage policy ${name}, the cluster's as the backup records it`
+    : `data partition created with storage policy ${name}: the backup (an older format) does not record the cluster's storage policy, so the restore uses ${name}; the cluster's own is in its configuration (\`metroctl cluster configure get storage_policy\`)`;
+}
 
 /** What {@link recoverNode} needs. */
 export interface RecoverNodeOptions {
@@ -76,6 +108,10 @@ export interface RecoveryReport {
   formerMembers: readonly string[];
   /** Leases of the old cluster revoked (the old curator leader's among them). */
   leasesRevoked: number;
+  /** The storage policy of this node's data partition (a StoragePolicy name). */
+  storagePolicy: string;
+  /** Whether the backup recorded it (false: an older backup, and the default `encrypted`). */
+  storagePolicyFromBackup: boolean;
 }
 
 /** Restores the cluster from `opts.backup` onto this node; see the module comment. */
@@ -92,9 +128,12 @@ export async function recoverNode(opts: RecoverNodeOptions): Promise<RecoveryRep
       `${storage.data.fullPath} holds a data partition already: restore onto a node whose state was wiped, or a new one`,
     );
   }
+  const storagePolicy = recoveredStoragePolicy(backup.header);
+  const dataPolicy = dataPolicyOf(storagePolicy.policy);
   let sealed = false;
   try {
-    const keys = await storage.data.mountNew(dataPolicyOf(recoveredStoragePolicy));
+    const keys = await storage.data.mountNew(dataPolicy);
+    log(describeRecoveredStoragePolicy(storagePolicy));
     const node = generateKeyPair();
     const joinKey = generateKeyPair();
     const nodeId = nodeIdFromPublicKey(node.publicKey);
@@ -156,7 +195,7 @@ export async function recoverNode(opts: RecoverNodeOptions): Promise<RecoveryRep
       priv.SealedConfiguration.fromPartial({
         nodeUnlockKey: keys.nodeUnlockKey,
         joinKey: joinKey.privateKey,
-        storagePolicy: recoveredStoragePolicy,
+        storagePolicy: storagePolicy.policy,
         clusterUnlockKey: keys.clusterUnlockKey,
         clusterCa: recovered.caCertificate,
       }),
@@ -173,6 +212,8 @@ export async function recoverNode(opts: RecoverNodeOptions): Promise<RecoveryRep
       nodes: recovered.nodes,
       formerMembers: recovered.formerMembers,
       leasesRevoked: restored.leasesRevoked,
+      storagePolicy: common.storagePolicyToJSON(storagePolicy.policy),
+      storagePolicyFromBackup: storagePolicy.fromBackup,
     };
   } finally {
     // The node mounts its data again when it starts, as after a reboot.

@@ -11,7 +11,9 @@
  * revision and time of the snapshot, the nodes' versions, the snapshot's
  * size and SHA-256, and the cluster secrets keyring wrapped for the owner's
  * Ed25519 key (keyring-wrap.ts, X25519 with the owner key's Montgomery form)
- * with the snapshot's SHA-256 in its associated data. The snapshot is etcd's
+ * with the snapshot's SHA-256 in its associated data, and the cluster's
+ * storage policy, which the restore creates its data partition with (unset in
+ * backups taken before the header had it). The snapshot is etcd's
  * own (Maintenance.Snapshot), whose secrets stay sealed with that keyring:
  * the file alone reveals no secret, and with the owner's key it is all a
  * restore needs.
@@ -26,7 +28,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { open, rename, rm, stat, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { publicKeyFromPrivateKey } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import {
   BackupFormatError,
   BackupHashMismatchError,
@@ -49,6 +51,17 @@ export const maxSnapshotBytes = 16 * 1024 * 1024 * 1024;
 export const maxSealedKeyringBytes = 64 * 1024;
 /** The size of the fixed prefix: magic, version, header length. */
 export const backupPrefixBytes = backupMagic.length + 8;
+
+/**
+ * The storage policies a header may name: one a restore can create its data
+ * partition with, or unset (a backup taken before the header had the field).
+ */
+const headerStoragePolicies: ReadonlySet<common.StoragePolicy> = new Set([
+  common.StoragePolicy.UNSPECIFIED,
+  common.StoragePolicy.INSECURE,
+  common.StoragePolicy.ENCRYPTED,
+  common.StoragePolicy.AUTHENTICATED_ENCRYPTED,
+]);
 
 const readChunkBytes = 1024 * 1024;
 const sha256Bytes = 32;
@@ -174,6 +187,15 @@ export function checkBackupHeader(path: string, header: api.BackupHeader): void 
     throw bad(`says the snapshot has ${header.snapshotSize} bytes (1 to ${maxSnapshotBytes})`);
   }
   if (header.revision <= 0) throw bad(`has revision ${header.revision}`);
+  if (!headerStoragePolicies.has(header.storagePolicy)) {
+    throw bad(
+      `names storage policy ${header.storagePolicy}, which this node does not know (it knows ${[
+        ...headerStoragePolicies,
+      ]
+        .map((p) => common.storagePolicyToJSON(p))
+        .join(", ")})`,
+    );
+  }
 }
 
 /**

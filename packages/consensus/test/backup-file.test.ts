@@ -4,14 +4,16 @@
  * another format version, a header length out of bounds, a truncated prefix,
  * header or snapshot, bytes after the snapshot, a snapshot whose SHA-256 is
  * not the header's, a keyring sealed to another owner, a keyring moved next
- * to another snapshot. A refused write leaves nothing behind.
+ * to another snapshot, a storage policy this node does not know. The header's
+ * storage policy round-trips, and its absence (an older backup) reads as
+ * unset. A refused write leaves nothing behind.
  */
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateKeyPair } from "@metropolis/pki";
-import { api } from "@metropolis/proto";
+import { api, common } from "@metropolis/proto";
 import {
   BackupFormatError,
   BackupHashMismatchError,
@@ -58,6 +60,7 @@ function headerFor(snapshot: Buffer, to: Uint8Array = owner.publicKey): api.Back
     ownerPublicKey: Buffer.from(to),
     sealedKeyring: wrapKeyring(keyring, to, backupKeyringAt(sha256)),
     nodeVersion: "0.1.0",
+    storagePolicy: common.StoragePolicy.AUTHENTICATED_ENCRYPTED,
   };
 }
 
@@ -83,6 +86,7 @@ describe("backup file", () => {
     const verified = await readBackupFile(path);
     expect(verified.header.revision).toBe(42);
     expect(verified.header.snapshotSize).toBe(snapshot.length);
+    expect(verified.header.storagePolicy).toBe(common.StoragePolicy.AUTHENTICATED_ENCRYPTED);
     expect(openBackupKeyring(verified, owner.privateKey).equals(keyring)).toBe(true);
     const out = join(dir, "extracted");
     await extractSnapshot(verified, out);
@@ -167,6 +171,26 @@ describe("backup file", () => {
     garbage.writeUInt32BE(4, 12);
     await writeFile(path, Buffer.concat([garbage, Buffer.from([0xff, 0xff, 0xff, 0xff])]));
     await expect(readBackupFile(path)).rejects.toThrow(/its header does not decode/);
+  });
+
+  it("reads a header without a storage policy (an older backup) as unset, and refuses one it does not know", async () => {
+    const older = await readBackupFile(
+      await backup(snapshot, {
+        ...headerFor(snapshot),
+        storagePolicy: common.StoragePolicy.UNSPECIFIED,
+      }),
+    );
+    expect(older.header.storagePolicy).toBe(common.StoragePolicy.UNSPECIFIED);
+    const path = await backup(snapshot, {
+      ...headerFor(snapshot),
+      storagePolicy: common.StoragePolicy.UNRECOGNIZED,
+    });
+    await expect(readBackupFile(path)).rejects.toThrow(
+      new BackupFormatError(
+        path,
+        "its header names storage policy -1, which this node does not know (it knows STORAGE_POLICY_UNSPECIFIED, STORAGE_POLICY_INSECURE, STORAGE_POLICY_ENCRYPTED, STORAGE_POLICY_AUTHENTICATED_ENCRYPTED)",
+      ),
+    );
   });
 
   it("does not open for another owner's key", async () => {

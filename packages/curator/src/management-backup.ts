@@ -10,9 +10,11 @@
  * the `finished` header carries that keyring wrapped for the cluster owner's
  * Ed25519 key (the initial owner's, whether the owner or a backup credential
  * of access-roles.ts takes the backup), bound to
- * the snapshot's SHA-256 (backup-file.ts in @metropolis/consensus). The
- * owner writes the backup file from these messages (`metroctl cluster
- * backup`).
+ * the snapshot's SHA-256 (backup-file.ts in @metropolis/consensus), and the
+ * cluster's storage policy, read from its configuration before the snapshot
+ * began: a restore creates its data partition with it before it can read the
+ * configuration in the snapshot. The owner writes the backup file from these
+ * messages (`metroctl cluster backup`).
  *
  * Each chunk is written with backpressure (the next one is read from etcd
  * once the call's buffer has drained), so a slow owner holds a few chunks in
@@ -30,6 +32,7 @@ import {
 import { api, common } from "@metropolis/proto";
 import { CuratorError } from "./errors";
 import type { LeaderContext } from "./leader-context";
+import { readConfiguration } from "./management-configuration";
 
 /** The largest chunk a BackupCluster stream sends. */
 export const maxBackupChunkBytes = 1024 * 1024;
@@ -70,9 +73,10 @@ export async function backupCluster(
   ended: AbortSignal,
 ): Promise<void> {
   const takenAt = Date.now();
-  const [nodes, ca] = await Promise.all([
+  const [nodes, ca, configuration] = await Promise.all([
     ctx.nodes.list(),
     ctx.clusterCa.load(etcdCertificateKv(ctx.kv)),
+    readConfiguration(ctx),
   ]);
   if (ca === null) throw new CuratorError(status.INTERNAL, "the cluster CA does not exist");
   const client = memberClient(ctx.consensus.clientSocket);
@@ -125,6 +129,7 @@ export async function backupCluster(
       ownerPublicKey: Buffer.from(ownerPublicKey),
       sealedKeyring: ctx.consensus.wrapKeyringFor(ownerPublicKey, backupKeyringAt(sha256)),
       nodeVersion: self?.node.status?.version ?? "",
+      storagePolicy: configuration.config.storagePolicy,
     };
     await send(call, { kind: { $case: "finished", finished: header } }, ended);
     ctx.logger.info(

@@ -15,6 +15,7 @@ import {
   readBackupFile,
   sealedKeyUsage,
 } from "@metropolis/consensus";
+import { common } from "@metropolis/proto";
 import {
   clusterPerFile,
   metroctl,
@@ -53,6 +54,8 @@ describe("cluster backup", () => {
     expect(header.takenByNodeId).toBe(cluster.leader.ctx.self.nodeId);
     expect(header.nodeVersions.map((n) => n.nodeId)).toEqual([cluster.leader.ctx.self.nodeId]);
     expect(header.ownerPublicKey.equals(cluster.leader.owner.publicKey)).toBe(true);
+    // The cluster's storage policy (the fixture's configuration): the restore's data partition gets it.
+    expect(header.storagePolicy).toBe(common.StoragePolicy.ENCRYPTED);
     const keyring = openBackupKeyring(backup, cluster.leader.owner.privateKey);
     // The cluster's keyring: it names every key that seals a secret in etcd.
     for (const id of (await sealedKeyUsage(root)).keys()) expect(keyring.has(id)).toBe(true);

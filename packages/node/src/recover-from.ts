@@ -54,6 +54,9 @@ export function describeRecovery(report: RecoveryReport): string[] {
     `every write up to revision ${report.backupRevision} is restored; writes made after the backup was taken are lost, and this node cannot know which there were`,
     `etcd: a new one-member cluster ${report.newClusterId} (the backup's was ${report.oldClusterId}), revision ${report.restoredRevision} after the restore's own writes; ${report.leasesRevoked} leases of the old cluster revoked`,
     `this node is ${report.nodeId}: the cluster's one consensus member and its curator`,
+    report.storagePolicyFromBackup
+      ? `its data partition has the cluster's storage policy ${report.storagePolicy}, as the backup records it`
+      : `its data partition has storage policy ${report.storagePolicy}: the backup (an older format) does not record the cluster's, and ${report.storagePolicy} is what such a restore uses`,
     `${report.nodes.length} node records: ${report.nodes.map((n) => `${n.id} ${n.state}`).join(", ")}`,
     report.formerMembers.length === 0
       ? "no other node was a consensus member"

@@ -6,6 +6,7 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { StoragePolicy, storagePolicyFromJSON, storagePolicyToJSON } from "../common/common";
 
 export const protobufPackage = "metropolis.proto.api";
 
@@ -101,6 +102,14 @@ export interface BackupHeader {
   sealedKeyring: Buffer;
   /** The version of the metropolis-node that took the snapshot. */
   nodeVersion: string;
+  /**
+   * The cluster's storage policy (its ClusterConfiguration's) when the backup
+   * was taken: the restore creates its node's data partition with it, since
+   * the configuration in the snapshot is readable only once that partition is
+   * mounted. Unset (STORAGE_POLICY_UNSPECIFIED) in backups taken before this
+   * field existed: their restore uses STORAGE_POLICY_ENCRYPTED and says so.
+   */
+  storagePolicy: StoragePolicy;
 }
 
 function createBaseBackupClusterRequest(): BackupClusterRequest {
@@ -485,6 +494,7 @@ function createBaseBackupHeader(): BackupHeader {
     ownerPublicKey: Buffer.alloc(0),
     sealedKeyring: Buffer.alloc(0),
     nodeVersion: "",
+    storagePolicy: 0,
   };
 }
 
@@ -525,6 +535,9 @@ export const BackupHeader: MessageFns<BackupHeader> = {
     }
     if (message.nodeVersion !== "") {
       writer.uint32(98).string(message.nodeVersion);
+    }
+    if (message.storagePolicy !== 0) {
+      writer.uint32(104).int32(message.storagePolicy);
     }
     return writer;
   },
@@ -638,6 +651,14 @@ export const BackupHeader: MessageFns<BackupHeader> = {
             message.nodeVersion = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.storagePolicy = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -708,6 +729,11 @@ export const BackupHeader: MessageFns<BackupHeader> = {
         : isSet(object.node_version)
         ? globalThis.String(object.node_version)
         : "",
+      storagePolicy: isSet(object.storagePolicy)
+        ? storagePolicyFromJSON(object.storagePolicy)
+        : isSet(object.storage_policy)
+        ? storagePolicyFromJSON(object.storage_policy)
+        : 0,
     };
   },
 
@@ -749,6 +775,9 @@ export const BackupHeader: MessageFns<BackupHeader> = {
     if (message.nodeVersion !== "") {
       obj.nodeVersion = message.nodeVersion;
     }
+    if (message.storagePolicy !== 0) {
+      obj.storagePolicy = storagePolicyToJSON(message.storagePolicy);
+    }
     return obj;
   },
 
@@ -769,6 +798,7 @@ export const BackupHeader: MessageFns<BackupHeader> = {
     message.ownerPublicKey = object.ownerPublicKey ?? Buffer.alloc(0);
     message.sealedKeyring = object.sealedKeyring ?? Buffer.alloc(0);
     message.nodeVersion = object.nodeVersion ?? "";
+    message.storagePolicy = object.storagePolicy ?? 0;
     return message;
   },
 };
