@@ -28,6 +28,7 @@ import { NodeRecordFeed } from "./node-record-feed";
 import { watchRevocations } from "./curator-revocations";
 import { encodeNode, getNode } from "./node-record";
 import { consensusMembers } from "./consensus-members";
+import { recordWipeAcknowledgement } from "./management-decommission";
 
 /** Status fields are small; anything longer is a client bug, not data to store. */
 const MAX_STATUS_STRING = 256;
@@ -133,6 +134,12 @@ async function updateNodeStatus(
  * Heartbeat: each request is a heartbeat of the calling node, answered with
  * its health (HEALTHY, since it just beat). The caller is checked once, when
  * the stream opens; the stream ends when the client ends or cancels it.
+ *
+ * A heartbeat carrying `wipe_acknowledged` is answered only once the node's
+ * record holds the acknowledgement (recordWipeAcknowledgement, a guarded
+ * write): the answer is the node's word that the cluster has it, on which
+ * it goes on to wipe itself, and the record is where any leader finds it.
+ * Answers go out in the order of the heartbeats.
  */
 function heartbeat(
   ctx: LeaderContext,
@@ -142,6 +149,20 @@ function heartbeat(
   // A deleted node must not be kept "healthy".
   const authorized = requireCurrentNode(ctx, call);
   authorized.catch(fail);
+  /** The answer to the previous heartbeat: the next one's goes out after it. */
+  let answered: Promise<void> = Promise.resolve();
+  const answer = async (nodeId: string, req: curator.HeartbeatRequest) => {
+    if (req.wipeAcknowledged) {
+      try {
+        await ctx.heartbeats.wipes.record(nodeId, () => recordWipeAcknowledgement(ctx, nodeId));
+      } catch (e) {
+        // Not answered: the node repeats the acknowledgement on its next stream.
+        fail(e);
+        return;
+      }
+    }
+    if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
+  };
   call.on("data", (req: curator.HeartbeatRequest) => {
     authorized.then(
       (nodeId) => {
@@ -151,20 +172,19 @@ function heartbeat(
         } catch (e) {
           return fail(e);
         }
+        // At its receipt, whatever the answer waits for.
         ctx.heartbeats.beat(nodeId);
-        // Recorded before the answer: the answer is the node's word that the curator has it.
-        if (req.wipeAcknowledged) ctx.heartbeats.wipes.acknowledge(nodeId);
         // Its wall clock, for the health check only (clock-samples.ts).
         ctx.clocks.record(nodeId, req.sentAt, req.previousRoundTripMs ?? 0);
         ctx.consensusViews.record(nodeId, req.consensusView);
-        if (!call.cancelled && call.writable) call.write({ health: ctx.heartbeats.health(nodeId) });
+        answered = answered.then(() => answer(nodeId, req));
       },
       () => undefined, // already answered by fail()
     );
   });
   call.on("end", () => {
     authorized.then(
-      () => call.end(),
+      () => answered.then(() => call.end()),
       () => undefined,
     );
   });

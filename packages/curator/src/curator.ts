@@ -54,6 +54,7 @@ import { NodeRecordMirror } from "./node-record-mirror";
 import { notTheLeader } from "./not-the-leader";
 import { readConfiguration } from "./management-configuration";
 import { defaultReconcileIntervalMs, membershipReconciler } from "./membership-reconciler";
+import { defaultWipeAcknowledgementTimeoutMs } from "./management-decommission";
 import { followStoredRevocations, Revocations } from "./revocations";
 
 /** Default port of the curator. */
@@ -88,6 +89,14 @@ export interface CuratorConfig {
   leaderServiceDefinitions?: readonly ServiceDefinition[];
   /** Interval of the leader's etcd membership reconciliation. Default 5000 ms. */
   reconcileIntervalMs?: number;
+  /**
+   * How long the leader's DecommissionNode with `wipe` waits for the node to
+   * acknowledge the wipe on its heartbeat (recorded in its record) before it
+   * revokes the node's certificate all the same and answers that the wipe
+   * was not acknowledged.
+   * @default {@link defaultWipeAcknowledgementTimeoutMs} (30 s)
+   */
+  wipeAcknowledgementTimeoutMs?: number;
 }
 
 /** The definitions of {@link clusterServices}' services. */
@@ -366,6 +375,8 @@ export class Curator {
         consensus: this.config.consensus,
         clusterCa: ca,
         heartbeats: new HeartbeatTracker(this.config.heartbeatTimeoutMs),
+        wipeAcknowledgementTimeoutMs:
+          this.config.wipeAcknowledgementTimeoutMs ?? defaultWipeAcknowledgementTimeoutMs,
         clocks: new ClockSamples(),
         consensusViews: new ConsensusViews(),
         logger: ctx.logger,

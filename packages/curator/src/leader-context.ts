@@ -39,6 +39,12 @@ export interface LeaderContext {
   /** Heartbeats of the nodes, kept in the leader's memory. */
   readonly heartbeats: HeartbeatTracker;
   /**
+   * How long DecommissionNode with `wipe` waits for the node's
+   * acknowledgement before it revokes the node all the same.
+   * @default 30 s (`defaultWipeAcknowledgementTimeoutMs`, management-decommission.ts)
+   */
+  readonly wipeAcknowledgementTimeoutMs?: number;
+  /**
    * The nodes' wall clocks against the leader's, from heartbeats: for the
    * health check of clocks only, never for health, leases or deadlines.
    */

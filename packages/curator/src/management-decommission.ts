@@ -36,7 +36,9 @@
  * with `wipe` the order changes at the end:
  *
  *   … roles taken away ─▶ DECOMMISSIONED + wipe_requested (certificate still valid)
- *     ─▶ the node's acknowledgement on its heartbeat (or {@link wipeAcknowledgementTimeoutMs})
+ *     ─▶ the node's acknowledgement on its heartbeat, recorded in its record
+ *        (wipe_acknowledged), or the leader's timeout
+ *        ({@link defaultWipeAcknowledgementTimeoutMs} unless configured)
  *     ─▶ certificates revoked
  *
  * and the answer says whether the node acknowledged: one that did not (it
@@ -45,6 +47,15 @@
  * must be erased by hand. Marked before revoked is safe here: the record is
  * only marked once its roles are gone, and a retry (DECOMMISSIONED is
  * accepted) finishes the revocation.
+ *
+ * The acknowledgement is durable: the leader that hears it on a heartbeat
+ * writes it into the node's record ({@link recordWipeAcknowledgement}, the
+ * guarded write of every record change) before it answers the heartbeat,
+ * and the node takes only that answer as delivery. A `--wipe` asked again
+ * after one that completed, or retried on a new leader after the one that
+ * heard the node stopped leading, therefore finds it in the record and
+ * answers at once (revoking, if that was not done yet) — neither the node,
+ * wiped or revoked, nor a heartbeat to this leader is needed again.
  */
 import { defaultPeerPort } from "@metropolis/consensus";
 import { status } from "@grpc/grpc-js";
@@ -60,12 +71,13 @@ import { waitUntilMemberGone } from "./member-gone";
 import { listNodes, type StoredNode } from "./node-record";
 
 /**
- * How long DecommissionNode with `wipe` waits for the node to acknowledge
- * the wipe on its heartbeat before it revokes the node's certificate
- * anyway: a few heartbeat intervals (5 s) after the node's Watch delivered
- * its record.
+ * How long DecommissionNode with `wipe` waits, unless the curator is
+ * configured otherwise (`CuratorConfig.wipeAcknowledgementTimeoutMs`), for
+ * the node to acknowledge the wipe on its heartbeat before it revokes the
+ * node's certificate anyway: a few heartbeat intervals (5 s) after the
+ * node's Watch delivered its record.
  */
-export const wipeAcknowledgementTimeoutMs = 30_000;
+export const defaultWipeAcknowledgementTimeoutMs = 30_000;
 
 /** The node's state, for refusals. */
 const stateName = (node: StoredNode) => common.nodeStateToJSON(node.node.state);
@@ -119,8 +131,43 @@ function checkWipeable(stored: StoredNode): void {
 }
 
 /**
+ * Records in node `nodeId`'s record that it acknowledged its wipe (a
+ * heartbeat of its own carried `wipe_acknowledged`), with the leader's
+ * guarded write; whether the record holds the acknowledgement now. A record
+ * that does not ask for a wipe (DECOMMISSIONED with `wipe_requested`) is
+ * left as it is, false: a node cannot acknowledge in advance a wipe it was
+ * never asked for, and so make a later `--wipe` answered "acknowledged"
+ * without its having seen the request.
+ */
+export async function recordWipeAcknowledgement(
+  ctx: LeaderContext,
+  nodeId: string,
+): Promise<boolean> {
+  const { before, change } = await changeNode(ctx, { $case: "id", id: nodeId }, (current) => {
+    if (!asksForWipe(current) || current.node.wipeAcknowledged) return { kind: "unchanged" };
+    return { kind: "put", node: { ...current.node, wipeAcknowledged: true } };
+  });
+  if (change.kind === "put") {
+    ctx.logger.info(`node ${nodeId} acknowledged the wipe; recorded in its record`);
+    return true;
+  }
+  if (asksForWipe(before)) return before.node.wipeAcknowledged === true;
+  ctx.logger.warn(
+    `node ${nodeId} acknowledged a wipe its record does not ask for (it is ${stateName(before)}${before.node.wipeRequested ? "" : ", without wipe_requested"}): not recorded`,
+  );
+  return false;
+}
+
+/** Whether the record asks its node to wipe itself: DECOMMISSIONED with `wipe_requested`. */
+function asksForWipe(stored: StoredNode): boolean {
+  return (
+    stored.node.state === common.NodeState.DECOMMISSIONED && stored.node.wipeRequested === true
+  );
+}
+
+/**
  * Implements DecommissionNode; `signal` (the call's) bounds the removal of
- * the node's etcd member.
+ * the node's etcd member and the wait for the wipe's acknowledgement.
  */
 export async function decommissionNode(
   ctx: LeaderContext,
@@ -177,33 +224,34 @@ export async function decommissionNode(
     }
   }
 
-  let wipeAcknowledged = false;
+  let heard = false;
   if (req.wipe) {
     // Marked before it is locked out (see the top of this file): the node
     // must still be able to read this record to act on it.
-    await changeNode(ctx, req.node, (current): NodeChange => {
+    const requested = await changeNode(ctx, req.node, (current): NodeChange => {
       checkDecommissionable(current);
       checkWipeable(current);
-      if (current.node.state === common.NodeState.DECOMMISSIONED && current.node.wipeRequested) {
-        return { kind: "unchanged" };
-      }
+      if (asksForWipe(current)) return { kind: "unchanged" };
       return {
         kind: "put",
         node: { ...current.node, state: common.NodeState.DECOMMISSIONED, wipeRequested: true },
       };
     });
-    ctx.logger.info(`node ${target.id}: wipe requested; waiting for its acknowledgement`);
-    wipeAcknowledged = await ctx.heartbeats.wipes.wait(
-      target.id,
-      wipeAcknowledgementTimeoutMs,
-      signal,
-    );
-    if (wipeAcknowledged) ctx.logger.info(`node ${target.id} acknowledged the wipe`);
-    else {
-      ctx.logger.warn(
-        `node ${target.id} did not acknowledge the wipe within ${wipeAcknowledgementTimeoutMs} ms: ` +
-          "its certificate is revoked all the same, and its storage must be erased by hand",
-      );
+    // Recorded by whichever leader heard it: no need to hear it again.
+    if (requested.change.kind === "unchanged" && requested.before.node.wipeAcknowledged === true) {
+      heard = true;
+      ctx.logger.info(`node ${target.id}: its record says it acknowledged the wipe already`);
+    } else {
+      const timeoutMs = ctx.wipeAcknowledgementTimeoutMs ?? defaultWipeAcknowledgementTimeoutMs;
+      ctx.logger.info(`node ${target.id}: wipe requested; waiting for its acknowledgement`);
+      heard = await ctx.heartbeats.wipes.wait(target.id, timeoutMs, signal);
+      if (heard) ctx.logger.info(`node ${target.id} acknowledged the wipe`);
+      else {
+        ctx.logger.warn(
+          `node ${target.id} did not acknowledge the wipe within ${timeoutMs} ms: ` +
+            "its certificate is revoked all the same, and its storage must be erased by hand",
+        );
+      }
     }
   }
 
@@ -226,6 +274,10 @@ export async function decommissionNode(
     revokedPeerCertificates,
     alreadyDecommissioned: already,
     wipeRequested: marked.before.node.wipeRequested === true,
-    wipeAcknowledged,
+    // The record's word (an acknowledgement that came after the wait gave
+    // up, before the revocation, counts too); `heard` was written there first.
+    wipeAcknowledged:
+      marked.before.node.wipeRequested === true &&
+      (heard || marked.before.node.wipeAcknowledged === true),
   };
 }

@@ -299,7 +299,7 @@ const targets: Record<string, Target> = {
       fc.record({
         sentAt: fc.option(fc.date(), { nil: undefined }),
         previousRoundTripMs: fc.oneof(fc.constant(0), fc.nat(120_000), fc.constant(2 ** 32 - 1)),
-        // An acknowledgement of a wipe no record asked for: recorded, and harmless.
+        // An acknowledgement of a wipe no record asked for: not recorded, and harmless.
         wipeAcknowledged: fc.option(fc.boolean(), { nil: undefined }),
         consensusView: fc.option(
           fc.record({

@@ -38,6 +38,12 @@ export interface ClusterNode extends NodeCredentials {
 export interface TestClusterOptions {
   /** The curator's heartbeat timeout (default 10 s). */
   heartbeatTimeoutMs?: number;
+  /**
+   * How long the curator's DecommissionNode with `wipe` waits for the node's
+   * acknowledgement.
+   * @default the curator's own (30 s)
+   */
+  wipeAcknowledgementTimeoutMs?: number;
 }
 
 export interface TestCluster {
@@ -74,8 +80,11 @@ export interface TestCluster {
   decommissionNode(nodeId: string): Promise<void>;
   /** UpdateNodeStatus as `node` itself. */
   reportStatus(node: NodeCredentials, status: Partial<common.NodeStatus>): Promise<void>;
-  /** Stops the curator and starts a new one on the same address (open streams break). */
-  restartCurator(): Promise<void>;
+  /**
+   * Stops the curator and starts a new one on the same address (open
+   * streams break), with `opts` instead of the cluster's options when given.
+   */
+  restartCurator(opts?: TestClusterOptions): Promise<void>;
   /** Stops curator, connections, etcd and removes the temp directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -99,13 +108,14 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     const address = `${host}:${port}`;
     const endpoint: CuratorAddress = { host, port, nodeId: firstNode.nodeId };
     let running: { curator: Curator; harness: TestHarness } | undefined;
-    const startCurator = async () => {
+    const startCurator = async (curatorOpts: TestClusterOptions) => {
       const { curator, harness } = base.runCurator({
         nodeId: firstNode.nodeId,
         tls: credentialsPem(firstNode),
         host,
         port,
-        heartbeatTimeoutMs: opts.heartbeatTimeoutMs,
+        heartbeatTimeoutMs: curatorOpts.heartbeatTimeoutMs,
+        wipeAcknowledgementTimeoutMs: curatorOpts.wipeAcknowledgementTimeoutMs,
       });
       running = { curator, harness };
       // The curator announces itself as leader only once its listener serves.
@@ -121,7 +131,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
       await r?.harness.cleanup();
     };
     base.defer(stopCurator);
-    await startCurator();
+    await startCurator(opts);
 
     const connections: CuratorConnection[] = [];
     base.defer(async () => connections.forEach((c) => c.close()));
@@ -247,9 +257,9 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
           as.close();
         }
       },
-      restartCurator: async () => {
+      restartCurator: async (restartOpts = opts) => {
         await stopCurator();
-        await startCurator();
+        await startCurator(restartOpts);
       },
       stop: cleanup,
     };

@@ -46,7 +46,18 @@ export interface Node {
    * Set with state DECOMMISSIONED when the owner asked DecommissionNode to
    * wipe the node (see curator.Node's wipe_requested); never cleared.
    */
-  wipeRequested?: boolean | undefined;
+  wipeRequested?:
+    | boolean
+    | undefined;
+  /**
+   * Set, with wipe_requested, once the node acknowledged the wipe on its
+   * heartbeat (curator.HeartbeatRequest's wipe_acknowledged): written by the
+   * leader that received the heartbeat before it answers it, so that any
+   * leader (a later one, or the same one asked again) can tell that the node
+   * acknowledged; never set on a record that does not ask for a wipe, and
+   * never cleared.
+   */
+  wipeAcknowledged?: boolean | undefined;
 }
 
 export interface Node_LabelsEntry {
@@ -170,6 +181,7 @@ function createBaseNode(): Node {
     status: undefined,
     labels: new Map(),
     wipeRequested: undefined,
+    wipeAcknowledged: undefined,
   };
 }
 
@@ -195,6 +207,9 @@ export const Node: MessageFns<Node> = {
     });
     if (message.wipeRequested !== undefined) {
       writer.uint32(64).bool(message.wipeRequested);
+    }
+    if (message.wipeAcknowledged !== undefined) {
+      writer.uint32(72).bool(message.wipeAcknowledged);
     }
     return writer;
   },
@@ -271,6 +286,14 @@ export const Node: MessageFns<Node> = {
             message.wipeRequested = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.wipeAcknowledged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -312,6 +335,11 @@ export const Node: MessageFns<Node> = {
         : isSet(object.wipe_requested)
         ? globalThis.Boolean(object.wipe_requested)
         : undefined,
+      wipeAcknowledged: isSet(object.wipeAcknowledged)
+        ? globalThis.Boolean(object.wipeAcknowledged)
+        : isSet(object.wipe_acknowledged)
+        ? globalThis.Boolean(object.wipe_acknowledged)
+        : undefined,
     };
   },
 
@@ -341,6 +369,9 @@ export const Node: MessageFns<Node> = {
     if (message.wipeRequested !== undefined) {
       obj.wipeRequested = message.wipeRequested;
     }
+    if (message.wipeAcknowledged !== undefined) {
+      obj.wipeAcknowledged = message.wipeAcknowledged;
+    }
     return obj;
   },
 
@@ -368,6 +399,7 @@ export const Node: MessageFns<Node> = {
       return m;
     })();
     message.wipeRequested = object.wipeRequested ?? undefined;
+    message.wipeAcknowledged = object.wipeAcknowledged ?? undefined;
     return message;
   },
 };
