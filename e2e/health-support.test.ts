@@ -82,6 +82,10 @@ it("cluster health: every check ok on a healthy cluster, exit status 0", async (
     "3 nodes UP and heartbeating",
   );
   expect(healthy.checks.find((c) => c.name === "etcd-voters")?.detail).toBe("3 voters");
+  // Every member's own database reading, the two others' carried by their nodes' heartbeats.
+  expect(healthy.checks.find((c) => c.name === "etcd-database-size")?.detail).toMatch(
+    /^\d+\.\d MiB of \d+\.\d MiB \(\d+\.\d %\) on node metropolis-[0-9a-f]+'s member, the largest share of 3 members$/,
+  );
   const text = await e2e.cluster.metroctl(["cluster", "health"]);
   expect(text.exitCode).toBe(0);
   expect(text.stdout.trimEnd().split("\n").at(-1)).toBe("healthy");

@@ -110,6 +110,40 @@ describe("private records", () => {
   });
 });
 
+describe("HeartbeatRequest.consensus_view", () => {
+  const view = { memberIds: ["abc1", "abc2"], raftLeaderId: "abc1", raftTerm: 9 };
+
+  it("round-trips the member's database size and quota, fields 4 and 5", () => {
+    const request = curator.HeartbeatRequest.fromPartial({
+      consensusView: { ...view, databaseSizeBytes: 20_971_520, databaseQuotaBytes: 2 ** 31 },
+    });
+    const bytes = curator.HeartbeatRequest.encode(request).finish();
+    expect(curator.HeartbeatRequest.decode(bytes).consensusView).toEqual({
+      ...view,
+      databaseSizeBytes: 20_971_520,
+      databaseQuotaBytes: 2 ** 31,
+    });
+    // A zero size is sent (the fields are optional: present, not defaulted away).
+    const zero = curator.ConsensusView.encode({ ...view, databaseSizeBytes: 0 }).finish();
+    expect(curator.ConsensusView.decode(zero).databaseSizeBytes).toBe(0);
+  });
+
+  it("leaves both absent in a view that carries none (a node older than the fields, a failed read)", () => {
+    const older = new BinaryWriter()
+      .tag(1, WireType.LengthDelimited)
+      .string("abc1")
+      .tag(2, WireType.LengthDelimited)
+      .string("abc1")
+      .tag(3, WireType.Varint)
+      .uint64(9)
+      .finish();
+    const decoded = curator.ConsensusView.decode(older);
+    expect(decoded).toMatchObject({ memberIds: ["abc1"], raftLeaderId: "abc1", raftTerm: 9 });
+    expect(decoded.databaseSizeBytes).toBeUndefined();
+    expect(decoded.databaseQuotaBytes).toBeUndefined();
+  });
+});
+
 describe("decoding invalid bytes", () => {
   const garbage: Array<[string, Uint8Array]> = [
     ["a length beyond the end", Uint8Array.from([0x0a, 0x64, 0x01])],

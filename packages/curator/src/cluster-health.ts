@@ -62,6 +62,8 @@ export interface HealthNode {
   readonly consensusView?: {
     memberIds: readonly string[];
     raftLeaderId: string | undefined;
+    /** The member's database size and quota, bytes; absent when the view carried none. */
+    database?: { sizeBytes: number; quotaBytes: number };
     /** How long ago the leader heard it. */
     ageMs: number;
   };
@@ -93,7 +95,10 @@ export interface HealthInputs {
   readonly raftLeaderId?: string;
   /** The raised etcd alarms, `ALARM of member ID (node N)` each. */
   readonly alarms: Reading<readonly { memberId: string; nodeId: string; alarm: string }[]>;
-  /** The leader's member's database size and quota, bytes. */
+  /**
+   * The leader's member's database size and quota, bytes, read directly; the
+   * other members' come with their views (HealthNode.consensusView).
+   */
   readonly database: Reading<{ sizeBytes: number; quotaBytes: number }>;
   /** The heartbeat timeout in force. */
   readonly heartbeatTimeoutMs: number;
@@ -352,26 +357,105 @@ export function checkEtcdAlarms(inputs: HealthInputs): HealthCheckResult {
 /** Bytes as MiB with one decimal. */
 const mib = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
-/** `etcd-database-size`: the database under its quota. */
+/** One member's database size against its quota, as the size check judges it. */
+interface DatabaseReading {
+  readonly nodeId: string;
+  readonly sizeBytes: number;
+  readonly quotaBytes: number;
+  /** sizeBytes / quotaBytes; 1 when the quota is 0. */
+  readonly share: number;
+}
+
+const databaseReading = (
+  nodeId: string,
+  { sizeBytes, quotaBytes }: { sizeBytes: number; quotaBytes: number },
+): DatabaseReading => ({
+  nodeId,
+  sizeBytes,
+  quotaBytes,
+  share: quotaBytes > 0 ? sizeBytes / quotaBytes : 1,
+});
+
+/** A share as a percentage with one decimal. */
+const percent = (share: number): string => `${(share * 100).toFixed(1)} %`;
+
+/**
+ * `etcd-database-size`: every member's database under its quota. Each member
+ * has its own database file (of its own size: fragmentation, a member
+ * catching up) and etcd raises NOSPACE per member, so the check judges the
+ * largest share among the leader's member's own reading and every other
+ * member's recent view (its node's heartbeats carry it); a member without
+ * one is named.
+ */
 export function checkDatabaseSize(inputs: HealthInputs): HealthCheckResult {
   const name = "etcd-database-size";
-  const title = "etcd database under its quota";
+  const title = "every etcd member's database under its quota";
+  const leaderId = inputs.leader.nodeId;
+  // The members to account for: etcd's list, or while it cannot be read the consensus-role nodes.
+  const memberNodeIds =
+    "ok" in inputs.members
+      ? inputs.members.ok.map((m) => m.nodeId).filter((id) => id !== "")
+      : live(inputs.nodes)
+          .filter((n) => n.consensus)
+          .map((n) => n.id);
+  const byId = new Map(inputs.nodes.map((n) => [n.id, n]));
+  const readings: DatabaseReading[] = [];
+  const unread: string[] = [];
+  if ("ok" in inputs.database) readings.push(databaseReading(leaderId, inputs.database.ok));
+  for (const id of new Set(memberNodeIds)) {
+    if (id === leaderId) continue;
+    const view = byId.get(id)?.consensusView;
+    if (view?.database === undefined || view.ageMs > inputs.heartbeatTimeoutMs) {
+      unread.push(id);
+      continue;
+    }
+    readings.push(databaseReading(id, view.database));
+  }
+  readings.sort((a, b) => b.share - a.share);
+  const over = readings.filter((r) => r.share >= databaseWarnShare);
+  const failing = over.filter((r) => r.share >= databaseFailShare);
+  const words = (r: DatabaseReading) =>
+    `${mib(r.sizeBytes)} of ${mib(r.quotaBytes)} (${percent(r.share)}) on node ${r.nodeId}'s member`;
+
+  const parts: string[] = [];
+  const nodeIds: string[] = [];
   if ("failed" in inputs.database) {
-    return result(
-      name,
-      title,
-      "fail",
-      `the database size could not be read: ${inputs.database.failed}`,
+    parts.push(
+      `the database size could not be read on node ${leaderId}'s member: ${inputs.database.failed}`,
+    );
+    nodeIds.push(leaderId);
+  }
+  if (over.length > 0) {
+    const advice =
+      failing.length === 0
+        ? ""
+        : failing.every((r) => r.nodeId === leaderId)
+          ? ": defragment or compact (metroctl cluster defrag)"
+          : ": defragment or compact (metroctl cluster defrag reaches only the curator leader's member)";
+    const rest = readings.length - over.length;
+    parts.push(
+      `${some(over.map(words))}${advice}${rest > 0 ? `; the other ${rest} members below ${percent(databaseWarnShare)}` : ""}`,
+    );
+    nodeIds.push(...over.map((r) => r.nodeId));
+  } else if (readings.length > 0) {
+    const [largest] = readings;
+    parts.push(
+      readings.length === 1
+        ? words(largest)
+        : `${words(largest)}, the largest share of ${readings.length} members`,
     );
   }
-  const { sizeBytes, quotaBytes } = inputs.database.ok;
-  const share = quotaBytes > 0 ? sizeBytes / quotaBytes : 1;
-  const words = `${mib(sizeBytes)} of ${mib(quotaBytes)} (${(share * 100).toFixed(1)} %) on node ${inputs.leader.nodeId}'s member`;
-  if (share >= databaseFailShare) {
-    return result(name, title, "fail", `${words}: defragment or compact (metroctl cluster defrag)`);
+  if (unread.length > 0) {
+    parts.push(`no recent reading from ${some(unread)}'s member (its heartbeats carry none)`);
+    nodeIds.push(...unread);
   }
-  if (share >= databaseWarnShare) return result(name, title, "warn", words);
-  return result(name, title, "ok", words);
+  const verdict: Verdict =
+    "failed" in inputs.database || failing.length > 0
+      ? "fail"
+      : over.length > 0 || unread.length > 0
+        ? "warn"
+        : "ok";
+  return result(name, title, verdict, parts.join("; "), nodeIds);
 }
 
 /** Milliseconds as seconds with up to three decimals, signed. */

@@ -2,7 +2,8 @@
  * Management.GetClusterHealth: reads what the checks of cluster-health.ts
  * judge — the node records with the leader's heartbeat health and clock
  * samples, etcd's members (with the leader's member's raft contact), its
- * alarms, and the leader's member's database size against its quota — and
+ * alarms, and the leader's member's database size against its quota (the
+ * other members' come with their views) — and
  * answers every check, in order, with the worst verdict.
  *
  * Each etcd read is bounded ({@link healthReadTimeoutMs}, on the monotonic
@@ -129,6 +130,7 @@ export async function readHealthInputs(
       consensusView: view && {
         memberIds: view.memberIds,
         raftLeaderId: view.raftLeaderId,
+        ...(view.database === undefined ? {} : { database: view.database }),
         ageMs: ctx.consensusViews.age(view),
       },
     };

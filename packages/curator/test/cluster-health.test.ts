@@ -1,6 +1,6 @@
 import { common } from "@metropolis/proto";
 import { ClockSamples } from "../src/clock-samples";
-import { ConsensusViews } from "../src/consensus-views";
+import { ConsensusViews, maxViewDatabaseBytes } from "../src/consensus-views";
 import {
   healthChecks,
   maxDetailLength,
@@ -16,6 +16,10 @@ const id = (n: number) => `metropolis-${n.toString(16).padStart(32, "0")}`;
 /** The member IDs of the healthy cluster's three members (see `member`). */
 const threeMembers = [1, 2, 3].map((n) => (0xabc0 + n).toString(16));
 
+const MiB = 1024 * 1024;
+/** A healthy member's database: 20 MiB of a 2 GiB quota. */
+const smallDatabase = { sizeBytes: 20 * MiB, quotaBytes: 2048 * MiB };
+
 const node = (n: number, over: Partial<HealthNode> = {}): HealthNode => ({
   id: id(n),
   state: common.NodeState.UP,
@@ -24,7 +28,12 @@ const node = (n: number, over: Partial<HealthNode> = {}): HealthNode => ({
   sinceHeartbeatMs: 1200,
   version: "0.1.0",
   clock: { offsetMs: 3, uncertaintyMs: 1 },
-  consensusView: { memberIds: threeMembers, raftLeaderId: threeMembers[0], ageMs: 800 },
+  consensusView: {
+    memberIds: threeMembers,
+    raftLeaderId: threeMembers[0],
+    database: smallDatabase,
+    ageMs: 800,
+  },
   ...over,
 });
 
@@ -43,7 +52,7 @@ const inputs = (over: Partial<HealthInputs> = {}): HealthInputs => ({
   members: { ok: [member(1), member(2), member(3)] },
   raftLeaderId: threeMembers[0],
   alarms: { ok: [] },
-  database: { ok: { sizeBytes: 20 * 1024 * 1024, quotaBytes: 2 * 1024 * 1024 * 1024 } },
+  database: { ok: smallDatabase },
   heartbeatTimeoutMs: 10_000,
   ...over,
 });
@@ -72,6 +81,9 @@ describe("health checks", () => {
     expect(worstVerdict(checks.map((c) => c.verdict))).toBe("ok");
     expect(checks[0].detail).toBe(`node ${id(1)} leads (term 42)`);
     expect(checks[1].detail).toBe("3 nodes UP and heartbeating");
+    expect(checks[5].detail).toBe(
+      `20.0 MiB of 2048.0 MiB (1.0 %) on node ${id(1)}'s member, the largest share of 3 members`,
+    );
   });
 
   test("nodes-up: a silent UP node fails, naming it and its last heartbeat", () => {
@@ -203,6 +215,122 @@ describe("health checks", () => {
     expect(at(0.8)).toBe("warn");
     expect(at(0.95)).toBe("fail");
     expect(at(1.2)).toBe("fail");
+    expect(
+      check(
+        { database: { ok: { sizeBytes: 1946 * MiB, quotaBytes: 2048 * MiB } } },
+        "etcd-database-size",
+      ),
+    ).toMatchObject({
+      verdict: "fail",
+      nodeIds: [id(1)],
+      detail: `1946.0 MiB of 2048.0 MiB (95.0 %) on node ${id(1)}'s member: defragment or compact (metroctl cluster defrag); the other 2 members below 80.0 %`,
+    });
+  });
+
+  test("etcd-database-size: every member's own reading counts, the largest share judged, each member over it named", () => {
+    /** Node n's view, carrying `database`, heard `ageMs` ago. */
+    const viewed = (
+      n: number,
+      database: { sizeBytes: number; quotaBytes: number } | undefined,
+      ageMs = 800,
+    ) =>
+      node(n, {
+        consensusView: {
+          memberIds: threeMembers,
+          raftLeaderId: threeMembers[0],
+          ...(database === undefined ? {} : { database }),
+          ageMs,
+        },
+      });
+    const of = (sizeMiB: number, quotaMiB = 2048) => ({
+      sizeBytes: sizeMiB * MiB,
+      quotaBytes: quotaMiB * MiB,
+    });
+    // The leader's member is small; node 3's is near its (smaller) quota.
+    const warned = check(
+      { nodes: [node(1), viewed(2, of(100)), viewed(3, of(850, 1024))] },
+      "etcd-database-size",
+    );
+    expect(warned).toMatchObject({
+      verdict: "warn",
+      nodeIds: [id(3)],
+      detail: `850.0 MiB of 1024.0 MiB (83.0 %) on node ${id(3)}'s member; the other 2 members below 80.0 %`,
+    });
+    // Two members over: the worst first, the advice saying whose member defrag reaches.
+    const failed = check(
+      { nodes: [node(1), viewed(2, of(1700)), viewed(3, of(2000))] },
+      "etcd-database-size",
+    );
+    expect(failed).toMatchObject({ verdict: "fail", nodeIds: [id(3), id(2)] });
+    expect(failed.detail).toBe(
+      `2000.0 MiB of 2048.0 MiB (97.7 %) on node ${id(3)}'s member, 1700.0 MiB of 2048.0 MiB (83.0 %) on node ${id(2)}'s member: defragment or compact (metroctl cluster defrag reaches only the curator leader's member); the other 1 members below 80.0 %`,
+    );
+    // A member's node whose view is stale, carries no size, or that sent none: named, a warning.
+    const unread = check(
+      {
+        nodes: [node(1), viewed(2, of(100), 60_000), viewed(3, undefined), node(4)],
+        members: { ok: [member(1), member(2), member(3), member(4)] },
+      },
+      "etcd-database-size",
+    );
+    expect(unread).toMatchObject({ verdict: "warn", nodeIds: [id(2), id(3)] });
+    expect(unread.detail).toBe(
+      `20.0 MiB of 2048.0 MiB (1.0 %) on node ${id(1)}'s member, the largest share of 2 members; no recent reading from ${id(2)}, ${id(3)}'s member (its heartbeats carry none)`,
+    );
+    // A stale view does not hide a member over the share: it is judged only on a recent one.
+    expect(
+      check({ nodes: [node(1), viewed(2, of(2040), 60_000), node(3)] }, "etcd-database-size"),
+    ).toMatchObject({ verdict: "warn", nodeIds: [id(2)] });
+    // A member not started yet has no node to read; a node without a member is not asked.
+    expect(
+      check(
+        {
+          nodes: [
+            node(1),
+            node(2),
+            node(3),
+            node(5, { consensus: false, consensusView: undefined }),
+          ],
+          members: { ok: [member(1), member(2), member(3), member(9, { nodeId: "" })] },
+        },
+        "etcd-database-size",
+      ).verdict,
+    ).toBe("ok");
+    // etcd's members unread: the consensus-role nodes are the members accounted for.
+    expect(
+      check(
+        {
+          members: { failed: "unavailable" },
+          nodes: [node(1), viewed(2, undefined), node(3), node(4, { consensus: false })],
+        },
+        "etcd-database-size",
+      ),
+    ).toMatchObject({ verdict: "warn", nodeIds: [id(2)] });
+  });
+
+  test("etcd-database-size: the leader's own reading failing fails, with what the other members said", () => {
+    const c = check(
+      {
+        database: { failed: "no answer within 3000 ms" },
+        nodes: [
+          node(1),
+          node(2),
+          node(3, {
+            consensusView: {
+              memberIds: threeMembers,
+              raftLeaderId: threeMembers[0],
+              database: { sizeBytes: 1700 * MiB, quotaBytes: 2048 * MiB },
+              ageMs: 800,
+            },
+          }),
+        ],
+      },
+      "etcd-database-size",
+    );
+    expect(c).toMatchObject({ verdict: "fail", nodeIds: [id(1), id(3)] });
+    expect(c.detail).toBe(
+      `the database size could not be read on node ${id(1)}'s member: no answer within 3000 ms; 1700.0 MiB of 2048.0 MiB (83.0 %) on node ${id(3)}'s member; the other 1 members below 80.0 %`,
+    );
   });
 
   test("clock-skew: beyond 1 s give or take the sample's uncertainty fails; a node without a sample warns", () => {
@@ -314,6 +442,41 @@ describe("consensus views", () => {
     expect(a && views.age(a)).toBe(250);
     views.forget("a");
     expect(views.view("a")).toBeUndefined();
+  });
+
+  test("keeps a believable database size and quota; drops an unbelievable one alone, the view kept", () => {
+    const views = new ConsensusViews(() => 0);
+    const base = { memberIds: ["a"], raftLeaderId: "a", raftTerm: 2 };
+    views.record("a", { ...base, databaseSizeBytes: 20 * MiB, databaseQuotaBytes: 2048 * MiB });
+    expect(views.view("a")?.database).toEqual(smallDatabase);
+    // Over its quota is what the check is for: kept.
+    views.record("b", { ...base, databaseSizeBytes: 3000, databaseQuotaBytes: 1000 });
+    expect(views.view("b")?.database).toEqual({ sizeBytes: 3000, quotaBytes: 1000 });
+    views.record("c", { ...base, databaseSizeBytes: maxViewDatabaseBytes, databaseQuotaBytes: 1 });
+    expect(views.view("c")?.database).toEqual({ sizeBytes: maxViewDatabaseBytes, quotaBytes: 1 });
+    const unbelievable: [number | undefined, number | undefined][] = [
+      [undefined, undefined],
+      [10, undefined],
+      [undefined, 10],
+      [-1, 1000],
+      [10, -1000],
+      [10, 0],
+      [Number.NaN, 1000],
+      [10, Number.POSITIVE_INFINITY],
+      [1.5, 1000],
+      [maxViewDatabaseBytes + 1, 1000],
+      [10, Number.MAX_SAFE_INTEGER],
+    ];
+    for (const [databaseSizeBytes, databaseQuotaBytes] of unbelievable) {
+      views.record("d", { ...base, databaseSizeBytes, databaseQuotaBytes });
+      expect(views.view("d")).toEqual({
+        memberIds: ["a"],
+        raftLeaderId: "a",
+        raftTerm: 2,
+        database: undefined,
+        receivedAt: 0,
+      });
+    }
   });
 });
 

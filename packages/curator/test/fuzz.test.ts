@@ -314,6 +314,11 @@ const targets: Record<string, Target> = {
             ),
             raftLeaderId: fc.string(),
             raftTerm: fc.oneof(fc.nat(), fc.maxSafeNat()),
+            // Any database size and quota, each absent or not, a zero quota, sizes beyond any etcd's: judged only by the health check.
+            databaseSizeBytes: fc.option(fc.oneof(fc.nat(), fc.maxSafeNat()), { nil: undefined }),
+            databaseQuotaBytes: fc.option(fc.oneof(fc.constant(0), fc.nat(), fc.maxSafeNat()), {
+              nil: undefined,
+            }),
           }),
           { nil: undefined },
         ),

@@ -257,6 +257,22 @@ export interface ConsensusView {
   raftLeaderId: string;
   /** The raft term it is in. */
   raftTerm: number;
+  /**
+   * The member's database file size (bytes; its metrics'
+   * etcd_mvcc_db_total_size_in_bytes), for the health check of every
+   * member's database size. Absent, with database_quota_bytes, when the
+   * member's metrics could not be read in time (or from a node older than
+   * the field); the leader drops a pair beyond 1 TiB or with a zero quota.
+   */
+  databaseSizeBytes?:
+    | number
+    | undefined;
+  /**
+   * The quota etcd enforces on that database (bytes; its metrics'
+   * etcd_server_quota_backend_bytes): etcd raises NOSPACE on this member
+   * when the size reaches it. Sent with database_size_bytes or not at all.
+   */
+  databaseQuotaBytes?: number | undefined;
 }
 
 /** HeartbeatResponse answers one heartbeat. */
@@ -1443,7 +1459,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
 };
 
 function createBaseConsensusView(): ConsensusView {
-  return { memberIds: [], raftLeaderId: "", raftTerm: 0 };
+  return { memberIds: [], raftLeaderId: "", raftTerm: 0, databaseSizeBytes: undefined, databaseQuotaBytes: undefined };
 }
 
 export const ConsensusView: MessageFns<ConsensusView> = {
@@ -1456,6 +1472,12 @@ export const ConsensusView: MessageFns<ConsensusView> = {
     }
     if (message.raftTerm !== 0) {
       writer.uint32(24).uint64(message.raftTerm);
+    }
+    if (message.databaseSizeBytes !== undefined) {
+      writer.uint32(32).uint64(message.databaseSizeBytes);
+    }
+    if (message.databaseQuotaBytes !== undefined) {
+      writer.uint32(40).uint64(message.databaseQuotaBytes);
     }
     return writer;
   },
@@ -1497,6 +1519,22 @@ export const ConsensusView: MessageFns<ConsensusView> = {
             message.raftTerm = longToNumber(reader.uint64());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.databaseSizeBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.databaseQuotaBytes = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1526,6 +1564,16 @@ export const ConsensusView: MessageFns<ConsensusView> = {
         : isSet(object.raft_term)
         ? globalThis.Number(object.raft_term)
         : 0,
+      databaseSizeBytes: isSet(object.databaseSizeBytes)
+        ? globalThis.Number(object.databaseSizeBytes)
+        : isSet(object.database_size_bytes)
+        ? globalThis.Number(object.database_size_bytes)
+        : undefined,
+      databaseQuotaBytes: isSet(object.databaseQuotaBytes)
+        ? globalThis.Number(object.databaseQuotaBytes)
+        : isSet(object.database_quota_bytes)
+        ? globalThis.Number(object.database_quota_bytes)
+        : undefined,
     };
   },
 
@@ -1540,6 +1588,12 @@ export const ConsensusView: MessageFns<ConsensusView> = {
     if (message.raftTerm !== 0) {
       obj.raftTerm = Math.round(message.raftTerm);
     }
+    if (message.databaseSizeBytes !== undefined) {
+      obj.databaseSizeBytes = Math.round(message.databaseSizeBytes);
+    }
+    if (message.databaseQuotaBytes !== undefined) {
+      obj.databaseQuotaBytes = Math.round(message.databaseQuotaBytes);
+    }
     return obj;
   },
 
@@ -1551,6 +1605,8 @@ export const ConsensusView: MessageFns<ConsensusView> = {
     message.memberIds = object.memberIds?.map((e) => e) || [];
     message.raftLeaderId = object.raftLeaderId ?? "";
     message.raftTerm = object.raftTerm ?? 0;
+    message.databaseSizeBytes = object.databaseSizeBytes ?? undefined;
+    message.databaseQuotaBytes = object.databaseQuotaBytes ?? undefined;
     return message;
   },
 };
