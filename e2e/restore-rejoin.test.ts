@@ -8,9 +8,11 @@
  * new cluster ID, holding the old cluster's records.
  *
  * n2 is then started again on its kept root. It finds the restored curator
- * through its cluster directory — the restored node's copied onto its ESP,
- * the operator's one step (nodes find curators only through their directory,
- * and the restored node is a new node at a new address) — comes back UP as
+ * through its cluster directory — written onto its ESP by `metroctl cluster
+ * directory`, the operator's one step (nodes find curators only through their
+ * directory, and the restored node is a new node at a new address): the
+ * restored cluster's directory from its leader, the very bytes the restored
+ * node keeps — comes back UP as
  * itself, without the consensus role (the restore took it away), its stale
  * etcd data kept: nothing proved it stale yet. Given the consensus role by
  * the owner, the restored cluster adds it as a learner; n2 asks that cluster
@@ -24,7 +26,7 @@
  * names it, so n1 reconnects by itself; given the role, it rejoins the same
  * way. Three voting members of the restored cluster.
  */
-import { copyFile, mkdtemp } from "node:fs/promises";
+import { mkdtemp, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { hexId, readMemberIdentity } from "@metropolis/consensus";
 import { placeNodeRoot } from "@metropolis/localstorage";
@@ -112,15 +114,35 @@ it("a former member whose etcd data is stale rejoins the restored cluster as a l
     );
   await upAndHealthy(leading.nodeId, "the restored node");
 
-  // The operator's one step: n2 gets the restored node's cluster directory (it names the
-  // restored node as the cluster's curator), once the restored node wrote it.
-  const directory = placeNodeRoot(root).esp.metropolis.clusterDirectory;
+  // The operator's one step: `metroctl cluster directory` writes the restored cluster's directory
+  // (it names the restored node as the cluster's curator) onto n2's ESP. Refused, writing
+  // nothing, until the restored node has reported its address.
+  const n2Directory = n2Root.esp.metropolis.clusterDirectory;
   await eventually(
-    async () => (await directory.read()).nodes.some((n) => n.id === leading.nodeId),
-    "the restored node's cluster directory names it",
+    async () => {
+      const res = await metroctlAt(endpoint, ["cluster", "directory", "-o", n2Directory.fullPath]);
+      if (res.exitCode !== 0) throw new Error(res.stderr);
+      return res;
+    },
+    "metroctl cluster directory naming the restored node",
     { timeoutMs: 60_000 },
   );
-  await copyFile(directory.fullPath, n2Root.esp.metropolis.clusterDirectory.fullPath);
+  const written = await n2Directory.read();
+  expect(written.nodes.filter((n) => n.consensusMember).map((n) => n.id)).toEqual([leading.nodeId]);
+  expect((await stat(n2Directory.fullPath)).mode & 0o777).toBe(0o644);
+  // The same bytes as the directory the restored node keeps, once its worker has written it.
+  const restoredDirectory = placeNodeRoot(root).esp.metropolis.clusterDirectory;
+  await eventually(
+    async () => {
+      const own = await readFile(restoredDirectory.fullPath);
+      const copy = await readFile(n2Directory.fullPath);
+      if (!own.equals(copy))
+        throw new Error("the restored node's directory differs from metroctl's");
+      return true;
+    },
+    "metroctl's directory equal to the restored node's own",
+    { timeoutMs: 60_000 },
+  );
 
   const rejoinStarted = performance.now();
   e2e.cluster.startNode(n2);

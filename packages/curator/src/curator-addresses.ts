@@ -39,3 +39,15 @@ export function directoryCurators(
     .filter((node) => node.consensusMember)
     .flatMap((node) => node.addresses.map((a) => ({ host: a.host, port, nodeId: node.id })));
 }
+
+/**
+ * `directory` as nodes keep it on their ESP (`esp/metropolis/cluster_directory.pb`,
+ * roleserve's directory worker) and `metroctl cluster directory` writes it:
+ * only the nodes with an address (one without cannot be dialled), sorted by
+ * ID, so that the same cluster always encodes to the same bytes.
+ */
+export function dialableDirectory(directory: common.ClusterDirectory): common.ClusterDirectory {
+  const nodes = directory.nodes.filter((node) => node.addresses.some((a) => a.host !== ""));
+  nodes.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { nodes };
+}

@@ -35,7 +35,12 @@ export {
   type CuratorConnectionOptions,
   type LeaderClients,
 } from "./curator-client";
-export { directoryCurators, formatCuratorAddress, type CuratorAddress } from "./curator-addresses";
+export {
+  dialableDirectory,
+  directoryCurators,
+  formatCuratorAddress,
+  type CuratorAddress,
+} from "./curator-addresses";
 export {
   curatorClientContext,
   curatorClientCredentials,

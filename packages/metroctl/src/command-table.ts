@@ -12,6 +12,7 @@ import { Argument, Option, type Command } from "commander";
 import type { BootstrapParamsOptions } from "./node-params";
 import type { AccessIssueOptions } from "./access-commands";
 import type { BackupOptions } from "./cluster-backup";
+import type { DirectoryOptions } from "./cluster-directory";
 import { completionScript, completionShells } from "./completion";
 import type { LogsOptions, ReportsOptions, TreeOptions } from "./debug-commands";
 import { collectValues, type CommandDefiners } from "./define-command";
@@ -230,6 +231,20 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
     .requiredOption(
       "-o, --output <file>",
       "where to write the backup (mode 0600, written atomically)",
+    )
+    .addOption(
+      new Option("--format <format>", "what to print").choices(["table", "json"]).default("table"),
+    );
+
+  define<DirectoryOptions>("cluster directory", async (ctx, _args, opts) =>
+    (await import("./cluster-directory.js")).clusterDirectory(ctx, opts),
+  )
+    .description(
+      "write the cluster directory (every UP node's ID, public key and address, and which are consensus members) as nodes keep it: copy it to a former node's <root>/esp/metropolis/cluster_directory.pb after a restore",
+    )
+    .requiredOption(
+      "-o, --output <file>",
+      "where to write the directory (mode 0644, written atomically)",
     )
     .addOption(
       new Option("--format <format>", "what to print").choices(["table", "json"]).default("table"),

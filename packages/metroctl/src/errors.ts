@@ -56,6 +56,13 @@ export class NodeNotFoundError extends MetroctlError {
 export class TrustError extends MetroctlError {}
 
 /**
+ * `cluster directory`: the cluster's directory names no consensus member
+ * with an address, so a node given it would find no curator. Nothing was
+ * written.
+ */
+export class DirectoryWithoutCuratorError extends MetroctlError {}
+
+/**
  * The curator leader did not accept a stream (its answer's headers did not
  * come) within the dial timeout: it is hung, or cut off with its connection
  * still open. The session gives it up, so the next attempt asks the curators

@@ -21,6 +21,7 @@
  */
 import {
   defaultCuratorPort,
+  dialableDirectory,
   directoryCurators,
   formatCuratorAddress,
   type CuratorAddress,
@@ -42,22 +43,23 @@ export interface DirectoryOptions {
 
 /**
  * The directory of `nodes`: those UP and with a reported address, sorted by
- * ID so that the same cluster always encodes to the same bytes.
+ * ID so that the same cluster always encodes to the same bytes (the
+ * curator's `dialableDirectory`, which `metroctl cluster directory` applies
+ * to the leader's directory too: an operator's copy is this file's bytes).
  */
 export function clusterDirectory(nodes: Iterable<curator.Node>): common.ClusterDirectory {
   const listed: common.ClusterDirectory_Node[] = [];
   for (const node of nodes) {
+    if (node.state !== common.NodeState.UP) continue;
     const host = node.status?.externalAddress;
-    if (node.state !== common.NodeState.UP || !host) continue;
     listed.push({
       id: node.id,
       publicKey: node.publicKey,
-      addresses: [{ host }],
+      addresses: host ? [{ host }] : [],
       consensusMember: node.roles?.consensusMember !== undefined,
     });
   }
-  listed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { nodes: listed };
+  return dialableDirectory({ nodes: listed });
 }
 
 /**
