@@ -45,7 +45,7 @@ import {
   NotFoundError,
 } from "./errors";
 import type { LeaderContext } from "./leader-context";
-import { checkConsensusMaintenance } from "./management-maintenance";
+import { checkConsensusMaintenance, maintenanceHolds } from "./management-maintenance";
 import { hasRole } from "./management-nodes";
 import { waitUntilMemberGone } from "./member-gone";
 import { checkNodeId, listNodes } from "./node-record";
@@ -170,7 +170,10 @@ export async function defragmentConsensus(
   if (!req.force) await checkConsensusMaintenance(ctx, "defragment", { nodeId: ctx.self.nodeId });
   let gate = defragmentGates.get(ctx);
   if (!gate) defragmentGates.set(ctx, (gate = new DefragmentGate()));
-  const done = await gate.run(() => withMemberClient(ctx, (client) => defragmentMember(client)));
+  // Over once it returns: the member serves again (its hold, if checked, ends).
+  const done = await gate
+    .run(() => withMemberClient(ctx, (client) => defragmentMember(client)))
+    .finally(() => maintenanceHolds(ctx).release(ctx.self.nodeId));
   ctx.logger.info(
     `etcd member ${done.memberId} defragmented: ${done.dbSizeBefore} -> ${done.dbSizeAfter} bytes`,
   );

@@ -19,10 +19,13 @@
  * learner (a membership change is under way), another voter is not healthy
  * (unreachable, or nothing is known of it), or the healthy voters left would
  * be fewer than that quorum. An action on a node without an etcd member
- * passes: the consensus does not depend on it.
+ * passes: the consensus does not depend on it. A voter whose node another
+ * allowed action has just taken away counts as not healthy until etcd can
+ * tell (maintenance-holds.ts): two actions checked at once do not both pass.
  */
 import { common } from "@metropolis/proto";
 import { FailedPreconditionError } from "./errors";
+import type { HeldNode } from "./maintenance-holds";
 
 /** What is about to happen to a member (or to its node). */
 export type MaintenanceAction =
@@ -41,7 +44,7 @@ const removals: ReadonlySet<MaintenanceAction> = new Set<MaintenanceAction>([
 ]);
 
 /** How each action is named in a refusal. */
-const actionWords: Record<MaintenanceAction, string> = {
+export const actionWords: Record<MaintenanceAction, string> = {
   reboot: "rebooting",
   "power-off": "powering off",
   defragment: "defragmenting",
@@ -91,6 +94,8 @@ export function checkQuorumSafe(
   action: MaintenanceAction,
   target: MaintenanceTarget,
   members: readonly common.ConsensusMember[],
+  /** Nodes another allowed action has just taken away, not yet seen gone by etcd (maintenance-holds.ts). */
+  held: readonly HeldNode[] = [],
 ): QuorumVerdict {
   const isTarget = (m: common.ConsensusMember) =>
     "nodeId" in target
@@ -120,6 +125,12 @@ export function checkQuorumSafe(
   for (const m of others) {
     const why = unhealthy(m);
     if (why !== undefined) refuse(`voter ${describeMember(m)} is not healthy: ${why}`);
+    const hold = held.find((h) => m.nodeId !== "" && h.nodeId === m.nodeId);
+    if (hold !== undefined) {
+      refuse(
+        `voter ${describeMember(m)} is under maintenance: ${hold.reason}, and etcd may not see it gone yet`,
+      );
+    }
   }
   const ownIsVoter = own.status === common.ConsensusMember_Status.VOTER;
   const votersAfter = removals.has(action) && ownIsVoter ? voters.length - 1 : voters.length;

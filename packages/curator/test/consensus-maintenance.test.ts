@@ -5,7 +5,8 @@
  * node record of its own), as the owner calls them over mutual TLS:
  *
  * - CheckNodeMaintenance, DefragmentConsensus, MoveConsensusLeader with three
- *   healthy voters; alarms raised on a member listed and disarmed;
+ *   healthy voters, one allowed action holding its node until it reports a
+ *   new boot; alarms raised on a member listed and disarmed;
  * - a member stopped: maintenance of the others refused FAILED_PRECONDITION
  *   naming it, the stopped member's node decommissioned (etcd's member list
  *   no longer has it, its record DECOMMISSIONED without roles);
@@ -97,17 +98,36 @@ afterAll(async () => {
   await joined.cleanup();
 });
 
-it("allows maintenance of one of three healthy voters, and of a node without a member", async () => {
+/** Node `id` reports a new boot, as after a reboot: a hold of its maintenance ends. */
+const rebooted = (id: string) =>
+  leader.updateNode(id, (n) => ({
+    ...n,
+    status: common.NodeStatus.fromPartial({ ...n.status, bootId: `boot-${Math.random()}` }),
+  }));
+
+it("allows maintenance of one of three healthy voters, then of another only once the first is back, and of a node without a member", async () => {
   expect(await check(b.nodeId, api.NodeMaintenance.REBOOT)).toEqual({
     consensusMember: true,
     healthyVotersAfter: 2,
     quorumAfter: 2,
   });
-  expect(await check(c.nodeId, api.NodeMaintenance.DECOMMISSION)).toEqual({
-    consensusMember: true,
-    healthyVotersAfter: 2,
-    quorumAfter: 2,
-  });
+  // b's reboot was allowed, and etcd does not see it gone yet: c must wait (maintenance-holds.ts).
+  await expectCode(
+    check(c.nodeId, api.NodeMaintenance.DECOMMISSION),
+    status.FAILED_PRECONDITION,
+    new RegExp(
+      `^decommissioning node ${c.nodeId} is refused: voter member [0-9a-f]+ of node ${b.nodeId} is under maintenance: rebooting it was allowed [0-9]+ s ago`,
+    ),
+  );
+  // Asked again, b's own check still passes.
+  expect(await check(b.nodeId, api.NodeMaintenance.REBOOT)).toMatchObject({ quorumAfter: 2 });
+  await rebooted(b.nodeId);
+  const allowed = await eventually(
+    () => check(c.nodeId, api.NodeMaintenance.DECOMMISSION).catch(() => undefined),
+    "c's decommission allowed once b reported its new boot",
+  );
+  expect(allowed).toEqual({ consensusMember: true, healthyVotersAfter: 2, quorumAfter: 2 });
+  await rebooted(c.nodeId);
   const plain = await leader.addNode();
   expect(await check(plain.nodeId, api.NodeMaintenance.POWER_OFF)).toMatchObject({
     consensusMember: false,
