@@ -6,6 +6,10 @@
  * exit with the reboot status (75), local-cluster starts it again with the
  * same root and config, and it comes back as itself, UP and HEALTHY;
  * `node poweroff --force` makes it exit 0, and it stays stopped.
+ * `cluster defrag --node` of the only voter is refused the same way, and
+ * with `--force` the node defragments its own etcd member
+ * (NodeManagement.DefragmentMember), after a warning that it runs the
+ * curator leader.
  */
 import { rebootExitStatus } from "@metropolis/node";
 import { eventually } from "@metropolis/supervisor/testing";
@@ -52,6 +56,36 @@ it("node logs: the node's own entries, by level, DN exactly, backlog, concise", 
   });
   expect(concise).toHaveLength(Math.min(2, exact.length));
   for (const line of concise) expect(shortened.some((l) => l.startsWith(line))).toBe(true);
+});
+
+it("cluster defrag --node: refused for the only voter; forced, the node defragments its own member", async () => {
+  const node = e2e.node(1);
+  const refused = await e2e.cluster.metroctl(["cluster", "defrag", "--node", node.id]);
+  expect(refused.exitCode).toBe(1);
+  expect(refused.stderr).toMatch(
+    /^metroctl: cluster defrag: FAILED_PRECONDITION: defragmenting node \S+ is refused: afterwards 0 healthy voters would remain, fewer than the quorum of 1/,
+  );
+  const res = await e2e.cluster.metroctl(["cluster", "defrag", "--node", node.id, "--force"]);
+  expect(res).toEqual({
+    exitCode: 0,
+    stderr: expect.stringMatching(
+      new RegExp(
+        `^metroctl: cluster defrag: --force: the stall of node ${node.id}'s etcd member is not quorum-checked; .*\n` +
+          `metroctl: cluster defrag: node ${node.id} runs the curator leader: .*may make the curator leader step down`,
+      ),
+    ),
+    stdout: expect.stringMatching(
+      new RegExp(
+        `^etcd member [0-9a-f]+ \\(node ${node.id}\\) defragmented: \\d+ -> \\d+ bytes\n$`,
+      ),
+    ),
+  });
+  // One a minute per node: the node refuses another at once.
+  const again = await e2e.cluster.metroctl(["cluster", "defrag", "--node", node.id, "--force"]);
+  expect(again.exitCode).toBe(1);
+  expect(again.stderr).toMatch(
+    /RESOURCE_EXHAUSTED: the last defragmentation ended \d+ s ago: ask again in \d+ s/,
+  );
 });
 
 it("node reboot: the node exits 75, local-cluster starts it again, it comes back UP", async () => {

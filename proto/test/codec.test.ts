@@ -212,7 +212,7 @@ describe("grpc-js service definitions", () => {
     [
       "metropolis.proto.api.NodeManagement",
       api.NodeManagementService,
-      { Logs: "server-stream", Reboot: "unary", PowerOff: "unary" },
+      { Logs: "server-stream", Reboot: "unary", PowerOff: "unary", DefragmentMember: "unary" },
     ],
     [
       "metropolis.proto.curator.Curator",

@@ -88,6 +88,7 @@ export const accessTable: Readonly<Record<string, readonly AccessRole[]>> = {
   "NodeManagement.Logs": read,
   "NodeManagement.Reboot": operate,
   "NodeManagement.PowerOff": ownerOnly,
+  "NodeManagement.DefragmentMember": ownerOnly,
   // Every node's metrics endpoint over mutual TLS (HTTP GET /metrics, /discovery, /etcd).
   [metricsEndpointKey]: read,
 };

@@ -431,7 +431,7 @@ export function checkDatabaseSize(inputs: HealthInputs): HealthCheckResult {
         ? ""
         : failing.every((r) => r.nodeId === leaderId)
           ? ": defragment or compact (metroctl cluster defrag)"
-          : ": defragment or compact (metroctl cluster defrag reaches only the curator leader's member)";
+          : ": defragment or compact (metroctl cluster defrag --node ID, one member at a time)";
     const rest = readings.length - over.length;
     parts.push(
       `${some(over.map(words))}${advice}${rest > 0 ? `; the other ${rest} members below ${percent(databaseWarnShare)}` : ""}`,

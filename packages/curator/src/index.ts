@@ -97,10 +97,12 @@ export { validateLabels, checkLabelCount } from "./labels";
 export {
   CandidacyLostError,
   CuratorError,
+  FailedPreconditionError,
   InvalidArgumentError,
   PermissionDeniedError,
   UnauthenticatedError,
 } from "./errors";
+export { DefragmentGate, defragmentPauseMs } from "./defragment-gate";
 export { Revocations } from "./revocations";
 export { serverLimits } from "./server-limits";
 export { quoted, clipped, maxQuotedLength } from "./bounded-text";

@@ -263,7 +263,7 @@ describe("health checks", () => {
     );
     expect(failed).toMatchObject({ verdict: "fail", nodeIds: [id(3), id(2)] });
     expect(failed.detail).toBe(
-      `2000.0 MiB of 2048.0 MiB (97.7 %) on node ${id(3)}'s member, 1700.0 MiB of 2048.0 MiB (83.0 %) on node ${id(2)}'s member: defragment or compact (metroctl cluster defrag reaches only the curator leader's member); the other 1 members below 80.0 %`,
+      `2000.0 MiB of 2048.0 MiB (97.7 %) on node ${id(3)}'s member, 1700.0 MiB of 2048.0 MiB (83.0 %) on node ${id(2)}'s member: defragment or compact (metroctl cluster defrag --node ID, one member at a time); the other 1 members below 80.0 %`,
     );
     // A member's node whose view is stale, carries no size, or that sent none: named, a warning.
     const unread = check(

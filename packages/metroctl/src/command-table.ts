@@ -31,6 +31,7 @@ import {
 } from "./flag-defaults";
 import { addListingOptions, type ListingOptions } from "./listing-options";
 import type { NodeLogsOptions, NodePowerOptions } from "./node-management-commands";
+import type { DefragOptions } from "./consensus-commands";
 import type { DecommissionOptions } from "./node-decommission";
 import type { SetRoleOptions } from "./node-changes";
 import type { RollingRebootOptions } from "./rolling-reboot";
@@ -181,13 +182,18 @@ export function addCommands(program: Command, { define, defineLocal }: CommandDe
       "hand raft leadership to another healthy voter (works while the curator leader's etcd member leads raft)",
     )
     .argument("<node-id>", "the node whose etcd member is to lead raft");
-  define<{ force?: boolean; output: OutputFormat }>("cluster defrag", async (ctx, _args, opts) =>
+  define<DefragOptions>("cluster defrag", async (ctx, _args, opts) =>
     (await import("./consensus-commands.js")).defrag(ctx, opts),
   )
     .description(
-      "defragment the curator leader's etcd member (refused when the others would not form a quorum meanwhile)",
+      "defragment the curator leader's etcd member, or (--node) any node's, through that node (refused when the others would not form a quorum meanwhile). The member stalls while it runs: on the curator leader's node the leader may step down (a failover of a few seconds), so defragment the other members first",
+    )
+    .option(
+      "--node <id>",
+      "defragment this node's etcd member, through the node's NodeManagement service (warns when it is the curator leader's node)",
     )
     .option("--force", "skip the quorum check (says what it risks)")
+    .option("--debug-port <port>", `with --node: ${nodeManagementPortHelp}`)
     .addOption(outputFormatOption());
   define<{ alarm?: string; output: OutputFormat }>("cluster alarms", async (ctx, args, opts) =>
     (await import("./consensus-commands.js")).alarms(ctx, args, opts),

@@ -9,18 +9,29 @@
  *   voter (etcd takes it only from the raft leader: it works while the
  *   curator leader's member leads raft);
  * - `cluster defrag [--force]`: defragments the curator leader's member;
+ *   `cluster defrag --node ID [--force]`: that node's member, through the
+ *   node's own NodeManagement.DefragmentMember (every member's client
+ *   endpoint is a unix socket on its node), after the curator leader's
+ *   quorum check (CheckNodeMaintenance, DEFRAGMENT), as `node reboot` does;
  * - `cluster alarms [list] [-o json]`, `cluster alarms disarm MEMBER_ID
  *   [--alarm nospace|corrupt]`: etcd's alarms.
  *
  * remove-member and defrag are refused FAILED_PRECONDITION when they would
  * leave fewer healthy voters than a quorum, unless `--force`.
+ *
+ * Defragmenting the member of the curator leader's node stalls it, and with
+ * it the leader's lease renewals: the leader may step down (a failover of a
+ * few seconds). `--node` of the leader's node says so on stderr first.
  */
+import { Metadata } from "@grpc/grpc-js";
 import { api } from "@metropolis/proto";
 import { withOwnerSession } from "./cluster-session";
 import type { CommandContext } from "./command-context";
+import { defaultDebugPort, nodeClient } from "./debug-commands";
 import { UsageError } from "./errors";
-import { parseNodeId } from "./flag-values";
+import { parseNodeId, parsePortFlag } from "./flag-values";
 import { warnForced } from "./forced";
+import { byId } from "./node-changes";
 import { writeLine } from "./io";
 import { renderTable, writeJson, type OutputFormat } from "./output";
 
@@ -78,22 +89,38 @@ export interface DefragView {
   dbSizeAfter: number;
 }
 
-/** `cluster defrag [--force] [-o json]` */
-export async function defrag(
-  ctx: CommandContext,
-  opts: { force?: boolean; output: OutputFormat },
-): Promise<void> {
+/** Flags of `cluster defrag`, as given. */
+export interface DefragOptions {
+  force?: boolean;
+  node?: string;
+  debugPort?: string;
+  output: OutputFormat;
+}
+
+/** What `cluster defrag --node` of the curator leader's node says on stderr first. */
+export function leaderStallWarning(nodeId: string): string {
+  return `metroctl: cluster defrag: node ${nodeId} runs the curator leader: its etcd member stalls while it is defragmented, which may make the curator leader step down (a failover of a few seconds)`;
+}
+
+/** `cluster defrag [--node ID [--debug-port PORT]] [--force] [-o json]` */
+export async function defrag(ctx: CommandContext, opts: DefragOptions): Promise<void> {
   const force = opts.force === true;
-  if (force) warnForced(ctx, "cluster defrag", "the curator leader's etcd member stalling");
-  const res = await withOwnerSession(ctx, (session) =>
-    session.defragmentConsensus({ force }, Math.max(ctx.dialTimeoutMs, consensusCallTimeoutMs)),
-  );
-  const view: DefragView = {
-    nodeId: res.nodeId,
-    memberId: res.memberId,
-    dbSizeBefore: res.dbSizeBefore,
-    dbSizeAfter: res.dbSizeAfter,
-  };
+  let view: DefragView;
+  if (opts.node === undefined) {
+    if (opts.debugPort !== undefined) throw new UsageError("--debug-port needs --node");
+    if (force) warnForced(ctx, "cluster defrag", "the curator leader's etcd member stalling");
+    const res = await withOwnerSession(ctx, (session) =>
+      session.defragmentConsensus({ force }, Math.max(ctx.dialTimeoutMs, consensusCallTimeoutMs)),
+    );
+    view = {
+      nodeId: res.nodeId,
+      memberId: res.memberId,
+      dbSizeBefore: res.dbSizeBefore,
+      dbSizeAfter: res.dbSizeAfter,
+    };
+  } else {
+    view = await defragNode(ctx, opts.node, opts);
+  }
   if (opts.output === "json") {
     writeJson(ctx.io.stdout, view);
     return;
@@ -102,6 +129,54 @@ export async function defrag(
     ctx.io.stdout,
     `etcd member ${view.memberId} (node ${view.nodeId}) defragmented: ${view.dbSizeBefore} -> ${view.dbSizeAfter} bytes`,
   );
+}
+
+/**
+ * `cluster defrag --node ID`: the curator leader's quorum check first
+ * (CheckNodeMaintenance, DEFRAGMENT: a refusal, FAILED_PRECONDITION naming
+ * why, is the command's error and the node is not asked; `--force` skips it
+ * and says what it risks), a warning when the node is the curator leader's,
+ * then the node's NodeManagement.DefragmentMember.
+ */
+async function defragNode(
+  ctx: CommandContext,
+  id: string,
+  opts: DefragOptions,
+): Promise<DefragView> {
+  parseNodeId(id);
+  const port =
+    opts.debugPort === undefined ? defaultDebugPort : parsePortFlag(opts.debugPort, "--debug-port");
+  const force = opts.force === true;
+  if (force) warnForced(ctx, "cluster defrag", `the stall of node ${id}'s etcd member`);
+  const leaderId = await withOwnerSession(ctx, async (session) => {
+    if (!force) {
+      await session.checkNodeMaintenance({
+        node: byId(id),
+        action: api.NodeMaintenance.DEFRAGMENT,
+      });
+    }
+    return session.leaderId();
+  });
+  if (leaderId === id) writeLine(ctx.io.stderr, leaderStallWarning(id));
+  const client = await nodeClient(ctx, id, port, api.NodeManagementClient);
+  try {
+    const res = await new Promise<api.DefragmentMemberResponse>((resolve, reject) =>
+      client.defragmentMember(
+        {},
+        new Metadata(),
+        { deadline: Date.now() + Math.max(ctx.dialTimeoutMs, consensusCallTimeoutMs) },
+        (e, r) => (e ? reject(e) : resolve(r)),
+      ),
+    );
+    return {
+      nodeId: id,
+      memberId: res.memberId,
+      dbSizeBefore: res.dbSizeBefore,
+      dbSizeAfter: res.dbSizeAfter,
+    };
+  } finally {
+    client.close();
+  }
 }
 
 /** The alarms `--alarm` takes. */

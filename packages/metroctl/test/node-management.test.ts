@@ -1,5 +1,5 @@
 /**
- * `node logs`, `node reboot` and `node poweroff` against a stand-in of a
+ * `node logs`, `node reboot`, `node poweroff` and `cluster defrag --node` against a stand-in of a
  * node's NodeManagement service (the real one is packages/node's, tested
  * there) over real mTLS — the first node's certificate from the cluster CA,
  * the owner certificate required of callers — with the node's address found
@@ -27,7 +27,7 @@ afterEach(() => {
 interface StandIn {
   port: number;
   logRequests: api.LogsRequest[];
-  /** "reboot" / "poweroff", as asked. */
+  /** "reboot" / "poweroff" / "defragment", as asked. */
   power: string[];
   callers: string[];
 }
@@ -75,6 +75,14 @@ async function serveNodeManagement(
     },
     reboot: unary("reboot"),
     powerOff: unary("poweroff"),
+    defragmentMember: (call, callback) =>
+      void checkOwner(call).then(
+        () => {
+          standIn.power.push("defragment");
+          callback(null, { memberId: "8e9e05c52164694d", dbSizeBefore: 4096, dbSizeAfter: 1024 });
+        },
+        (e: unknown) => callback(denied(e)),
+      ),
   };
   const server = new Server();
   server.addService(api.NodeManagementService, impl);
@@ -245,5 +253,49 @@ describe("node reboot and node poweroff", () => {
     expect(forced.stderr).toMatch(
       new RegExp(`metroctl: node reboot: node ${missing} not found\\n$`),
     );
+  });
+});
+
+describe("cluster defrag --node", () => {
+  it("asks the curator leader's quorum check, then the node as the owner; warns that the node runs the curator leader", async () => {
+    const id = cluster.leader.firstNode.nodeId;
+    const node = await serveNodeManagement(async () => undefined);
+    const args = ["cluster", "defrag", "--node", id, "--debug-port", String(node.port)];
+    // The first node is the cluster's only etcd voter: refused, and the node not asked.
+    const refused = await metroctl(config, args);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(
+      new RegExp(
+        `^metroctl: cluster defrag: FAILED_PRECONDITION: defragmenting node ${id} is refused: afterwards 0 healthy voters would remain, fewer than the quorum of 1 \\(of 1 voter\\); .*--force`,
+      ),
+    );
+    expect(node.power).toEqual([]);
+    const forced = `metroctl: cluster defrag: --force: the stall of node ${id}'s etcd member is not quorum-checked; if fewer healthy etcd voters than a quorum remain, the cluster stops committing writes (no node changes, no curator failover) until enough of them are back\n`;
+    // The first node runs the curator leader.
+    const leader = `metroctl: cluster defrag: node ${id} runs the curator leader: its etcd member stalls while it is defragmented, which may make the curator leader step down (a failover of a few seconds)\n`;
+    expect(await metroctl(config, [...args, "--force"])).toEqual({
+      code: 0,
+      stderr: forced + leader,
+      stdout: `etcd member 8e9e05c52164694d (node ${id}) defragmented: 4096 -> 1024 bytes\n`,
+    });
+    const json = await metroctl(config, [...args, "--force", "-o", "json"]);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({
+      nodeId: id,
+      memberId: "8e9e05c52164694d",
+      dbSizeBefore: 4096,
+      dbSizeAfter: 1024,
+    });
+    expect(node.power).toEqual(["defragment", "defragment"]);
+    expect(node.callers).toEqual(["owner", "owner"]);
+  });
+
+  it("refuses --debug-port without --node, and a malformed node ID, before dialling", async () => {
+    const port = await metroctl(config, ["cluster", "defrag", "--debug-port", "7837"]);
+    expect(port.code).not.toBe(0);
+    expect(port.stderr).toMatch(/--debug-port needs --node/);
+    const id = await metroctl(config, ["cluster", "defrag", "--node", "nope"]);
+    expect(id.code).not.toBe(0);
+    expect(id.stderr).toMatch(/"nope" is not a node ID/);
   });
 });

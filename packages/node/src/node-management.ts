@@ -3,7 +3,8 @@
  * Monogon's NodeManagement): what the cluster's owner asks of one node —
  * its logs, filtered (a DN exactly or with its subtree, a minimum severity,
  * leveled entries only or raw ones too, the last N of the backlog or all of
- * it, then streamed live), and stopping it: Reboot or PowerOff.
+ * it, then streamed live), stopping it: Reboot or PowerOff, and
+ * DefragmentMember, which defragments the node's own etcd member.
  *
  * Served on the Debug service's listener (same server, same mutual TLS, same
  * caller classification, same caps on long-lived streams, shared with
@@ -14,10 +15,27 @@
  * next turn of the event loop; `metropolis-node` then stops its supervision
  * tree gracefully and exits with {@link rebootExitStatus} (which its service
  * manager restarts) or 0.
+ *
+ * DefragmentMember reaches the member over its unix client socket, which
+ * only its node can (the curator leader's DefragmentConsensus reaches only
+ * the leader's own member): one at a time and a minute apart per node
+ * (DefragmentGate of @metropolis/curator, RESOURCE_EXHAUSTED otherwise),
+ * FAILED_PRECONDITION when the node runs no member. The node does not know
+ * the consensus: metroctl asks the curator leader's quorum check first
+ * (CheckNodeMaintenance, DEFRAGMENT), as for Reboot.
  */
-import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
+import {
+  status,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+} from "@grpc/grpc-js";
+import { defragmentMember, MemberMaintenanceError, memberClient } from "@metropolis/consensus";
 import {
   BoundedStreams,
+  CuratorError,
+  DefragmentGate,
+  FailedPreconditionError,
   InvalidArgumentError,
   PermissionDeniedError,
   requireAccess,
@@ -56,6 +74,13 @@ export interface NodeManagementOptions {
   streams: BoundedStreams;
   /** Called once a Reboot or PowerOff was answered; stops the node. */
   power: (action: PowerAction) => void;
+  /**
+   * The node's own etcd member's client socket (absolute path), read when a
+   * DefragmentMember call comes; undefined while the node runs no member.
+   */
+  etcdSocket: () => string | undefined;
+  /** One at a time, a minute apart. @default a DefragmentGate of its own */
+  defragmentGate?: DefragmentGate;
 }
 
 /**
@@ -163,6 +188,34 @@ function ownerUnary<Req, Res>(
   };
 }
 
+/** DefragmentMember: the node's own etcd member, through `gate`. */
+async function defragment(
+  opts: NodeManagementOptions,
+  gate: DefragmentGate,
+  call: ServerUnaryCall<api.DefragmentMemberRequest, api.DefragmentMemberResponse>,
+): Promise<api.DefragmentMemberResponse> {
+  requireOwnerOrAccess(await opts.identify(call), "NodeManagement.DefragmentMember");
+  const socket = opts.etcdSocket();
+  if (socket === undefined) {
+    throw new FailedPreconditionError(
+      "this node runs no etcd member (it does not hold the consensus role, or its member is not running now): there is nothing to defragment here",
+    );
+  }
+  return gate.run(async () => {
+    const client = memberClient(socket);
+    try {
+      return await defragmentMember(client);
+    } catch (e) {
+      if (e instanceof MemberMaintenanceError) {
+        throw new CuratorError(status.UNAVAILABLE, `this node's etcd member: ${e.message}`);
+      }
+      throw e;
+    } finally {
+      client.close();
+    }
+  });
+}
+
 /**
  * The NodeManagement service's grpc-js handlers: every call first checks that
  * its caller presented the owner certificate of this cluster (or a scoped
@@ -173,9 +226,11 @@ function ownerUnary<Req, Res>(
  * @example
  * server.addService(api.NodeManagementService, nodeManagementServer({
  *   supervisor, identify: identifier(caDer, revocations), streams, power,
+ *   etcdSocket: () => plane?.consensus.clientSocket,
  * }));
  */
 export function nodeManagementServer(opts: NodeManagementOptions): api.NodeManagementServer {
+  const gate = opts.defragmentGate ?? new DefragmentGate();
   return {
     logs: serverStream("Logs", (call) => logs(opts, call)),
     reboot: ownerUnary<api.RebootRequest, api.RebootResponse>(
@@ -190,5 +245,11 @@ export function nodeManagementServer(opts: NodeManagementOptions): api.NodeManag
       () => ({}),
       () => opts.power("poweroff"),
     ),
+    defragmentMember: (call, callback) => {
+      defragment(opts, gate, call).then(
+        (res) => callback(null, res),
+        (e: unknown) => callback(toStatus(e, "DefragmentMember")),
+      );
+    },
   };
 }

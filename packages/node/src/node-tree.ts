@@ -14,7 +14,12 @@ import { join } from "node:path";
 import { Server } from "@grpc/grpc-js";
 import { ClusterManager } from "@metropolis/cluster";
 import { localTimings } from "@metropolis/consensus";
-import { curatorServerCredentials, identifier, serverLimits } from "@metropolis/curator";
+import {
+  curatorServerCredentials,
+  DefragmentGate,
+  identifier,
+  serverLimits,
+} from "@metropolis/curator";
 import { Followers, waitFor } from "@metropolis/event";
 import type { NodeRoot } from "@metropolis/localstorage";
 import { api, common } from "@metropolis/proto";
@@ -142,6 +147,8 @@ export function nodeServices(
   };
 
   const nodeMetrics = nodeMetricsRunnable(registries.core, manager, roleserver);
+  /** NodeManagement.DefragmentMember's: one gate for the node's member, across restarts of the debug service. */
+  const defragmentGate = new DefragmentGate();
 
   /** The mTLS metrics server, once the node has credentials (it serves with its certificate). */
   const secureMetrics: Runnable = async (ctx) => {
@@ -209,32 +216,49 @@ export function nodeServices(
           () => true,
           debugCtx.signal,
         );
-        await grpcServerRunnable(
-          () => {
-            // The same message size and stream limits as the curator's listener.
-            const server = new Server(serverLimits());
-            const identify = identifier(Buffer.from(credentials!.caCertificate), revocations);
-            // Both services' long-lived streams are capped together.
-            const streams = nodeStreams(debugCtx.signal);
-            server.addService(
-              api.DebugService,
-              debugServer({
-                supervisor: supervisor(),
-                conditions,
-                identify,
-                signal: debugCtx.signal,
-                followStreams: streams,
-              }),
-            );
-            server.addService(
-              api.NodeManagementService,
-              nodeManagementServer({ supervisor: supervisor(), identify, streams, power }),
-            );
-            return server;
-          },
-          `${config.address}:${config.ports.debug}`,
-          curatorServerCredentials(tls),
-        )(debugCtx);
+        // The local etcd member's socket, read when NodeManagement.DefragmentMember comes.
+        let etcdSocket: string | undefined;
+        const followers = new Followers();
+        followers.follow(roleserver.values.localControlPlane, (plane) => {
+          etcdSocket = plane?.consensus.clientSocket;
+        });
+        try {
+          await grpcServerRunnable(
+            () => {
+              // The same message size and stream limits as the curator's listener.
+              const server = new Server(serverLimits());
+              const identify = identifier(Buffer.from(credentials!.caCertificate), revocations);
+              // Both services' long-lived streams are capped together.
+              const streams = nodeStreams(debugCtx.signal);
+              server.addService(
+                api.DebugService,
+                debugServer({
+                  supervisor: supervisor(),
+                  conditions,
+                  identify,
+                  signal: debugCtx.signal,
+                  followStreams: streams,
+                }),
+              );
+              server.addService(
+                api.NodeManagementService,
+                nodeManagementServer({
+                  supervisor: supervisor(),
+                  identify,
+                  streams,
+                  power,
+                  etcdSocket: () => etcdSocket,
+                  defragmentGate,
+                }),
+              );
+              return server;
+            },
+            `${config.address}:${config.ports.debug}`,
+            curatorServerCredentials(tls),
+          )(debugCtx);
+        } finally {
+          await followers.close();
+        }
       });
       ctx.healthy();
       await ctx.untilAborted();

@@ -58,6 +58,12 @@ import { nodeManagementServer } from "../src/node-management";
 const nodeOrOwner = certified({ node: "OK", owner: "OK" });
 /** NodeManagement: the owner only; a node certificate of the cluster is PERMISSION_DENIED. */
 const ownerOnly = certified({ node: "PERMISSION_DENIED", owner: "OK" });
+/**
+ * DefragmentMember: the owner only; this server runs no etcd member, so the
+ * owner's call, once authorized, is refused FAILED_PRECONDITION (the
+ * defragmentation itself: node-management.test.ts, with a real member).
+ */
+const ownerOnlyNoMember = certified({ node: "PERMISSION_DENIED", owner: "FAILED_PRECONDITION" });
 const expected: Table = Object.fromEntries(
   Object.entries({
     "Debug.GetCondition": nodeOrOwner,
@@ -65,6 +71,7 @@ const expected: Table = Object.fromEntries(
     "Debug.GetSupervisionTree": nodeOrOwner,
     "Debug.GetSupervisorReports": nodeOrOwner,
     "Debug.WatchSupervisionTree": nodeOrOwner,
+    "NodeManagement.DefragmentMember": ownerOnlyNoMember,
     "NodeManagement.Logs": ownerOnly,
     "NodeManagement.PowerOff": ownerOnly,
     "NodeManagement.Reboot": ownerOnly,
@@ -81,6 +88,7 @@ const requests: Record<string, unknown> = {
   "NodeManagement.Logs": api.LogsRequest.fromPartial({
     streamMode: api.LogsRequest_StreamMode.STREAM,
   }),
+  "NodeManagement.DefragmentMember": {},
   "NodeManagement.PowerOff": {},
   "NodeManagement.Reboot": {},
 };
@@ -205,6 +213,7 @@ beforeAll(async () => {
       identify,
       streams,
       power: (action) => powered.push(action),
+      etcdSocket: () => undefined,
     }),
   );
   const port = await freePort("127.0.0.1");

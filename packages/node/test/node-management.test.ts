@@ -3,11 +3,27 @@
  * real grpc-js server over the curator's mutual TLS with certificates of a
  * throwaway cluster CA: the owner gets logs filtered by DN (exact or with
  * children), minimum severity and backlog, then streamed; a node is
- * refused; Reboot and PowerOff are answered, then handed to the node.
+ * refused; Reboot and PowerOff are answered, then handed to the node;
+ * DefragmentMember defragments the node's own real etcd member (one
+ * bootstrapped under a test supervisor), a minute apart, and is refused
+ * FAILED_PRECONDITION while the node runs none.
  * (Every caller of the authorization matrix: debug-authz.test.ts.)
  */
-import { Server, status, type ClientReadableStream, type ServiceError } from "@grpc/grpc-js";
-import { freePort } from "@metropolis/consensus/testing";
+import {
+  Metadata,
+  Server,
+  status,
+  type ClientReadableStream,
+  type ServiceError,
+} from "@grpc/grpc-js";
+import { hexMemberId, memberClient } from "@metropolis/consensus";
+import {
+  freePort,
+  runTestMember,
+  testNode,
+  type TestMember,
+  type TestNode,
+} from "@metropolis/consensus/testing";
 import {
   curatorClientCredentials,
   curatorServerCredentials,
@@ -29,6 +45,8 @@ let owner: api.NodeManagementClient;
 let node: api.NodeManagementClient;
 const loggers = {} as Record<"a" | "b", Logger>;
 const powered: PowerAction[] = [];
+/** The node's etcd member's socket, as node-tree.ts follows it (none until a test starts one). */
+let etcdSocket: string | undefined;
 
 beforeAll(async () => {
   const ca = await CertificateAuthority.create();
@@ -82,6 +100,7 @@ beforeAll(async () => {
       identify: identifier(ca.certificate.der, new Revocations(ca.certificate.der)),
       streams: nodeStreams(),
       power: (action) => powered.push(action),
+      etcdSocket: () => etcdSocket,
     }),
   );
   const port = await freePort("127.0.0.1");
@@ -208,5 +227,61 @@ describe("logsFilter", () => {
     expect(logsFilter({ ...base, leveledOnly: true })(entry("root.x", "verbose"))).toBe(false);
     expect(logsFilter({ ...base, leveledOnly: false })(entry("root.x", "warn"))).toBe(false);
     expect(logsFilter({ ...base, leveledOnly: false })(entry("rooted", "error"))).toBe(false);
+  });
+});
+
+describe("DefragmentMember", () => {
+  let etcdNode: TestNode | undefined;
+  let member: TestMember | undefined;
+
+  afterAll(async () => {
+    etcdSocket = undefined;
+    await member?.harness.cleanup();
+    await etcdNode?.remove();
+  });
+
+  const defragment = (client = owner) =>
+    new Promise<api.DefragmentMemberResponse>((resolve, reject) =>
+      client.defragmentMember({}, new Metadata(), deadline(), (e, res) =>
+        e ? reject(e) : resolve(res),
+      ),
+    );
+
+  it("is refused FAILED_PRECONDITION, naming why, while the node runs no etcd member", async () => {
+    await expect(defragment()).rejects.toMatchObject({
+      code: status.FAILED_PRECONDITION,
+      details: expect.stringMatching(/^this node runs no etcd member .*nothing to defragment/),
+    });
+  });
+
+  it("refuses a node certificate PERMISSION_DENIED", async () => {
+    await expect(defragment(node)).rejects.toMatchObject({ code: status.PERMISSION_DENIED });
+  });
+
+  it("defragments the node's own member and says how its database shrank; another within a minute is refused", async () => {
+    etcdNode = await testNode("node-management");
+    member = await runTestMember(etcdNode, { bootstrap: true });
+    etcdSocket = member.status.clientSocket;
+    // Space to give back: 4 MiB written, deleted, and the history compacted.
+    const client = memberClient(etcdSocket);
+    let memberId: string;
+    try {
+      const value = "x".repeat(64 * 1024);
+      for (let i = 0; i < 64; i++) await client.put(`defrag-${i}`).value(value);
+      const deleted = await client.delete().prefix("defrag-");
+      await client.kv.compact({ revision: deleted.header.revision, physical: true });
+      memberId = hexMemberId((await client.maintenance.status()).header.member_id);
+    } finally {
+      client.close();
+    }
+    const res = await defragment();
+    expect(res.memberId).toBe(memberId);
+    expect(res.dbSizeBefore).toBeGreaterThan(4 * 1024 * 1024);
+    expect(res.dbSizeAfter).toBeLessThan(res.dbSizeBefore - 2 * 1024 * 1024);
+    // One a minute per node (DefragmentGate).
+    await expect(defragment()).rejects.toMatchObject({
+      code: status.RESOURCE_EXHAUSTED,
+      details: expect.stringMatching(/ask again in \d+ s/),
+    });
   });
 });

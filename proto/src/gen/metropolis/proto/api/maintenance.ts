@@ -26,6 +26,11 @@ export enum NodeMaintenance {
   DECOMMISSION = 3,
   /** REMOVE_CONSENSUS_ROLE - UpdateNodeRoles taking the consensus member role away: the member is removed for good. */
   REMOVE_CONSENSUS_ROLE = 4,
+  /**
+   * DEFRAGMENT - NodeManagement.DefragmentMember: the node's etcd member stalls while its
+   * database is defragmented.
+   */
+  DEFRAGMENT = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -46,6 +51,9 @@ export function nodeMaintenanceFromJSON(object: any): NodeMaintenance {
     case 4:
     case "NODE_MAINTENANCE_REMOVE_CONSENSUS_ROLE":
       return NodeMaintenance.REMOVE_CONSENSUS_ROLE;
+    case 5:
+    case "NODE_MAINTENANCE_DEFRAGMENT":
+      return NodeMaintenance.DEFRAGMENT;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -65,6 +73,8 @@ export function nodeMaintenanceToJSON(object: NodeMaintenance): string {
       return "NODE_MAINTENANCE_DECOMMISSION";
     case NodeMaintenance.REMOVE_CONSENSUS_ROLE:
       return "NODE_MAINTENANCE_REMOVE_CONSENSUS_ROLE";
+    case NodeMaintenance.DEFRAGMENT:
+      return "NODE_MAINTENANCE_DEFRAGMENT";
     case NodeMaintenance.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

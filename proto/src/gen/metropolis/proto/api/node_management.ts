@@ -172,6 +172,23 @@ export interface PowerOffRequest {
 export interface PowerOffResponse {
 }
 
+/** DefragmentMemberRequest has no fields. */
+export interface DefragmentMemberRequest {
+}
+
+/**
+ * DefragmentMemberResponse says which member was defragmented and how its
+ * database shrank.
+ */
+export interface DefragmentMemberResponse {
+  /** The member's ID, hex. */
+  memberId: string;
+  /** The database's size on disk before, in bytes. */
+  dbSizeBefore: number;
+  /** The database's size on disk after, in bytes. */
+  dbSizeAfter: number;
+}
+
 function createBaseLogsRequest(): LogsRequest {
   return { dn: "", exact: false, minSeverity: 0, leveledOnly: false, backlogCount: undefined, streamMode: 0 };
 }
@@ -614,10 +631,175 @@ export const PowerOffResponse: MessageFns<PowerOffResponse> = {
   },
 };
 
+function createBaseDefragmentMemberRequest(): DefragmentMemberRequest {
+  return {};
+}
+
+export const DefragmentMemberRequest: MessageFns<DefragmentMemberRequest> = {
+  encode(_: DefragmentMemberRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DefragmentMemberRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDefragmentMemberRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): DefragmentMemberRequest {
+    return {};
+  },
+
+  toJSON(_: DefragmentMemberRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DefragmentMemberRequest>, I>>(base?: I): DefragmentMemberRequest {
+    return DefragmentMemberRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DefragmentMemberRequest>, I>>(_: I): DefragmentMemberRequest {
+    const message = createBaseDefragmentMemberRequest();
+    return message;
+  },
+};
+
+function createBaseDefragmentMemberResponse(): DefragmentMemberResponse {
+  return { memberId: "", dbSizeBefore: 0, dbSizeAfter: 0 };
+}
+
+export const DefragmentMemberResponse: MessageFns<DefragmentMemberResponse> = {
+  encode(message: DefragmentMemberResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.memberId !== "") {
+      writer.uint32(10).string(message.memberId);
+    }
+    if (message.dbSizeBefore !== 0) {
+      writer.uint32(16).uint64(message.dbSizeBefore);
+    }
+    if (message.dbSizeAfter !== 0) {
+      writer.uint32(24).uint64(message.dbSizeAfter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DefragmentMemberResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDefragmentMemberResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.memberId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dbSizeBefore = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.dbSizeAfter = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DefragmentMemberResponse {
+    return {
+      memberId: isSet(object.memberId)
+        ? globalThis.String(object.memberId)
+        : isSet(object.member_id)
+        ? globalThis.String(object.member_id)
+        : "",
+      dbSizeBefore: isSet(object.dbSizeBefore)
+        ? globalThis.Number(object.dbSizeBefore)
+        : isSet(object.db_size_before)
+        ? globalThis.Number(object.db_size_before)
+        : 0,
+      dbSizeAfter: isSet(object.dbSizeAfter)
+        ? globalThis.Number(object.dbSizeAfter)
+        : isSet(object.db_size_after)
+        ? globalThis.Number(object.db_size_after)
+        : 0,
+    };
+  },
+
+  toJSON(message: DefragmentMemberResponse): unknown {
+    const obj: any = {};
+    if (message.memberId !== "") {
+      obj.memberId = message.memberId;
+    }
+    if (message.dbSizeBefore !== 0) {
+      obj.dbSizeBefore = Math.round(message.dbSizeBefore);
+    }
+    if (message.dbSizeAfter !== 0) {
+      obj.dbSizeAfter = Math.round(message.dbSizeAfter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DefragmentMemberResponse>, I>>(base?: I): DefragmentMemberResponse {
+    return DefragmentMemberResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DefragmentMemberResponse>, I>>(object: I): DefragmentMemberResponse {
+    const message = createBaseDefragmentMemberResponse();
+    message.memberId = object.memberId ?? "";
+    message.dbSizeBefore = object.dbSizeBefore ?? 0;
+    message.dbSizeAfter = object.dbSizeAfter ?? 0;
+    return message;
+  },
+};
+
 /**
  * NodeManagement is served by every node to the cluster's owner (a node
- * certificate is refused PERMISSION_DENIED): its logs, filtered, and
- * stopping it (reboot or power off).
+ * certificate is refused PERMISSION_DENIED): its logs, filtered, stopping
+ * it (reboot or power off), and defragmenting its own etcd member.
  */
 export type NodeManagementService = typeof NodeManagementService;
 export const NodeManagementService = {
@@ -662,6 +844,27 @@ export const NodeManagementService = {
     responseSerialize: (value: PowerOffResponse): Buffer => Buffer.from(PowerOffResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PowerOffResponse => PowerOffResponse.decode(value),
   },
+  /**
+   * DefragmentMember defragments the database of the node's own etcd member
+   * (every member's client endpoint is a unix socket on its node, so only
+   * the node reaches it); the member stalls while it runs. One at a time
+   * per node, and a minute apart (RESOURCE_EXHAUSTED otherwise, saying when
+   * to ask again); FAILED_PRECONDITION when the node runs no etcd member.
+   * The node does not know the consensus: the caller asks the curator
+   * leader's quorum check first (CheckNodeMaintenance, DEFRAGMENT). Owner
+   * only.
+   */
+  defragmentMember: {
+    path: "/metropolis.proto.api.NodeManagement/DefragmentMember" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DefragmentMemberRequest): Buffer =>
+      Buffer.from(DefragmentMemberRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DefragmentMemberRequest => DefragmentMemberRequest.decode(value),
+    responseSerialize: (value: DefragmentMemberResponse): Buffer =>
+      Buffer.from(DefragmentMemberResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DefragmentMemberResponse => DefragmentMemberResponse.decode(value),
+  },
 } as const;
 
 export interface NodeManagementServer extends UntypedServiceImplementation {
@@ -682,6 +885,17 @@ export interface NodeManagementServer extends UntypedServiceImplementation {
    * exits 0: the node stays stopped.
    */
   powerOff: handleUnaryCall<PowerOffRequest, PowerOffResponse>;
+  /**
+   * DefragmentMember defragments the database of the node's own etcd member
+   * (every member's client endpoint is a unix socket on its node, so only
+   * the node reaches it); the member stalls while it runs. One at a time
+   * per node, and a minute apart (RESOURCE_EXHAUSTED otherwise, saying when
+   * to ask again); FAILED_PRECONDITION when the node runs no etcd member.
+   * The node does not know the consensus: the caller asks the curator
+   * leader's quorum check first (CheckNodeMaintenance, DEFRAGMENT). Owner
+   * only.
+   */
+  defragmentMember: handleUnaryCall<DefragmentMemberRequest, DefragmentMemberResponse>;
 }
 
 export interface NodeManagementClient extends Client {
@@ -731,6 +945,31 @@ export interface NodeManagementClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PowerOffResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * DefragmentMember defragments the database of the node's own etcd member
+   * (every member's client endpoint is a unix socket on its node, so only
+   * the node reaches it); the member stalls while it runs. One at a time
+   * per node, and a minute apart (RESOURCE_EXHAUSTED otherwise, saying when
+   * to ask again); FAILED_PRECONDITION when the node runs no etcd member.
+   * The node does not know the consensus: the caller asks the curator
+   * leader's quorum check first (CheckNodeMaintenance, DEFRAGMENT). Owner
+   * only.
+   */
+  defragmentMember(
+    request: DefragmentMemberRequest,
+    callback: (error: ServiceError | null, response: DefragmentMemberResponse) => void,
+  ): ClientUnaryCall;
+  defragmentMember(
+    request: DefragmentMemberRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DefragmentMemberResponse) => void,
+  ): ClientUnaryCall;
+  defragmentMember(
+    request: DefragmentMemberRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DefragmentMemberResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const NodeManagementClient = makeGenericClientConstructor(
@@ -754,6 +993,17 @@ export type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;
