@@ -301,6 +301,7 @@ export async function serveFakeCurator(
         revision: 0,
         nodeCount: kind?.$case === "nodesInCluster" ? records.length : 0,
         resumed: false,
+        etcdClusterId: "",
       });
     },
     updateNodeStatus: (call, callback) => {

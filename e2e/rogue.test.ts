@@ -187,7 +187,7 @@ describe("rogue: an approved node without roles poses as the curator", () => {
     const records = (
       await watchOnce(r.connection, {
         $case: "nodesInCluster",
-        nodesInCluster: { resumeFromRevision: 0 },
+        nodesInCluster: { resumeFromRevision: 0, resumeEtcdClusterId: "" },
       })
     ).nodes;
     expect(records.map((n) => n.id)).toEqual(expect.arrayContaining([...nodes.map((n) => n.id)]));

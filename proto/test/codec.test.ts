@@ -102,10 +102,50 @@ describe("private records", () => {
         revision: 0,
         nodeCount: 0,
         resumed: false,
+        etcdClusterId: "",
       }),
     ).toEqual({
       nodeTombstones: [{ nodeId: "metropolis-01" }],
       progress: "PROGRESS_LAST_BACKLOGGED",
+    });
+  });
+});
+
+describe("Watch resume token: revision and etcd cluster ID", () => {
+  it("round-trips WatchResponse.etcd_cluster_id (field 7) with the revision", () => {
+    const event = curator.WatchResponse.fromPartial({
+      progress: curator.WatchResponse_Progress.LAST_BACKLOGGED,
+      revision: 42,
+      nodeCount: 3,
+      etcdClusterId: "18446744073709551557",
+    });
+    const bytes = curator.WatchResponse.encode(event).finish();
+    expect(curator.WatchResponse.decode(bytes)).toEqual(event);
+    // A uint64 cluster ID in decimal survives whole (no float rounding).
+    const only = new BinaryWriter().tag(7, WireType.LengthDelimited).string("12345").finish();
+    expect(curator.WatchResponse.decode(only).etcdClusterId).toBe("12345");
+  });
+
+  it("round-trips NodesInCluster.resume_etcd_cluster_id (field 2); a request without it has it empty", () => {
+    const request = curator.WatchRequest.fromPartial({
+      kind: {
+        $case: "nodesInCluster",
+        nodesInCluster: { resumeFromRevision: 42, resumeEtcdClusterId: "9876543210" },
+      },
+    });
+    const decoded = curator.WatchRequest.decode(curator.WatchRequest.encode(request).finish());
+    expect(decoded).toEqual(request);
+    // A client older than the field sends the revision alone.
+    const older = new BinaryWriter()
+      .tag(2, WireType.LengthDelimited)
+      .fork()
+      .tag(1, WireType.Varint)
+      .int64(42)
+      .join()
+      .finish();
+    expect(curator.WatchRequest.decode(older).kind).toEqual({
+      $case: "nodesInCluster",
+      nodesInCluster: { resumeFromRevision: 42, resumeEtcdClusterId: "" },
     });
   });
 });

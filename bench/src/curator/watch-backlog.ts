@@ -63,13 +63,18 @@ export async function measureWatchBacklog(
     address,
     curatorClientCredentials(ctx.cluster.caPem, as.tls),
   );
-  const once = (resumeFromRevision: number) =>
+  // A resume names the revision and the etcd cluster it belongs to (the
+  // leader resumes only its own cluster's).
+  const once = (resumeFromRevision: number, resumeEtcdClusterId = "") =>
     new Promise<Backlog>((resolve, reject) => {
       const started = performance.now();
       let nodes = 0;
       let up = 0;
       const stream = client.watch({
-        kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision } },
+        kind: {
+          $case: "nodesInCluster",
+          nodesInCluster: { resumeFromRevision, resumeEtcdClusterId },
+        },
       });
       stream.on("data", (res: curatorProto.WatchResponse) => {
         nodes += res.nodes.length;
@@ -92,17 +97,18 @@ export async function measureWatchBacklog(
   try {
     // Warm-up: connects, and lets both sides' code get optimized.
     const warm = await once(0);
-    await once(warm.end.revision);
+    await once(warm.end.revision, warm.end.etcdClusterId);
     const result: WatchBacklog = { full: [], resumed: [], resumedNodes: 0 };
     const rounds = ctx.config.watchRounds;
     const from = warm.end.revision;
+    const fromCluster = warm.end.etcdClusterId;
     // What the leader spends at rest (its reconciler's passes, the garbage
     // of the warm-up), taken off each batch's CPU: /proc counts in 10 ms
     // ticks, and a resumed round costs a few ms at most.
     const idle = leaderCpuMs && (await cpuRate(leaderCpuMs, 1000));
     const resumedBatch = await leaderCpuOf(leaderCpuMs, idle, async () => {
       for (let i = 0; i < rounds * 5; i++) {
-        const resumed = await once(from);
+        const resumed = await once(from, fromCluster);
         result.resumed.push(resumed.ms);
         result.resumedNodes = Math.max(result.resumedNodes, resumed.nodes);
       }

@@ -41,7 +41,10 @@ export async function measureChangeFanout(
             );
             clients.push(client);
             const stream = client.watch({
-              kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } },
+              kind: {
+                $case: "nodesInCluster",
+                nodesInCluster: { resumeFromRevision: 0, resumeEtcdClusterId: "" },
+              },
             });
             streams.push(stream);
             let backlogged = false;

@@ -19,6 +19,17 @@
  * show as more nodes in its view than the cluster has, and it watches
  * afresh. Deleted nodes are announced as tombstones.
  *
+ * A revision is a point of one etcd cluster's history, so every event that
+ * carries one carries the etcd cluster's ID too, and a resume names both:
+ * the leader resumes only a token of its own etcd cluster, and sends any
+ * other (or one without a cluster ID, from an older client) the full
+ * backlog, not marked resumed, which replaces the client's view. A cluster
+ * restored from a backup is a new etcd cluster that starts at the
+ * snapshot's revision (etcd 3.4's `etcdctl snapshot restore` cannot bump
+ * it): without the cluster ID a node that had seen a later revision of the
+ * old cluster would resume from it once the restored cluster passed it, and
+ * keep a stale view for good.
+ *
  * Only nodes may watch (any node may watch any node: they need each other's
  * addresses and roles). The stream ends when the client cancels; the etcd
  * watcher goes with it.
@@ -76,7 +87,10 @@ export async function watch(
   if (kind?.$case === "nodeInCluster")
     return watchOne(ctx, records, call, checkNodeId(kind.nodeInCluster.nodeId));
   if (kind?.$case === "nodesInCluster")
-    return watchAll(ctx, call, checkResumeRevision(kind.nodesInCluster.resumeFromRevision));
+    return watchAll(ctx, call, {
+      revision: checkResumeRevision(kind.nodesInCluster.resumeFromRevision),
+      clusterId: kind.nodesInCluster.resumeEtcdClusterId,
+    });
   throw new InvalidArgumentError("watch request must set node_in_cluster or nodes_in_cluster");
 }
 
@@ -102,6 +116,7 @@ async function watchOne(
       revision: 0,
       nodeCount: 0,
       resumed: false,
+      etcdClusterId: "",
     });
     subscription.start(found.modRevision);
     if (subscription.failure) throw watchFailed(subscription.failure);
@@ -109,7 +124,8 @@ async function watchOne(
     await subscription.cancel();
     throw e;
   }
-  return follow(ctx, call, subscription);
+  // Its changes' revisions resume nothing (NodeInCluster watches are not resumed).
+  return follow(ctx, call, subscription, "");
 }
 
 /** A request's `resume_from_revision`: 0 (start afresh) or a revision. */
@@ -119,13 +135,28 @@ function checkResumeRevision(revision: number): number {
   return revision;
 }
 
-async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number): Promise<void> {
+/** Where a NodesInCluster watch resumes: a revision of an etcd cluster (0: nowhere). */
+interface ResumeToken {
+  revision: number;
+  /** The etcd cluster `revision` belongs to; empty from a client older than the field. */
+  clusterId: string;
+}
+
+async function watchAll(ctx: LeaderContext, call: WatchCall, resume: ResumeToken): Promise<void> {
   const followed = await followAllNodes(ctx, "watch");
-  const { records, revision } = followed;
-  // A revision this leader has not reached is nobody's view of this
-  // cluster: the client gets the full backlog instead.
-  const resumed = resumeFrom > 0 && resumeFrom <= revision;
-  const backlog = resumed ? records.filter((r) => Number(r.modRevision) >= resumeFrom) : records;
+  const { records, revision, clusterId } = followed;
+  // A revision of another etcd cluster (one restored from a backup is a new
+  // one, whose revisions restart at the snapshot's), or of none named, or
+  // one this leader has not reached, is nobody's view of this cluster: the
+  // client gets the full backlog instead.
+  const resumed =
+    resume.revision > 0 &&
+    resume.revision <= revision &&
+    resume.clusterId !== "" &&
+    resume.clusterId === clusterId;
+  const backlog = resumed
+    ? records.filter((r) => Number(r.modRevision) >= resume.revision)
+    : records;
   const changes = await sendBacklog(call, followed, backlog, (chunk, last) => ({
     nodes: chunk.map(({ id, node }) => nodeToProto(id, node)),
     nodeTombstones: [],
@@ -135,12 +166,22 @@ async function watchAll(ctx: LeaderContext, call: WatchCall, resumeFrom: number)
     revision: last ? revision : 0,
     nodeCount: last ? records.length : 0,
     resumed,
+    etcdClusterId: last ? clusterId : "",
   }));
-  return follow(ctx, call, changes);
+  return follow(ctx, call, changes, clusterId);
 }
 
-/** Streams the watcher's events until the client cancels, falls behind, or the watch fails. */
-function follow(ctx: LeaderContext, call: WatchCall, watcher: RecordEvents): Promise<void> {
+/**
+ * Streams the watcher's events until the client cancels, falls behind, or
+ * the watch fails; each carries its revision and `clusterId`, the ID of the
+ * etcd cluster the revision belongs to.
+ */
+function follow(
+  ctx: LeaderContext,
+  call: WatchCall,
+  watcher: RecordEvents,
+  clusterId: string,
+): Promise<void> {
   return followWatcher(call, watcher, {
     what: "node watch",
     put: (entry: IKeyValue) => {
@@ -153,6 +194,7 @@ function follow(ctx: LeaderContext, call: WatchCall, watcher: RecordEvents): Pro
           revision: Number(entry.mod_revision),
           nodeCount: 0,
           resumed: false,
+          etcdClusterId: clusterId,
         }
       );
     },
@@ -163,6 +205,7 @@ function follow(ctx: LeaderContext, call: WatchCall, watcher: RecordEvents): Pro
       revision: Number(entry.mod_revision),
       nodeCount: 0,
       resumed: false,
+      etcdClusterId: clusterId,
     }),
   });
 }

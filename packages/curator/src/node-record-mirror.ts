@@ -102,6 +102,8 @@ export class MirrorSubscription extends EventEmitter implements RecordEvents {
 export interface FollowedRecords {
   /** The revision of the curator namespace the records are current as of. */
   revision: bigint;
+  /** The ID of the etcd cluster `revision` belongs to (its response headers' cluster_id). */
+  clusterId: string;
   /** Every readable node record, in key order (do not modify). */
   records: readonly StoredNode[];
   /** Records that do not decode, left out of `records`. */
@@ -117,6 +119,8 @@ interface Copy {
   readonly corrupt: Map<string, CuratorError>;
   /** The revision of the latest change of the curator namespace the copy has seen. */
   revision: bigint;
+  /** The ID of the etcd cluster the copy was read from. */
+  clusterId: string;
   /** Every record in key order, made on demand and dropped at the next change. */
   sorted: StoredNode[] | undefined;
   watcher: Watcher | undefined;
@@ -185,6 +189,7 @@ export class NodeRecordMirror {
     copy.followers.add(changes);
     return {
       revision: copy.revision,
+      clusterId: copy.clusterId,
       records: copy.sorted,
       corrupt: copy.corrupt.size,
       changes,
@@ -240,6 +245,7 @@ export class NodeRecordMirror {
       records: new Map(),
       corrupt: new Map(),
       revision: 0n,
+      clusterId: "",
       sorted: undefined,
       watcher: undefined,
       live: true,
@@ -258,6 +264,7 @@ export class NodeRecordMirror {
         sliceStart = performance.now();
       }
       copy.revision = BigInt(res.header.revision);
+      copy.clusterId = res.header.cluster_id;
       // Every key of the namespace: see the module comment.
       const watcher = await openWatch(
         this.kv

@@ -70,24 +70,32 @@ export function storedNodeOf(
   }
 }
 
-/** Every readable node record, and the etcd revision they were read at. */
+/**
+ * Every readable node record, the etcd revision they were read at, and the
+ * ID of the etcd cluster that revision belongs to.
+ */
 export async function readAllNodes(
   ctx: LeaderContext,
   what: string,
-): Promise<{ revision: string; nodes: StoredNode[] }> {
+): Promise<{ revision: string; clusterId: string; nodes: StoredNode[] }> {
   const res = await ctx.kv.getAll().prefix(nodesPrefix).exec();
   const nodes: StoredNode[] = [];
   for (const entry of res.kvs) {
     const stored = storedNodeOf(ctx, entry, what);
     if (stored) nodes.push(stored);
   }
-  return { revision: res.header.revision, nodes };
+  return { revision: res.header.revision, clusterId: res.header.cluster_id, nodes };
 }
 
 /** Every readable node record at one revision, and the changes after it. */
 export interface AllNodes {
   records: readonly StoredNode[];
   revision: number;
+  /**
+   * The ID of the etcd cluster `revision` belongs to: the cluster_id of
+   * etcd's response header, the same on every member, new after a restore.
+   */
+  clusterId: string;
   changes: RecordEvents;
   /** Why the changes failed already, if they did. */
   failure(): Error | undefined;
@@ -106,14 +114,16 @@ export async function followAllNodes(ctx: LeaderContext, what: string): Promise<
     return {
       records: followed.records,
       revision: Number(followed.revision),
+      clusterId: followed.clusterId,
       changes,
       failure: () => changes.failure,
     };
   }
-  const { revision, nodes } = await readAllNodes(ctx, what);
+  const { revision, clusterId, nodes } = await readAllNodes(ctx, what);
   return {
     records: nodes,
     revision: Number(revision),
+    clusterId,
     changes: await watchNodesAfter(ctx, revision),
     failure: () => undefined,
   };

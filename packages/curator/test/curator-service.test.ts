@@ -17,6 +17,7 @@ import { WATCH_MAX_PENDING } from "../src/curator-watch";
 import { CuratorError } from "../src/errors";
 import { nodeKey, registerTicketKey } from "../src/keys";
 import { encodeNode } from "../src/node-record";
+import { readAllNodes } from "../src/node-watch-streams";
 import { readClusterUnlockKey } from "../src/node-secrets";
 import { sealRegisterTicket } from "../src/register-ticket";
 import {
@@ -123,7 +124,10 @@ describe("watch", () => {
     for (let i = 0; i < 55; i++) added.push(await leader.addNode({ state: common.NodeState.NEW }));
     const w = new Collected(
       nodeClient.watch({
-        kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } },
+        kind: {
+          $case: "nodesInCluster",
+          nodesInCluster: { resumeFromRevision: 0, resumeEtcdClusterId: "" },
+        },
       }),
     );
     const backlog = await w.until(
@@ -161,10 +165,13 @@ describe("watch", () => {
   });
 
   it("resumes a watch of all nodes: only the nodes changed since, and the count that shows a missed deletion", async () => {
-    const all = (resumeFromRevision: number) =>
+    const all = (resumeFromRevision: number, resumeEtcdClusterId = "") =>
       new Collected(
         nodeClient.watch({
-          kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision } },
+          kind: {
+            $case: "nodesInCluster",
+            nodesInCluster: { resumeFromRevision, resumeEtcdClusterId },
+          },
         }),
       );
     const backlogOf = async (w: Collected<curator.WatchResponse>) => {
@@ -195,11 +202,12 @@ describe("watch", () => {
         .then((m) => m.slice(full.messages.length));
       expect(change.nodes.map((n) => n.id)).toEqual([a.nodeId]);
       expect(change.revision).toBeGreaterThan(full.end.revision);
+      expect(change.etcdClusterId).toBe(full.end.etcdClusterId);
       first.stream.cancel();
 
       // Away: b changes. Back: a (of the revision resumed from) and b, nothing else.
       await labelled(b.nodeId, "2");
-      const second = all(change.revision);
+      const second = all(change.revision, change.etcdClusterId);
       const resumed = await backlogOf(second);
       expect(resumed.messages.every((m) => m.resumed)).toBe(true);
       expect(resumed.messages.flatMap((m) => m.nodes.map((n) => n.id)).sort()).toEqual(
@@ -219,7 +227,7 @@ describe("watch", () => {
 
       // Away: c is deleted. The resumed backlog has no tombstone, but one node less counted.
       await leader.deleteNode(c.nodeId);
-      const third = all(cChanged?.revision ?? 0);
+      const third = all(cChanged?.revision ?? 0, cChanged?.etcdClusterId);
       const afterDelete = await backlogOf(third);
       expect(afterDelete.messages.flatMap((m) => m.nodes)).toEqual([]);
       expect(afterDelete.end.resumed).toBe(true);
@@ -227,7 +235,7 @@ describe("watch", () => {
       third.stream.cancel();
 
       // A revision this leader has not reached: the full backlog, not marked resumed.
-      const future = all(afterDelete.end.revision + 1_000_000);
+      const future = all(afterDelete.end.revision + 1_000_000, afterDelete.end.etcdClusterId);
       const fresh = await backlogOf(future);
       expect(fresh.end.resumed).toBe(false);
       expect(fresh.messages.reduce((n, m) => n + m.nodes.length, 0)).toBe(total - 1);
@@ -242,10 +250,84 @@ describe("watch", () => {
     }
   });
 
+  it("resumes only a token of its own etcd cluster: another cluster's ID, or none, gets the full backlog", async () => {
+    // A cluster restored from a backup is a new etcd cluster whose revisions
+    // restart at the snapshot's (etcd 3.4 cannot bump them): a revision of
+    // the old cluster that the new one has passed names a different history.
+    const watchFrom = (resumeFromRevision: number, resumeEtcdClusterId: string) =>
+      new Collected(
+        nodeClient.watch({
+          kind: {
+            $case: "nodesInCluster",
+            nodesInCluster: { resumeFromRevision, resumeEtcdClusterId },
+          },
+        }),
+      );
+    const backlogOf = async (w: Collected<curator.WatchResponse>) => {
+      try {
+        const messages = await w.until(
+          (m) => m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED),
+          "end of backlog",
+        );
+        const last = messages.findIndex(
+          (x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED,
+        );
+        const head = messages.slice(0, last + 1);
+        return {
+          end: messages[last],
+          ids: head.flatMap((m) => m.nodes.map((n) => n.id)).sort(),
+          resumed: head.map((m) => m.resumed),
+        };
+      } finally {
+        w.stream.cancel();
+      }
+    };
+    // The leader's etcd cluster, as any etcd response header names it.
+    const { header } = await leader.ctx.kv.get("any").exec();
+    const own = header.cluster_id;
+    expect(own).toMatch(/^[1-9][0-9]*$/);
+    const [a, b] = [await leader.addNode(), await leader.addNode()];
+    try {
+      const full = await backlogOf(watchFrom(0, ""));
+      expect(full.end.etcdClusterId).toBe(own);
+      expect(full.resumed.every((r) => !r)).toBe(true);
+      await leader.updateNode(b.nodeId, (n) => ({ ...n, labels: new Map([["zone", "b"]]) }));
+      const changed = await leader.ctx.nodes.find(b.nodeId);
+      const reached = Number(changed?.modRevision);
+      expect(reached).toBeGreaterThan(full.end.revision);
+      // Another etcd cluster's token, of a revision this one has reached: a
+      // restored cluster's leader sees such a token from a node of the old one.
+      const other = (BigInt(own) ^ 1n).toString();
+      for (const clusterId of [other, ""]) {
+        const fresh = await backlogOf(watchFrom(reached, clusterId));
+        expect({ clusterId, resumed: fresh.resumed.some((r) => r) }).toEqual({
+          clusterId,
+          resumed: false,
+        });
+        expect(fresh.ids).toEqual(full.ids);
+        expect(fresh.end.nodeCount).toBe(full.ids.length);
+        expect(fresh.end.etcdClusterId).toBe(own);
+      }
+      // Its own: resumed, only what changed at or after the revision.
+      const resumed = await backlogOf(watchFrom(reached, own));
+      expect(resumed.resumed.every((r) => r)).toBe(true);
+      expect(resumed.ids).toEqual([b.nodeId]);
+      expect(resumed.end.etcdClusterId).toBe(own);
+      // The leader's read of etcd, used while its copy of the records is not
+      // trusted, names the same cluster.
+      expect((await readAllNodes(leader.ctx, "test")).clusterId).toBe(own);
+    } finally {
+      for (const n of [a, b]) await leader.deleteNode(n.nodeId);
+    }
+  });
+
   it("ends the watch of a client that stopped reading with RESOURCE_EXHAUSTED; a new watch works", async () => {
     const { ctx } = leader;
     const all = {
-      kind: { $case: "nodesInCluster" as const, nodesInCluster: { resumeFromRevision: 0 } },
+      kind: {
+        $case: "nodesInCluster" as const,
+        nodesInCluster: { resumeFromRevision: 0, resumeEtcdClusterId: "" },
+      },
     };
     const lastBacklogged = (m: curator.WatchResponse[]) =>
       m.some((x) => x.progress === curator.WatchResponse_Progress.LAST_BACKLOGGED);
@@ -599,7 +681,12 @@ describe("authorization", () => {
   const calls: Record<string, (c: Client) => Promise<unknown>> = {
     watch: (c) =>
       new Collected(
-        c.watch({ kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: 0 } } }),
+        c.watch({
+          kind: {
+            $case: "nodesInCluster",
+            nodesInCluster: { resumeFromRevision: 0, resumeEtcdClusterId: "" },
+          },
+        }),
       ).until(() => false, "error", 5000),
     updateNodeStatus: (c) =>
       rpc((cb) =>

@@ -359,12 +359,24 @@ const targets: Record<string, Target> = {
             $case: "nodeInCluster" as const,
             nodeInCluster: { nodeId: id },
           })),
-          // Afresh, resumed from a revision (reached or not), or a negative one.
+          // Afresh, resumed from a revision (reached or not), or a negative
+          // one; of no etcd cluster named, of another, or of any text.
           fc
-            .oneof(fc.constant(0), fc.integer({ min: 1, max: 10_000 }), fc.maxSafeInteger())
-            .map((resumeFromRevision) => ({
+            .record({
+              resumeFromRevision: fc.oneof(
+                fc.constant(0),
+                fc.integer({ min: 1, max: 10_000 }),
+                fc.maxSafeInteger(),
+              ),
+              resumeEtcdClusterId: fc.oneof(
+                fc.constant(""),
+                fc.bigInt({ min: 1n, max: 2n ** 64n - 1n }).map(String),
+                fc.string({ maxLength: 64 }),
+              ),
+            })
+            .map((nodesInCluster) => ({
               $case: "nodesInCluster" as const,
-              nodesInCluster: { resumeFromRevision },
+              nodesInCluster,
             })),
         ),
       }),

@@ -15,6 +15,14 @@
  * counts, nodes were deleted while it was away (any other difference would
  * be the leader's fault, and is treated alike), and {@link StaleViewError}
  * says to watch afresh (the view is reset for that).
+ *
+ * The revision is kept with the ID of the etcd cluster it belongs to, and
+ * both go back when the watch resumes: a cluster restored from a backup is
+ * a new etcd cluster whose revisions restart at the snapshot's (etcd 3.4
+ * cannot bump them on restore), so a revision alone could resume this view
+ * at a point of another history. The leader resumes only a token of its own
+ * etcd cluster; for any other it sends the full backlog, not marked
+ * resumed, which replaces the view (nodes not in it are dropped).
  */
 import { curator } from "@metropolis/proto";
 import { RoleserveError } from "./errors";
@@ -41,6 +49,8 @@ export class ClusterView {
   readonly nodes = new Map<string, curator.Node>();
   /** The etcd revision the view is current as of; 0 while it has none. */
   revision = 0;
+  /** The ID of the etcd cluster {@link revision} belongs to; empty while it has none. */
+  etcdClusterId = "";
   /** Nodes of the backlog under way; undefined once it is complete. */
   private incoming: Map<string, curator.Node> | undefined;
 
@@ -48,7 +58,13 @@ export class ClusterView {
   begin(): curator.WatchRequest {
     this.incoming = new Map();
     return {
-      kind: { $case: "nodesInCluster", nodesInCluster: { resumeFromRevision: this.revision } },
+      kind: {
+        $case: "nodesInCluster",
+        nodesInCluster: {
+          resumeFromRevision: this.revision,
+          resumeEtcdClusterId: this.etcdClusterId,
+        },
+      },
     };
   }
 
@@ -69,13 +85,18 @@ export class ClusterView {
         const held = this.nodes.size;
         this.nodes.clear();
         this.revision = 0;
+        this.etcdClusterId = "";
         throw new StaleViewError(held, event.nodeCount);
       }
     } else {
       for (const node of event.nodes) this.nodes.set(node.id, node);
       for (const { nodeId } of event.nodeTombstones) this.nodes.delete(nodeId);
     }
-    if (event.revision > 0) this.revision = event.revision;
+    if (event.revision > 0) {
+      // Together: a revision means nothing without its etcd cluster.
+      this.revision = event.revision;
+      this.etcdClusterId = event.etcdClusterId;
+    }
     return true;
   }
 }

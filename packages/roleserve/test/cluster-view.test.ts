@@ -107,6 +107,50 @@ describe("ClusterView", () => {
     expect(resumeOf(view.begin())).toBe(0);
   });
 
+  it("keeps the etcd cluster ID with the revision and sends both back; a full backlog of another cluster replaces both and the view", () => {
+    const tokenOf = (request: curator.WatchRequest) =>
+      request.kind?.$case === "nodesInCluster" ? request.kind.nodesInCluster : undefined;
+    const view = new ClusterView();
+    expect(tokenOf(view.begin())).toEqual({ resumeFromRevision: 0, resumeEtcdClusterId: "" });
+    view.apply(
+      event({
+        nodes: [node("a"), node("lost")],
+        progress: LAST_BACKLOGGED,
+        revision: 40,
+        nodeCount: 2,
+        etcdClusterId: "111",
+      }),
+    );
+    view.apply(event({ nodes: [node("a", "x")], revision: 41, etcdClusterId: "111" }));
+    expect(tokenOf(view.begin())).toEqual({ resumeFromRevision: 41, resumeEtcdClusterId: "111" });
+    // The cluster restored from a backup: another etcd cluster, at a lower
+    // revision, without the node written after the backup.
+    view.apply(
+      event({
+        nodes: [node("a")],
+        progress: LAST_BACKLOGGED,
+        revision: 30,
+        nodeCount: 1,
+        etcdClusterId: "222",
+      }),
+    );
+    expect(zones(view)).toEqual({ a: "" });
+    expect(tokenOf(view.begin())).toEqual({ resumeFromRevision: 30, resumeEtcdClusterId: "222" });
+    // A StaleViewError resets both.
+    expect(() =>
+      view.apply(
+        event({
+          progress: LAST_BACKLOGGED,
+          revision: 31,
+          nodeCount: 0,
+          resumed: true,
+          etcdClusterId: "222",
+        }),
+      ),
+    ).toThrow(StaleViewError);
+    expect(tokenOf(view.begin())).toEqual({ resumeFromRevision: 0, resumeEtcdClusterId: "" });
+  });
+
   it("keeps revision 0 from a leader that sends none, so every watch starts afresh", () => {
     const view = new ClusterView();
     view.begin();

@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { CuratorConnection, unaryCall } from "@metropolis/curator";
 import { waitFor } from "@metropolis/event";
 import { dir, file, place, protobufCodec } from "@metropolis/localstorage";
-import { api, common, priv } from "@metropolis/proto";
+import { api, common, curator, priv } from "@metropolis/proto";
 import { MockContext, startOnMock, eventually } from "@metropolis/supervisor/testing";
-import { StaleViewError } from "../src/cluster-view";
+import { ClusterView, StaleViewError } from "../src/cluster-view";
+import { openWatch } from "../src/curator-calls";
 import { clusterDirectory, directoryWorker } from "../src/directory";
 import { CuratorStreamError } from "../src/errors";
 import { credentialsPem } from "../src/node-credentials";
@@ -286,6 +287,50 @@ describe("directoryWorker", () => {
     );
     expect(await hostOf(moving.nodeId)).toBe("127.0.0.52");
     await run4.stop();
+  });
+
+  it("resumes with the revision and the etcd cluster ID it received; a token of another etcd cluster gets the full backlog, which replaces the view", async () => {
+    // The etcd cluster the curator reads, as any etcd response header names it.
+    const { header } = await cluster.member.status.client.kv.get("any").exec();
+    const own = header.cluster_id;
+    const { connection } = cluster.connect(cluster.firstNode);
+    const signal = AbortSignal.timeout(20_000);
+    const view = new ClusterView();
+    /** Watches as `request` says until the view is complete; the backlog's last event. */
+    const backlog = async (request: curator.WatchRequest) => {
+      const { stream, first } = await openWatch(connection, request.kind, signal);
+      try {
+        let event = first;
+        while (!view.apply(event)) event = await stream.next(signal);
+        return event;
+      } finally {
+        stream.cancel();
+      }
+    };
+
+    const fresh = await backlog(view.begin());
+    expect(fresh.resumed).toBe(false);
+    expect(fresh.etcdClusterId).toBe(own);
+    expect(view.etcdClusterId).toBe(own);
+    expect(view.nodes.has(cluster.firstNode.nodeId)).toBe(true);
+    // What it sends back: the revision with the etcd cluster it belongs to.
+    const again = view.begin();
+    expect(again.kind).toEqual({
+      $case: "nodesInCluster",
+      nodesInCluster: { resumeFromRevision: view.revision, resumeEtcdClusterId: own },
+    });
+    expect((await backlog(again)).resumed).toBe(true);
+
+    // A view of another etcd cluster, as a node holds that followed the
+    // cluster before it was restored from a backup: a node written there
+    // after the backup, which the restore lost.
+    view.etcdClusterId = (BigInt(own) ^ 1n).toString();
+    view.nodes.set("metropolis-lost", curator.Node.fromPartial({ id: "metropolis-lost" }));
+    const replaced = await backlog(view.begin());
+    expect(replaced.resumed).toBe(false);
+    expect(view.nodes.has("metropolis-lost")).toBe(false);
+    expect(view.nodes.has(cluster.firstNode.nodeId)).toBe(true);
+    expect(view.etcdClusterId).toBe(own);
   });
 
   it("fails when its watch breaks", async () => {

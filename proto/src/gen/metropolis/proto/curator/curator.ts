@@ -110,8 +110,30 @@ export interface WatchRequest_NodesInCluster {
    * the nodes that changed, not every node: each node of a cluster watches
    * all nodes (its directory), so a full backlog for each of them is N²
    * records.
+   *
+   * A revision names a point of one etcd cluster's history only, so the
+   * resume token is the pair (`revision`, `etcd_cluster_id`) of the last
+   * message applied: the leader resumes only if `resume_etcd_cluster_id`
+   * equals its own etcd cluster's ID; otherwise (another cluster, or unset
+   * by a client older than the field) it sends the full backlog, not
+   * marked `resumed`, and the client replaces its view.
    */
   resumeFromRevision: number;
+  /**
+   * The `etcd_cluster_id` of the message `resume_from_revision` was taken
+   * from (empty with resume_from_revision 0). Needed because a cluster
+   * restored from a backup (metropolis-node --recover-from) is a new etcd
+   * cluster that starts at the snapshot's revision: etcd 3.4's `etcdctl
+   * snapshot restore` cannot bump the revision past it (etcdutl's
+   * --bump-revision is 3.5+). A node that had applied revision R of the
+   * old cluster, R past the snapshot's, would otherwise be resumed from R
+   * once the restored cluster's revision passed R: it would miss what
+   * changed in the restored cluster below R and keep the old cluster's
+   * writes that the restore lost, a stale view that never heals. A restore
+   * always makes a new etcd cluster ID, so the token carries the cluster's
+   * identity instead of a bumped revision.
+   */
+  resumeEtcdClusterId: string;
 }
 
 /**
@@ -129,7 +151,8 @@ export interface WatchResponse {
    * NodesInCluster watches: the etcd revision the client's view is current
    * as of once it has applied this event and those before it. Set on the
    * last event of the backlog and on every change; a later watch resumes
-   * from it (NodesInCluster.resume_from_revision).
+   * from it (NodesInCluster.resume_from_revision), together with
+   * `etcd_cluster_id`.
    */
   revision: number;
   /**
@@ -145,6 +168,15 @@ export interface WatchResponse {
    * since; unset, the backlog is every node and replaces the client's view.
    */
   resumed: boolean;
+  /**
+   * NodesInCluster watches, on every event that carries `revision`: the ID
+   * of the etcd cluster that revision belongs to (the cluster_id of etcd's
+   * response header, in decimal), the same on every member and across
+   * curator failovers, new after a restore from a backup. A later watch
+   * sends it back as NodesInCluster.resume_etcd_cluster_id: a revision
+   * resumes only the etcd cluster it came from (see there for why).
+   */
+  etcdClusterId: string;
 }
 
 /** Where the stream stands. */
@@ -878,13 +910,16 @@ export const WatchRequest_NodeInCluster: MessageFns<WatchRequest_NodeInCluster> 
 };
 
 function createBaseWatchRequest_NodesInCluster(): WatchRequest_NodesInCluster {
-  return { resumeFromRevision: 0 };
+  return { resumeFromRevision: 0, resumeEtcdClusterId: "" };
 }
 
 export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster> = {
   encode(message: WatchRequest_NodesInCluster, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.resumeFromRevision !== 0) {
       writer.uint32(8).int64(message.resumeFromRevision);
+    }
+    if (message.resumeEtcdClusterId !== "") {
+      writer.uint32(18).string(message.resumeEtcdClusterId);
     }
     return writer;
   },
@@ -910,6 +945,14 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
             message.resumeFromRevision = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.resumeEtcdClusterId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -929,6 +972,11 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
         : isSet(object.resume_from_revision)
         ? globalThis.Number(object.resume_from_revision)
         : 0,
+      resumeEtcdClusterId: isSet(object.resumeEtcdClusterId)
+        ? globalThis.String(object.resumeEtcdClusterId)
+        : isSet(object.resume_etcd_cluster_id)
+        ? globalThis.String(object.resume_etcd_cluster_id)
+        : "",
     };
   },
 
@@ -936,6 +984,9 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
     const obj: any = {};
     if (message.resumeFromRevision !== 0) {
       obj.resumeFromRevision = Math.round(message.resumeFromRevision);
+    }
+    if (message.resumeEtcdClusterId !== "") {
+      obj.resumeEtcdClusterId = message.resumeEtcdClusterId;
     }
     return obj;
   },
@@ -946,12 +997,13 @@ export const WatchRequest_NodesInCluster: MessageFns<WatchRequest_NodesInCluster
   fromPartial<I extends Exact<DeepPartial<WatchRequest_NodesInCluster>, I>>(object: I): WatchRequest_NodesInCluster {
     const message = createBaseWatchRequest_NodesInCluster();
     message.resumeFromRevision = object.resumeFromRevision ?? 0;
+    message.resumeEtcdClusterId = object.resumeEtcdClusterId ?? "";
     return message;
   },
 };
 
 function createBaseWatchResponse(): WatchResponse {
-  return { nodes: [], nodeTombstones: [], progress: 0, revision: 0, nodeCount: 0, resumed: false };
+  return { nodes: [], nodeTombstones: [], progress: 0, revision: 0, nodeCount: 0, resumed: false, etcdClusterId: "" };
 }
 
 export const WatchResponse: MessageFns<WatchResponse> = {
@@ -973,6 +1025,9 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     }
     if (message.resumed !== false) {
       writer.uint32(48).bool(message.resumed);
+    }
+    if (message.etcdClusterId !== "") {
+      writer.uint32(58).string(message.etcdClusterId);
     }
     return writer;
   },
@@ -1038,6 +1093,14 @@ export const WatchResponse: MessageFns<WatchResponse> = {
             message.resumed = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.etcdClusterId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1066,6 +1129,11 @@ export const WatchResponse: MessageFns<WatchResponse> = {
         ? globalThis.Number(object.node_count)
         : 0,
       resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
+      etcdClusterId: isSet(object.etcdClusterId)
+        ? globalThis.String(object.etcdClusterId)
+        : isSet(object.etcd_cluster_id)
+        ? globalThis.String(object.etcd_cluster_id)
+        : "",
     };
   },
 
@@ -1089,6 +1157,9 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     if (message.resumed !== false) {
       obj.resumed = message.resumed;
     }
+    if (message.etcdClusterId !== "") {
+      obj.etcdClusterId = message.etcdClusterId;
+    }
     return obj;
   },
 
@@ -1103,6 +1174,7 @@ export const WatchResponse: MessageFns<WatchResponse> = {
     message.revision = object.revision ?? 0;
     message.nodeCount = object.nodeCount ?? 0;
     message.resumed = object.resumed ?? false;
+    message.etcdClusterId = object.etcdClusterId ?? "";
     return message;
   },
 };
