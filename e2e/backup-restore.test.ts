@@ -18,7 +18,6 @@
  */
 import { copyFile, mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { runMetroctl } from "@metropolis/metroctl";
 import { generateKeyPair, privateKeyToPem } from "@metropolis/pki";
 import { eventually } from "@metropolis/supervisor/testing";
 import { removeNodeRoot } from "../local-cluster/src/node-root-removal";
@@ -39,18 +38,8 @@ afterAll(async () => {
 });
 
 /** metroctl as the owner (the cluster's config dir) against `endpoint` only. */
-async function metroctlAt(endpoint: string, args: readonly string[]) {
-  let stdout = "";
-  let stderr = "";
-  const exitCode = await runMetroctl(
-    ["--config", e2e.cluster.metroctlDir, "--endpoints", endpoint, ...args],
-    {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-    },
-  );
-  return { exitCode, stdout, stderr };
-}
+const metroctlAt = (endpoint: string, args: readonly string[]) =>
+  e2e.cluster.metroctl(args, { endpoints: [endpoint] });
 
 it("restores a cluster that lost its quorum from a backup, up to the backup and no further", async () => {
   const [n1, n2, n3] = [e2e.node(1), e2e.node(2), e2e.node(3)];

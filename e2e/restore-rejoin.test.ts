@@ -30,7 +30,6 @@ import { mkdtemp, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { hexId, readMemberIdentity } from "@metropolis/consensus";
 import { placeNodeRoot } from "@metropolis/localstorage";
-import { runMetroctl } from "@metropolis/metroctl";
 import { eventually } from "@metropolis/supervisor/testing";
 import { removeNodeRoot } from "../local-cluster/src/node-root-removal";
 import type { NodeView } from "@metropolis/metroctl";
@@ -50,18 +49,8 @@ afterAll(async () => {
 });
 
 /** metroctl as the owner (the cluster's config dir) against `endpoint` only. */
-async function metroctlAt(endpoint: string, args: readonly string[]) {
-  let stdout = "";
-  let stderr = "";
-  const exitCode = await runMetroctl(
-    ["--config", e2e.cluster.metroctlDir, "--endpoints", endpoint, ...args],
-    {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-    },
-  );
-  return { exitCode, stdout, stderr };
-}
+const metroctlAt = (endpoint: string, args: readonly string[]) =>
+  e2e.cluster.metroctl(args, { endpoints: [endpoint] });
 
 interface MembersJson {
   members: Array<{ nodeId: string; memberId: string; status: string }>;

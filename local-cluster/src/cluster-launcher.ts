@@ -374,15 +374,18 @@ export class LocalCluster {
     return node;
   }
 
-  /** Runs metroctl in-process against this cluster (owner config dir, every node as endpoint). */
+  /**
+   * Runs metroctl in-process against this cluster: the owner's config dir,
+   * every node as an endpoint, or only `opts.endpoints` (`host:port`) when
+   * given (a test that must reach one node's curator and no other).
+   */
   async metroctl(
     args: readonly string[],
-    opts: { signal?: AbortSignal } = {},
+    opts: { signal?: AbortSignal; endpoints?: readonly string[] } = {},
   ): Promise<MetroctlResult> {
     const argv = ["--config", this.metroctlDir];
-    if (this.nodes.length > 0) {
-      argv.push("--endpoints", this.nodes.map((n) => `${n.address}:${this.curatorPort}`).join(","));
-    }
+    const endpoints = opts.endpoints ?? this.nodes.map((n) => `${n.address}:${this.curatorPort}`);
+    if (endpoints.length > 0) argv.push("--endpoints", endpoints.join(","));
     argv.push(...args);
     let stdout = "";
     let stderr = "";
