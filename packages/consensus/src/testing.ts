@@ -22,6 +22,7 @@ import { ConsensusService, type ConsensusConfig } from "./service";
 import type { ConsensusStatus } from "./status";
 import { generateKeyPair, nodeIdFromPublicKey } from "@metropolis/pki";
 
+export { snapshotMemberToFile } from "./snapshot-file";
 export {
   startEtcdCluster,
   EtcdStartError,

@@ -7,16 +7,13 @@
  * copy the restore wrote) and opens the secrets sealed before the snapshot.
  * A snapshot etcd refuses leaves nothing behind.
  */
-import { createWriteStream } from "node:fs";
 import { access, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { generateKeyPair } from "@metropolis/pki";
-import { TestMembers } from "@metropolis/consensus/testing";
+import { snapshotMemberToFile, TestMembers } from "@metropolis/consensus/testing";
 import { localTimings } from "../src/etcd-flags";
-import { memberClient } from "../src/etcd-client";
 import { unwrapKeyring } from "../src/keyring-wrap";
 import { hasMemberData } from "../src/member-data";
-import { snapshotMember } from "../src/member-snapshot";
 import { restoreMember } from "../src/restore-member";
 import { SecretKeyring } from "../src/secret-keyring";
 
@@ -24,25 +21,6 @@ jest.setTimeout(120_000);
 
 const fixture = new TestMembers();
 afterEach(() => fixture.cleanup());
-
-/** Takes a snapshot of the member listening on `socket` into `path`. */
-async function snapshotTo(socket: string, path: string): Promise<bigint> {
-  const client = memberClient(socket);
-  try {
-    const snapshot = await snapshotMember(client, AbortSignal.timeout(30_000));
-    const out = createWriteStream(path, { mode: 0o600 });
-    for await (const chunk of snapshot.chunks) {
-      if (!out.write(chunk))
-        await new Promise<void>((resolve) => out.once("drain", () => resolve()));
-    }
-    await new Promise<void>((resolve, reject) =>
-      out.end((e?: Error | null) => (e ? reject(e) : resolve())),
-    );
-    return snapshot.revision;
-  } finally {
-    client.close();
-  }
-}
 
 it("restores a snapshot as a new one-member cluster whose member then restarts from it", async () => {
   const a = await fixture.node("ra");
@@ -62,7 +40,7 @@ it("restores a snapshot as a new one-member cluster whose member then restarts f
   const wrapped = old.status.wrapKeyringFor(owner.publicKey, "test backup");
   const keyring = unwrapKeyring(wrapped, owner.privateKey, "test backup");
   const snapshotPath = join(a.dir, "snapshot.db");
-  const revision = await snapshotTo(old.status.clientSocket, snapshotPath);
+  const revision = await snapshotMemberToFile(old.status.clientSocket, snapshotPath);
   await app.kv.put("plain").value("after").exec();
   // Its keepalives stop; the lease itself stays in etcd, as a crashed holder's would.
   lease.release();

@@ -8,18 +8,15 @@
  * b (retry, then wipe), against C stopped (retry); wiped, b joins C as a
  * learner and is promoted.
  */
-import { createWriteStream } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { certificatePemCodec, generateKeyPair } from "@metropolis/pki";
-import { TestMembers, type TestMember } from "@metropolis/consensus/testing";
+import { snapshotMemberToFile, TestMembers, type TestMember } from "@metropolis/consensus/testing";
 import { eventually } from "@metropolis/supervisor/testing";
 import { MemberIdentityError } from "../src/errors";
 import { localTimings } from "../src/etcd-flags";
-import { memberClient } from "../src/etcd-client";
 import { unwrapKeyring } from "../src/keyring-wrap";
 import { hasMemberData } from "../src/member-data";
-import { snapshotMember } from "../src/member-snapshot";
 import { restoreMember } from "../src/restore-member";
 import {
   checkMemberData,
@@ -93,24 +90,6 @@ describe("decideMemberData", () => {
   });
 });
 
-/** Takes a snapshot of the member listening on `socket` into `path`. */
-async function snapshotTo(socket: string, path: string): Promise<void> {
-  const client = memberClient(socket);
-  try {
-    const snapshot = await snapshotMember(client, AbortSignal.timeout(30_000));
-    const out = createWriteStream(path, { mode: 0o600 });
-    for await (const chunk of snapshot.chunks) {
-      if (!out.write(chunk))
-        await new Promise<void>((resolve) => out.once("drain", () => resolve()));
-    }
-    await new Promise<void>((resolve, reject) =>
-      out.end((e?: Error | null) => (e ? reject(e) : resolve())),
-    );
-  } finally {
-    client.close();
-  }
-}
-
 const clusterIdOf = async (member: TestMember) =>
   BigInt((await member.status.client.kv.get("x").exec()).header.cluster_id);
 
@@ -150,7 +129,7 @@ it("keeps a member's data for its own cluster, and wipes it only for a restored 
     "t",
   );
   const snapshotPath = join(a.dir, "snapshot.db");
-  await snapshotTo(first.status.clientSocket, snapshotPath);
+  await snapshotMemberToFile(first.status.clientSocket, snapshotPath);
   await fixture.stop(first);
   const c = await fixture.node("sc");
   await restoreMember(
